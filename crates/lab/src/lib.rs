@@ -1,0 +1,11 @@
+//! The lab: reproductions of the root causes tailhunt must catch.
+//!
+//! # Brief overview
+//!
+//! For now the lab holds [`synth`]: seeded generators of latency distributions with known
+//! shape (log-normal, Pareto, mixtures, the trimodal "fragile p90" set). Tests use them as
+//! ground truth, the demo imports one, and benchmarks use them as load. Later issues add network
+//! namespaces, shaped links and scenarios here.
+#![deny(missing_docs)]
+
+pub mod synth;

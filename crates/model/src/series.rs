@@ -1,0 +1,124 @@
+//! A named, labelled stream of values.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tailhunt_histogram::Histogram;
+
+use crate::{Sample, Unit};
+
+/// Labels of a series (`{"rate": "1000", "proto": "tcp"}`), ordered so output is stable.
+pub type Labels = BTreeMap<String, String>;
+
+/// Whether the sample times of a series are real.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// Intended/start/end times are measured.
+    #[default]
+    Timed,
+    /// Only latencies are known (e.g. an import of bare numbers); times are the sample index.
+    Untimed,
+}
+
+/// A histogram covering one interval of time (as in HdrHistogram interval logs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalHistogram {
+    /// Interval start, ns on the run's monotonic clock.
+    pub start_ns: i64,
+    /// Interval end, ns.
+    pub end_ns: i64,
+    /// Values recorded in the interval, in the series' unit.
+    pub histogram: Histogram,
+}
+
+/// What a series holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeriesData {
+    /// Every request, raw.
+    Samples(Vec<Sample>),
+    /// One histogram per interval (when raw samples were never available).
+    Histograms(Vec<IntervalHistogram>),
+}
+
+/// A named, labelled, unit-honest series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Name, e.g. `latency`.
+    pub name: String,
+    /// Labels distinguishing series of the same name.
+    pub labels: Labels,
+    /// Unit of the values.
+    pub unit: Unit,
+    /// Whether sample times are measured.
+    pub timing: Timing,
+    /// The values.
+    pub data: SeriesData,
+}
+
+impl Series {
+    /// An empty sample series.
+    pub fn new(name: impl Into<String>, unit: Unit) -> Series {
+        Series {
+            name: name.into(),
+            labels: Labels::new(),
+            unit,
+            timing: Timing::Timed,
+            data: SeriesData::Samples(Vec::new()),
+        }
+    }
+
+    /// An empty interval-histogram series.
+    pub fn new_histograms(name: impl Into<String>, unit: Unit) -> Series {
+        Series {
+            data: SeriesData::Histograms(Vec::new()),
+            ..Series::new(name, unit)
+        }
+    }
+
+    /// Adds a label (builder style).
+    pub fn with_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Series {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// Appends a sample; a histogram series ignores nothing silently: it panics in debug only
+    /// if misused, so callers create the right kind with [`Series::new`].
+    pub fn push_sample(&mut self, sample: Sample) {
+        if let SeriesData::Samples(v) = &mut self.data {
+            v.push(sample);
+        } else {
+            debug_assert!(false, "push_sample on a histogram series");
+        }
+    }
+
+    /// The raw samples, if this series holds them.
+    pub fn samples(&self) -> Option<&[Sample]> {
+        match &self.data {
+            SeriesData::Samples(v) => Some(v),
+            SeriesData::Histograms(_) => None,
+        }
+    }
+
+    /// Number of values (samples, or counts summed over the interval histograms).
+    pub fn count(&self) -> u64 {
+        match &self.data {
+            SeriesData::Samples(v) => v.len() as u64,
+            SeriesData::Histograms(h) => h.iter().map(|i| i.histogram.count()).sum(),
+        }
+    }
+
+    /// `name{k=v,...}` — how series are named to users.
+    pub fn display_name(&self) -> String {
+        display_name(&self.name, &self.labels)
+    }
+}
+
+/// `name{k=v,...}`, or just `name` without labels.
+pub fn display_name(name: &str, labels: &Labels) -> String {
+    if labels.is_empty() {
+        return name.to_string();
+    }
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("{name}{{{}}}", inner.join(","))
+}

@@ -1,0 +1,110 @@
+//! The one trait sources write through.
+//!
+//! A source (importer, load generator, capture reader) streams its series into a [`SeriesSink`]:
+//! the store implements it to write blocks as they fill (so a killed run keeps what it measured),
+//! and `Vec<Series>` implements it for tests and small in-memory uses.
+
+use crate::{IntervalHistogram, Labels, Sample, Series, SeriesData, Timing, Unit};
+
+/// Error a sink may return; sources pass it through untouched.
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What kind of values a series will hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeriesKind {
+    /// Raw samples.
+    Samples,
+    /// Interval histograms.
+    Histograms,
+}
+
+/// Everything about a series except its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesMeta {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Unit.
+    pub unit: Unit,
+    /// Whether sample times are measured.
+    pub timing: Timing,
+    /// Samples or histograms.
+    pub kind: SeriesKind,
+}
+
+impl SeriesMeta {
+    /// Timed raw-sample series in ns.
+    pub fn latency(name: impl Into<String>) -> SeriesMeta {
+        SeriesMeta {
+            name: name.into(),
+            labels: Labels::new(),
+            unit: Unit::Nanoseconds,
+            timing: Timing::Timed,
+            kind: SeriesKind::Samples,
+        }
+    }
+}
+
+/// Where sources put their series. Handles are small integers returned by `open_series`.
+pub trait SeriesSink {
+    /// Declares a series; returns its handle.
+    fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError>;
+    /// Appends samples to a sample series.
+    fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError>;
+    /// Appends one interval histogram to a histogram series.
+    fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError>;
+}
+
+impl SeriesSink for Vec<Series> {
+    fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError> {
+        let data = match meta.kind {
+            SeriesKind::Samples => SeriesData::Samples(Vec::new()),
+            SeriesKind::Histograms => SeriesData::Histograms(Vec::new()),
+        };
+        self.push(Series {
+            name: meta.name.clone(),
+            labels: meta.labels.clone(),
+            unit: meta.unit,
+            timing: meta.timing,
+            data,
+        });
+        Ok(self.len() - 1)
+    }
+
+    fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError> {
+        match self.get_mut(series).map(|s| &mut s.data) {
+            Some(SeriesData::Samples(v)) => {
+                v.extend_from_slice(samples);
+                Ok(())
+            }
+            _ => Err(format!("series handle {series} is not a sample series").into()),
+        }
+    }
+
+    fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError> {
+        match self.get_mut(series).map(|s| &mut s.data) {
+            Some(SeriesData::Histograms(v)) => {
+                v.push(h.clone());
+                Ok(())
+            }
+            _ => Err(format!("series handle {series} is not a histogram series").into()),
+        }
+    }
+}
+
+impl Series {
+    /// The series' metadata.
+    pub fn meta(&self) -> SeriesMeta {
+        SeriesMeta {
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            unit: self.unit,
+            timing: self.timing,
+            kind: match self.data {
+                SeriesData::Samples(_) => SeriesKind::Samples,
+                SeriesData::Histograms(_) => SeriesKind::Histograms,
+            },
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Time origins, and durations written the way people write them (`450us`, `12ms`, `1.5s`).
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The two clocks of a run, read at the same instant.
+///
+/// Sample times are on the monotonic clock (immune to NTP steps); reports want wall-clock time.
+/// `wall = wall_ns + (t - mono_ns)` converts one to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockOrigin {
+    /// Wall-clock time, ns since the Unix epoch.
+    pub wall_ns: i64,
+    /// Monotonic clock at the same instant, ns.
+    pub mono_ns: i64,
+}
+
+impl ClockOrigin {
+    /// Converts a monotonic time of this run to wall-clock ns since the epoch.
+    pub fn to_wall(&self, mono_ns: i64) -> i64 {
+        self.wall_ns.saturating_add(mono_ns.saturating_sub(self.mono_ns))
+    }
+}
+
+/// Why a duration could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DurationParseError {
+    /// Nothing to parse.
+    #[error("empty duration")]
+    Empty,
+    /// Not a number.
+    #[error("'{0}' is not a number")]
+    NotANumber(String),
+    /// A suffix that is not a time unit.
+    #[error("unknown unit '{unit}' in '{text}' (use ns, us, ms, s, m or h)")]
+    UnknownUnit {
+        /// The whole input.
+        text: String,
+        /// The suffix that was not understood.
+        unit: String,
+    },
+    /// A number without a unit where no default unit was given.
+    #[error("'{0}' has no unit (write e.g. 12ms or 450us, or name the unit)")]
+    MissingUnit(String),
+    /// Negative, NaN or too large for 64-bit nanoseconds.
+    #[error("'{0}' is out of range (must be a finite, non-negative duration under 292 years)")]
+    OutOfRange(String),
+}
+
+/// Nanoseconds per unit name; `None` for an unknown unit.
+pub fn unit_scale_ns(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "ns" | "nsec" | "nanoseconds" => 1.0,
+        "us" | "µs" | "μs" | "usec" | "microseconds" => 1e3,
+        "ms" | "msec" | "milliseconds" => 1e6,
+        "s" | "sec" | "secs" | "seconds" => 1e9,
+        "m" | "min" | "minutes" => 60e9,
+        "h" | "hr" | "hours" => 3600e9,
+        _ => return None,
+    })
+}
+
+/// Parses `12ms`, `450us`, `0.45 ms`, `1.5s`, `2m`, `100ns`. A bare number uses `default_unit`
+/// (a unit name such as `"ms"`), or is an error when there is none.
+pub fn parse_duration_ns(text: &str, default_unit: Option<&str>) -> Result<i64, DurationParseError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(DurationParseError::Empty);
+    }
+    let split = t
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-' || ((c == 'e' || c == 'E') && i > 0 && is_exponent(t, i))))
+        .map(|(i, _)| i)
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| DurationParseError::NotANumber(t.to_string()))?;
+    let scale = if unit.is_empty() {
+        let name = default_unit.ok_or_else(|| DurationParseError::MissingUnit(t.to_string()))?;
+        unit_scale_ns(name).ok_or_else(|| DurationParseError::UnknownUnit {
+            text: t.to_string(),
+            unit: name.to_string(),
+        })?
+    } else {
+        unit_scale_ns(unit).ok_or_else(|| DurationParseError::UnknownUnit {
+            text: t.to_string(),
+            unit: unit.to_string(),
+        })?
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns < 0.0 || ns >= i64::MAX as f64 {
+        return Err(DurationParseError::OutOfRange(t.to_string()));
+    }
+    Ok(ns.round() as i64)
+}
+
+/// An `e` at byte `i` is an exponent when a digit or sign follows it (`1e3`), not a unit letter.
+fn is_exponent(t: &str, i: usize) -> bool {
+    let rest = &t.as_bytes()[i + 1..];
+    match rest.first() {
+        Some(b'+') | Some(b'-') => rest.get(1).is_some_and(u8::is_ascii_digit),
+        Some(c) => c.is_ascii_digit(),
+        None => false,
+    }
+}
+
+/// Formats nanoseconds for people with three significant digits: `452us`, `10.2ms`, `1.50s`.
+pub fn format_duration_ns(ns: f64) -> String {
+    let a = ns.abs();
+    let (v, unit) = if a < 1e3 {
+        (ns, "ns")
+    } else if a < 1e6 {
+        (ns / 1e3, "us")
+    } else if a < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let av = v.abs();
+    if unit == "ns" && av.fract() == 0.0 {
+        format!("{v:.0}{unit}")
+    } else if av >= 100.0 {
+        format!("{v:.0}{unit}")
+    } else if av >= 10.0 {
+        format!("{v:.1}{unit}")
+    } else {
+        format!("{v:.2}{unit}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_common_forms() {
+        assert_eq!(parse_duration_ns("12ms", None), Ok(12_000_000));
+        assert_eq!(parse_duration_ns("450us", None), Ok(450_000));
+        assert_eq!(parse_duration_ns("450µs", None), Ok(450_000));
+        assert_eq!(parse_duration_ns(" 0.45 ms ", None), Ok(450_000));
+        assert_eq!(parse_duration_ns("1.5s", None), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("1e3us", None), Ok(1_000_000));
+        assert_eq!(parse_duration_ns("7", Some("ms")), Ok(7_000_000));
+    }
+
+    #[test]
+    fn rejects_what_it_cannot_read() {
+        assert_eq!(
+            parse_duration_ns("7", None),
+            Err(DurationParseError::MissingUnit("7".into()))
+        );
+        assert!(matches!(
+            parse_duration_ns("7 furlongs", None),
+            Err(DurationParseError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ns("-3ms", None),
+            Err(DurationParseError::OutOfRange(_))
+        ));
+        assert!(matches!(
+            parse_duration_ns("abc", None),
+            Err(DurationParseError::NotANumber(_))
+        ));
+        assert_eq!(parse_duration_ns("", None), Err(DurationParseError::Empty));
+        assert!(parse_duration_ns("1e400s", None).is_err());
+    }
+
+    #[test]
+    fn formats_with_three_digits() {
+        assert_eq!(format_duration_ns(450_000.0), "450us");
+        assert_eq!(format_duration_ns(10_240_000.0), "10.2ms");
+        assert_eq!(format_duration_ns(1_500_000_000.0), "1.50s");
+        assert_eq!(format_duration_ns(999.0), "999ns");
+    }
+}
