@@ -16,6 +16,24 @@ pub struct ClockOrigin {
 }
 
 impl ClockOrigin {
+    /// Reads both clocks now.
+    pub fn now() -> ClockOrigin {
+        use rustix::time::{clock_gettime, ClockId};
+        let mono = clock_gettime(ClockId::Monotonic);
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        ClockOrigin {
+            wall_ns: wall,
+            mono_ns: mono.tv_sec.saturating_mul(1_000_000_000).saturating_add(mono.tv_nsec),
+        }
+    }
+
+    /// An origin for data whose times are already wall-clock (imports): both clocks equal.
+    pub fn wall(wall_ns: i64) -> ClockOrigin {
+        ClockOrigin { wall_ns, mono_ns: wall_ns }
+    }
+
     /// Converts a monotonic time of this run to wall-clock ns since the epoch.
     pub fn to_wall(&self, mono_ns: i64) -> i64 {
         self.wall_ns.saturating_add(mono_ns.saturating_sub(self.mono_ns))

@@ -1,0 +1,56 @@
+//! Store errors.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// What went wrong in the store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The file could not be opened or is not a tailhunt store.
+    #[error("cannot open store '{path}': {reason}")]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A read-only command was pointed at a file that does not exist.
+    #[error("no store at '{0}' (nothing recorded yet: run `tailhunt import FILE`, or pass --db / set TAILHUNT_DB to the right file)")]
+    Missing(PathBuf),
+    /// Written by a newer tailhunt.
+    #[error("store '{path}' has schema version {found}; this tailhunt understands up to {known} (upgrade tailhunt)")]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// Version in the file.
+        found: i64,
+        /// Version this build writes.
+        known: i64,
+    },
+    /// `RUN` matched nothing.
+    #[error("no run matches '{0}' (see `tailhunt runs`)")]
+    NoSuchRun(String),
+    /// `RUN` prefix matched several runs.
+    #[error("run id prefix '{prefix}' is ambiguous: it matches {}; type more characters", .matches.join(", "))]
+    AmbiguousRun {
+        /// What was typed.
+        prefix: String,
+        /// Runs it matched.
+        matches: Vec<String>,
+    },
+    /// `latest` in an empty store.
+    #[error("the store has no runs yet (record one with `tailhunt import FILE`)")]
+    NoRuns,
+    /// Stored data that does not decode.
+    #[error("corrupt data in series {series}: {reason}")]
+    Corrupt {
+        /// Series id.
+        series: i64,
+        /// What failed.
+        reason: String,
+    },
+    /// Any SQLite error.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}

@@ -1,0 +1,271 @@
+//! Reading runs back.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+use tailhunt_histogram::Histogram;
+use tailhunt_model::{
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, RunStatus, Sample, Series,
+    SeriesData, Timing, Unit, Verdict,
+};
+
+use crate::block;
+use crate::{Store, StoreError};
+
+/// A run as listed by `tailhunt runs`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunInfo {
+    /// Run id.
+    pub id: String,
+    /// What produced it.
+    pub kind: String,
+    /// `partial` or `complete`.
+    pub status: RunStatus,
+    /// When it was recorded, epoch ns.
+    pub created_wall_ns: i64,
+    /// Its clock origin.
+    pub origin: ClockOrigin,
+    /// Parameters (JSON object).
+    pub params: serde_json::Value,
+    /// Number of series.
+    pub series: u64,
+    /// Samples (or histogram counts) over all series.
+    pub samples: u64,
+}
+
+/// A series as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeriesInfo {
+    /// Series id in the store.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// `name{labels}`.
+    pub display_name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Unit.
+    pub unit: Unit,
+    /// Timed or untimed.
+    pub timing: Timing,
+    /// `samples` or `histograms`.
+    pub kind: String,
+    /// Values stored.
+    pub count: u64,
+}
+
+const RUN_COLUMNS: &str = "r.id, r.kind, r.status, r.created_wall_ns, r.origin_wall_ns, r.origin_mono_ns, r.params,
+     (SELECT COUNT(*) FROM series s WHERE s.run_id = r.id),
+     (SELECT COALESCE(SUM(s.count), 0) FROM series s WHERE s.run_id = r.id)";
+
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunInfo> {
+    let status: String = r.get(2)?;
+    let params: String = r.get(6)?;
+    Ok(RunInfo {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        status: RunStatus::from_name(&status).unwrap_or(RunStatus::Partial),
+        created_wall_ns: r.get(3)?,
+        origin: ClockOrigin {
+            wall_ns: r.get(4)?,
+            mono_ns: r.get(5)?,
+        },
+        params: serde_json::from_str(&params).unwrap_or(serde_json::Value::Null),
+        series: r.get::<_, i64>(7)? as u64,
+        samples: r.get::<_, i64>(8)? as u64,
+    })
+}
+
+impl Store {
+    /// All runs, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r ORDER BY r.created_wall_ns, r.rowid");
+        let mut stmt = self.conn.prepare(&sql)?;
+        let rows = stmt.query_map([], run_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One run by exact id.
+    pub fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1");
+        self.conn
+            .query_row(&sql, [id], run_from_row)
+            .optional()?
+            .ok_or_else(|| StoreError::NoSuchRun(id.to_string()))
+    }
+
+    /// Turns what a user typed for RUN into a run id: `latest` (the newest run), a full id, or
+    /// a unique prefix of one.
+    pub fn resolve_run(&self, spec: &str) -> Result<String, StoreError> {
+        let spec = spec.trim();
+        if spec == "latest" || spec == "last" {
+            return self
+                .conn
+                .query_row(
+                    "SELECT id FROM runs ORDER BY created_wall_ns DESC, rowid DESC LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .ok_or(StoreError::NoRuns);
+        }
+        if spec.is_empty() {
+            return Err(StoreError::NoSuchRun(spec.to_string()));
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT 6")?;
+        let matches: Vec<String> = stmt
+            .query_map([spec], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        match matches.len() {
+            0 => Err(StoreError::NoSuchRun(spec.to_string())),
+            1 => Ok(matches.into_iter().next().unwrap_or_default()),
+            _ if matches.iter().any(|m| m == spec) => Ok(spec.to_string()),
+            _ => Err(StoreError::AmbiguousRun {
+                prefix: spec.to_string(),
+                matches,
+            }),
+        }
+    }
+
+    /// The series of a run, in creation order.
+    pub fn series(&self, run_id: &str) -> Result<Vec<SeriesInfo>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, name, labels, unit, timing, kind, count FROM series WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([run_id], |r| {
+            let labels: String = r.get(2)?;
+            let unit: String = r.get(3)?;
+            let timing: String = r.get(4)?;
+            let name: String = r.get(1)?;
+            let labels: Labels = serde_json::from_str(&labels).unwrap_or_default();
+            Ok(SeriesInfo {
+                id: r.get(0)?,
+                display_name: tailhunt_model::display_name(&name, &labels),
+                name,
+                labels,
+                unit: Unit::from_name(&unit).unwrap_or(Unit::Count),
+                timing: if timing == "untimed" { Timing::Untimed } else { Timing::Timed },
+                kind: r.get(5)?,
+                count: r.get::<_, i64>(6)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// All raw samples of a series, in write order.
+    pub fn load_samples(&self, series_id: i64) -> Result<Vec<Sample>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT codec, data FROM sample_blocks WHERE series_id = ?1 ORDER BY seq")?;
+        let mut rows = stmt.query([series_id])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let codec: i64 = row.get(0)?;
+            let data = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            let samples = block::decode(codec, data).map_err(|e| StoreError::Corrupt {
+                series: series_id,
+                reason: e.to_string(),
+            })?;
+            out.extend_from_slice(&samples);
+        }
+        Ok(out)
+    }
+
+    /// All interval histograms of a series, in write order.
+    pub fn load_histograms(&self, series_id: i64) -> Result<Vec<IntervalHistogram>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT start_ns, end_ns, data FROM histograms WHERE series_id = ?1 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([series_id])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let histogram = Histogram::decode(row.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?).map_err(|e| {
+                StoreError::Corrupt {
+                    series: series_id,
+                    reason: e.to_string(),
+                }
+            })?;
+            out.push(IntervalHistogram {
+                start_ns: row.get(0)?,
+                end_ns: row.get(1)?,
+                histogram,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A whole series with its values.
+    pub fn load_series(&self, info: &SeriesInfo) -> Result<Series, StoreError> {
+        let data = if info.kind == "histograms" {
+            SeriesData::Histograms(self.load_histograms(info.id)?)
+        } else {
+            SeriesData::Samples(self.load_samples(info.id)?)
+        };
+        Ok(Series {
+            name: info.name.clone(),
+            labels: info.labels.clone(),
+            unit: info.unit,
+            timing: info.timing,
+            data,
+        })
+    }
+
+    /// Attaches findings to a run, replacing earlier ones from the same detectors.
+    pub fn put_findings(&mut self, run_id: &str, findings: &[Finding]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        for f in findings {
+            tx.execute(
+                "DELETE FROM findings WHERE run_id = ?1 AND detector = ?2",
+                params![run_id, f.detector],
+            )?;
+        }
+        for f in findings {
+            tx.execute(
+                "INSERT INTO findings (run_id, detector, verdict, confidence, summary, evidence, fix)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    run_id,
+                    f.detector,
+                    serde_json::to_value(f.verdict).ok().and_then(|v| v.as_str().map(String::from)),
+                    f.confidence,
+                    f.summary,
+                    serde_json::to_string(&f.evidence).unwrap_or_else(|_| "[]".into()),
+                    f.fix
+                ],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Findings of a run, in the order they were stored.
+    pub fn findings(&self, run_id: &str) -> Result<Vec<Finding>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT detector, verdict, confidence, summary, evidence, fix FROM findings WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([run_id], |r| {
+            let verdict: String = r.get(1)?;
+            let evidence: String = r.get(4)?;
+            Ok(Finding {
+                detector: r.get(0)?,
+                verdict: serde_json::from_value(serde_json::Value::String(verdict))
+                    .unwrap_or(Verdict::Inconclusive),
+                confidence: r.get(2)?,
+                summary: r.get(3)?,
+                evidence: serde_json::from_str::<Vec<Evidence>>(&evidence).unwrap_or_default(),
+                fix: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Deletes a run and everything in it.
+    pub fn delete_run(&mut self, run_id: &str) -> Result<(), StoreError> {
+        let n = self.conn.execute("DELETE FROM runs WHERE id = ?1", [run_id])?;
+        if n == 0 {
+            return Err(StoreError::NoSuchRun(run_id.to_string()));
+        }
+        Ok(())
+    }
+}

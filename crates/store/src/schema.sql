@@ -1,0 +1,67 @@
+-- tailhunt store, schema version 1. Times are integer nanoseconds.
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- One row per invocation of a measuring command.
+CREATE TABLE IF NOT EXISTS runs (
+    id              TEXT PRIMARY KEY,          -- short hex id
+    kind            TEXT NOT NULL,             -- import, load, pcap, ...
+    status          TEXT NOT NULL CHECK (status IN ('partial', 'complete')),
+    created_wall_ns INTEGER NOT NULL,          -- when the run was recorded (epoch ns)
+    origin_wall_ns  INTEGER NOT NULL,          -- wall clock at the origin (epoch ns) ...
+    origin_mono_ns  INTEGER NOT NULL,          -- ... and the monotonic clock at the same instant
+    params          TEXT NOT NULL              -- JSON object: flags, input, host facts
+);
+
+-- One row per series of a run.
+CREATE TABLE IF NOT EXISTS series (
+    id      INTEGER PRIMARY KEY,
+    run_id  TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name    TEXT NOT NULL,
+    labels  TEXT NOT NULL,                     -- JSON object
+    unit    TEXT NOT NULL,                     -- ns, bytes, packets, count, ratio
+    timing  TEXT NOT NULL,                     -- timed | untimed
+    kind    TEXT NOT NULL,                     -- samples | histograms
+    count   INTEGER NOT NULL DEFAULT 0         -- samples (or histogram counts) stored
+);
+CREATE INDEX IF NOT EXISTS series_run ON series (run_id);
+
+-- Raw samples, BLOCK_SAMPLES (8192) per block, compressed (see crates/store/src/block.rs).
+CREATE TABLE IF NOT EXISTS sample_blocks (
+    series_id          INTEGER NOT NULL REFERENCES series (id) ON DELETE CASCADE,
+    seq                INTEGER NOT NULL,       -- 0, 1, 2, ... in write order
+    n                  INTEGER NOT NULL,       -- samples in the block
+    first_intended_ns  INTEGER NOT NULL,
+    last_intended_ns   INTEGER NOT NULL,
+    min_latency_ns     INTEGER NOT NULL,       -- end - intended
+    max_latency_ns     INTEGER NOT NULL,
+    codec              INTEGER NOT NULL,
+    data               BLOB NOT NULL,
+    PRIMARY KEY (series_id, seq)
+) WITHOUT ROWID;
+
+-- Interval histograms (crates/histogram/src/codec.rs encoding).
+CREATE TABLE IF NOT EXISTS histograms (
+    series_id INTEGER NOT NULL REFERENCES series (id) ON DELETE CASCADE,
+    seq       INTEGER NOT NULL,
+    start_ns  INTEGER NOT NULL,
+    end_ns    INTEGER NOT NULL,
+    count     INTEGER NOT NULL,
+    data      BLOB NOT NULL,
+    PRIMARY KEY (series_id, seq)
+) WITHOUT ROWID;
+
+-- Detector conclusions.
+CREATE TABLE IF NOT EXISTS findings (
+    id         INTEGER PRIMARY KEY,
+    run_id     TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    detector   TEXT NOT NULL,
+    verdict    TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    summary    TEXT NOT NULL,
+    evidence   TEXT NOT NULL,                  -- JSON array
+    fix        TEXT
+);
+CREATE INDEX IF NOT EXISTS findings_run ON findings (run_id);

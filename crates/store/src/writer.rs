@@ -1,0 +1,240 @@
+//! Writing a run.
+
+use rusqlite::params;
+use tailhunt_model::{
+    ClockOrigin, IntervalHistogram, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError,
+};
+
+use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
+use crate::{Store, StoreError};
+
+/// Blocks written between commits: a killed writer loses at most this many blocks' worth of
+/// samples (8 x 8192), while commits stay rare enough for >1 M samples/s.
+const BLOCKS_PER_COMMIT: usize = 8;
+
+struct OpenSeries {
+    id: i64,
+    kind: SeriesKind,
+    buf: Vec<Sample>,
+    seq: i64,
+}
+
+/// Streams one run into the store. Dropping it without [`RunWriter::finish`] keeps what was
+/// written, marked `partial`.
+pub struct RunWriter<'a> {
+    store: &'a mut Store,
+    id: String,
+    series: Vec<OpenSeries>,
+    blocks_since_commit: usize,
+    in_transaction: bool,
+    finished: bool,
+}
+
+impl Store {
+    /// Starts a run of `kind` with its parameters and clock origin; it is visible (as `partial`)
+    /// immediately.
+    pub fn begin_run(
+        &mut self,
+        kind: &str,
+        params: serde_json::Value,
+        origin: ClockOrigin,
+    ) -> Result<RunWriter<'_>, StoreError> {
+        let created = ClockOrigin::now().wall_ns;
+        let id = loop {
+            let candidate = format!("{:010x}", rand::random::<u64>() >> 24);
+            let taken: bool = self.conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+                [&candidate],
+                |r| r.get(0),
+            )?;
+            if !taken {
+                break candidate;
+            }
+        };
+        self.conn.execute(
+            "INSERT INTO runs (id, kind, status, created_wall_ns, origin_wall_ns, origin_mono_ns, params)
+             VALUES (?1, ?2, 'partial', ?3, ?4, ?5, ?6)",
+            params![id, kind, created, origin.wall_ns, origin.mono_ns, params.to_string()],
+        )?;
+        Ok(RunWriter {
+            store: self,
+            id,
+            series: Vec::new(),
+            blocks_since_commit: 0,
+            in_transaction: false,
+            finished: false,
+        })
+    }
+}
+
+impl RunWriter<'_> {
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        if !self.in_transaction {
+            self.store.conn.execute_batch("BEGIN")?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.in_transaction {
+            self.store.conn.execute_batch("COMMIT")?;
+            self.in_transaction = false;
+            self.blocks_since_commit = 0;
+        }
+        Ok(())
+    }
+
+    fn write_block(&mut self, index: usize) -> Result<(), StoreError> {
+        let s = &mut self.series[index];
+        if s.buf.is_empty() {
+            return Ok(());
+        }
+        let data = block::encode(&s.buf);
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for x in &s.buf {
+            let l = x.latency_ns();
+            lo = lo.min(l);
+            hi = hi.max(l);
+        }
+        let (first, last) = (s.buf[0].intended_ns, s.buf[s.buf.len() - 1].intended_ns);
+        let (id, seq, n) = (s.id, s.seq, s.buf.len() as i64);
+        s.seq += 1;
+        s.buf.clear();
+        self.begin()?;
+        let conn = &self.store.conn;
+        conn.prepare_cached(
+            "INSERT INTO sample_blocks
+             (series_id, seq, n, first_intended_ns, last_intended_ns, min_latency_ns, max_latency_ns, codec, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?
+        .execute(params![id, seq, n, first, last, lo, hi, CODEC_PLANES_ZSTD, data])?;
+        conn.prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
+            .execute(params![id, n])?;
+        self.blocks_since_commit += 1;
+        if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Writes everything buffered and commits; the run stays `partial`.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        for i in 0..self.series.len() {
+            self.write_block(i)?;
+        }
+        self.commit()
+    }
+
+    /// Flushes, merges `extra_params` (a JSON object) into the run's parameters and marks the run
+    /// `complete`. Returns the run id.
+    pub fn finish(mut self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+        self.flush()?;
+        let conn = &self.store.conn;
+        if let serde_json::Value::Object(extra) = extra_params {
+            let current: String =
+                conn.query_row("SELECT params FROM runs WHERE id = ?1", [&self.id], |r| r.get(0))?;
+            let mut params: serde_json::Value =
+                serde_json::from_str(&current).unwrap_or_else(|_| serde_json::json!({}));
+            if let Some(map) = params.as_object_mut() {
+                map.extend(extra);
+            }
+            conn.execute(
+                "UPDATE runs SET params = ?2 WHERE id = ?1",
+                params![self.id, params.to_string()],
+            )?;
+        }
+        conn.execute("UPDATE runs SET status = 'complete' WHERE id = ?1", [&self.id])?;
+        self.finished = true;
+        Ok(self.id.clone())
+    }
+}
+
+impl Drop for RunWriter<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Best effort: keep what was measured; the run stays marked partial.
+            let _ = self.flush();
+        }
+    }
+}
+
+impl SeriesSink for RunWriter<'_> {
+    fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError> {
+        let kind = match meta.kind {
+            SeriesKind::Samples => "samples",
+            SeriesKind::Histograms => "histograms",
+        };
+        let timing = serde_json::to_value(meta.timing)?;
+        self.store.conn.execute(
+            "INSERT INTO series (run_id, name, labels, unit, timing, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                self.id,
+                meta.name,
+                serde_json::to_string(&meta.labels)?,
+                meta.unit.name(),
+                timing.as_str().unwrap_or("timed"),
+                kind
+            ],
+        )?;
+        self.series.push(OpenSeries {
+            id: self.store.conn.last_insert_rowid(),
+            kind: meta.kind,
+            buf: Vec::with_capacity(BLOCK_SAMPLES),
+            seq: 0,
+        });
+        Ok(self.series.len() - 1)
+    }
+
+    fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError> {
+        match self.series.get(series) {
+            Some(s) if s.kind == SeriesKind::Samples => {}
+            _ => return Err(format!("series handle {series} is not a sample series").into()),
+        }
+        let mut rest = samples;
+        while !rest.is_empty() {
+            let s = &mut self.series[series];
+            let take = (BLOCK_SAMPLES - s.buf.len()).min(rest.len());
+            s.buf.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if s.buf.len() == BLOCK_SAMPLES {
+                self.write_block(series)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError> {
+        let s = match self.series.get_mut(series) {
+            Some(s) if s.kind == SeriesKind::Histograms => s,
+            _ => return Err(format!("series handle {series} is not a histogram series").into()),
+        };
+        let (id, seq) = (s.id, s.seq);
+        s.seq += 1;
+        self.begin()?;
+        let conn = &self.store.conn;
+        conn.prepare_cached(
+            "INSERT INTO histograms (series_id, seq, start_ns, end_ns, count, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![
+            id,
+            seq,
+            h.start_ns,
+            h.end_ns,
+            h.histogram.count() as i64,
+            h.histogram.encode()
+        ])?;
+        conn.prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
+            .execute(params![id, h.histogram.count() as i64])?;
+        self.blocks_since_commit += 1;
+        if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
+            self.commit()?;
+        }
+        Ok(())
+    }
+}
