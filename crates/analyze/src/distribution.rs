@@ -1,0 +1,142 @@
+//! The values analysis works on.
+
+use serde::Serialize;
+use tailhunt_histogram::Histogram;
+use tailhunt_model::{Outcome, Sample, Series, SeriesData};
+
+/// Samples per outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct OutcomeCounts {
+    /// Completed.
+    pub ok: u64,
+    /// Failed.
+    pub error: u64,
+    /// Timed out.
+    pub timeout: u64,
+}
+
+/// A distribution of non-negative values (ns): always a histogram, plus the sorted raw values
+/// when the series kept them (then quantiles are exact).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Distribution {
+    histogram: Histogram,
+    sorted: Option<Vec<u64>>,
+    outcomes: OutcomeCounts,
+}
+
+impl Distribution {
+    /// From raw values (all counted as ok).
+    pub fn from_values(mut values: Vec<u64>) -> Distribution {
+        values.sort_unstable();
+        let mut histogram = Histogram::new();
+        values.iter().for_each(|&v| histogram.record(v));
+        Distribution {
+            histogram,
+            outcomes: OutcomeCounts {
+                ok: values.len() as u64,
+                ..OutcomeCounts::default()
+            },
+            sorted: Some(values),
+        }
+    }
+
+    /// From a histogram only (quantiles carry the bucket bound).
+    pub fn from_histogram(histogram: Histogram) -> Distribution {
+        Distribution {
+            outcomes: OutcomeCounts {
+                ok: histogram.count(),
+                ..OutcomeCounts::default()
+            },
+            histogram,
+            sorted: None,
+        }
+    }
+
+    /// From samples: latency from the intended send time, every outcome included (a timeout
+    /// took at least that long); with `ok_only`, errors and timeouts are counted but left out.
+    pub fn from_samples(samples: &[Sample], ok_only: bool) -> Distribution {
+        let mut outcomes = OutcomeCounts::default();
+        let mut values = Vec::with_capacity(samples.len());
+        for s in samples {
+            match s.outcome {
+                Outcome::Ok => outcomes.ok += 1,
+                Outcome::Error => outcomes.error += 1,
+                Outcome::Timeout => outcomes.timeout += 1,
+            }
+            if !ok_only || s.outcome == Outcome::Ok {
+                values.push(s.latency_ns().max(0) as u64);
+            }
+        }
+        Distribution {
+            outcomes,
+            ..Distribution::from_values(values)
+        }
+    }
+
+    /// From any series: samples, or its interval histograms merged.
+    pub fn from_series(series: &Series, ok_only: bool) -> Distribution {
+        match &series.data {
+            SeriesData::Samples(s) => Distribution::from_samples(s, ok_only),
+            SeriesData::Histograms(hs) => {
+                let mut merged = Histogram::new();
+                hs.iter().for_each(|h| merged.merge(&h.histogram));
+                Distribution::from_histogram(merged)
+            }
+        }
+    }
+
+    /// The histogram (always present).
+    pub fn histogram(&self) -> &Histogram {
+        &self.histogram
+    }
+
+    /// Sorted raw values, when kept.
+    pub fn sorted(&self) -> Option<&[u64]> {
+        self.sorted.as_deref()
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.histogram.count()
+    }
+
+    /// Outcome counts of the samples it came from.
+    pub fn outcomes(&self) -> OutcomeCounts {
+        self.outcomes
+    }
+
+    /// The value of the `rank`-th smallest (1-based, clamped): exact from raw values, else within
+    /// the histogram's bound.
+    pub fn value_at_rank(&self, rank: u64) -> Option<u64> {
+        match &self.sorted {
+            Some(v) if !v.is_empty() => {
+                let i = (rank.clamp(1, v.len() as u64) - 1) as usize;
+                Some(v[i])
+            }
+            Some(_) => None,
+            None => self.histogram.value_at_rank(rank),
+        }
+    }
+
+    /// Relative error of values read from this distribution: 0 for raw values.
+    pub fn error_bound(&self) -> f64 {
+        if self.sorted.is_some() {
+            0.0
+        } else {
+            self.histogram.layout().relative_error_bound()
+        }
+    }
+
+    /// Share of values `<= v`.
+    pub fn share_at_or_below(&self, v: u64) -> f64 {
+        let n = self.count();
+        if n == 0 {
+            return 0.0;
+        }
+        let below = match &self.sorted {
+            Some(s) => s.partition_point(|&x| x <= v) as u64,
+            None => self.histogram.count_at_or_below(v),
+        };
+        below as f64 / n as f64
+    }
+}
