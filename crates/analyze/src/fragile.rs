@@ -69,8 +69,14 @@ pub fn fragile_percentiles(dist: &Distribution, summary: &Summary, modes: &Modes
             let mass = distance + 1.0 / n as f64;
             let factor = est.value_ns.max(1) as f64 / flipped.max(1) as f64;
             let factor = if factor >= 1.0 { factor } else { 1.0 / factor };
+            let moved = ((mass * n as f64).round() as u64).max(1);
+            let how_much = if mass * 100.0 >= 0.1 {
+                format!("{:.1}% of them", mass * 100.0)
+            } else {
+                format!("{moved} sample{}", if moved == 1 { "" } else { "s" })
+            };
             let message = format!(
-                "{label} = {value} sits {where_} the gap between the mode at {lo} ({lo_share:.1}% of samples) and the mode at {hi} ({hi_share:.1}%): {below:.1}% of samples are at or below the gap, so moving {mass:.1}% of them {direction} across it would move {label} to {flipped} ({factor:.0}x). Report the mode shares, not {label}, when comparing runs.",
+                "{label} = {value} sits {where_} the gap between the mode at {lo} ({lo_share:.1}% of samples) and the mode at {hi} ({hi_share:.1}%): {below:.1}% of samples are at or below the gap, so moving {how_much} {direction} across it would move {label} to {flipped} ({factor:.0}x). Report the mode shares, not {label}, when comparing runs.",
                 label = est.label,
                 value = fmt(est.value_ns),
                 where_ = if in_gap { "inside" } else { "at the edge of" },
@@ -79,7 +85,6 @@ pub fn fragile_percentiles(dist: &Distribution, summary: &Summary, modes: &Modes
                 hi = fmt(upper.peak_ns),
                 hi_share = upper.share * 100.0,
                 below = c * 100.0,
-                mass = mass * 100.0,
                 flipped = fmt(flipped),
             );
             out.push(FragilePercentile {

@@ -123,6 +123,15 @@ impl RunWriter<'_> {
         Ok(())
     }
 
+    /// Replaces the run's clock origin (an import learns it from the data's first timestamp).
+    pub fn set_origin(&mut self, origin: ClockOrigin) -> Result<(), StoreError> {
+        self.store.conn.execute(
+            "UPDATE runs SET origin_wall_ns = ?2, origin_mono_ns = ?3 WHERE id = ?1",
+            params![self.id, origin.wall_ns, origin.mono_ns],
+        )?;
+        Ok(())
+    }
+
     /// Writes everything buffered and commits; the run stays `partial`.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         for i in 0..self.series.len() {

@@ -1,0 +1,102 @@
+//! `tailhunt analyze`.
+
+use anyhow::{Context, Result};
+use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
+use tailhunt_report::doc::{AnalyzeDoc, ComparisonDoc, SeriesAnalysis};
+use tailhunt_store::{SeriesInfo, Store};
+
+use super::{open_existing, select_series, split_run_series};
+use crate::cli::{AnalyzeArgs, Cli};
+use crate::output;
+
+fn quantiles(percentiles: &[f64]) -> Result<Vec<f64>> {
+    percentiles
+        .iter()
+        .map(|&p| {
+            let q = if p > 1.0 { p / 100.0 } else { p };
+            if (0.0..=1.0).contains(&q) && p.is_finite() {
+                Ok(q)
+            } else {
+                anyhow::bail!("--percentiles {p} is out of range (use 0..1 or 0..100, e.g. 99.9)")
+            }
+        })
+        .collect()
+}
+
+fn distribution(store: &Store, info: &SeriesInfo, ok_only: bool) -> Result<Distribution> {
+    let series = store
+        .load_series(info)
+        .with_context(|| format!("reading series {}", info.display_name))?;
+    Ok(Distribution::from_series(&series, ok_only))
+}
+
+/// A series of another run, from `RUN[:SERIES]`; without SERIES, the one named like `like`
+/// or else the first.
+fn other_series(store: &Store, spec: &str, like: Option<&str>, flag: &str) -> Result<(String, SeriesInfo)> {
+    let (run_spec, series) = split_run_series(spec);
+    let run = store.resolve_run(run_spec).with_context(|| format!("{flag} {spec}"))?;
+    let wanted: Vec<String> = series.map(|s| vec![s.to_string()]).unwrap_or_default();
+    let candidates = select_series(store, &run, &wanted).with_context(|| format!("{flag} {spec}"))?;
+    let pick = like
+        .and_then(|name| candidates.iter().find(|c| c.display_name == name || c.name == name))
+        .unwrap_or(&candidates[0])
+        .clone();
+    Ok((run, pick))
+}
+
+pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
+    let store = open_existing(&cli.db)?;
+    let run_id = store.resolve_run(&a.run)?;
+    let run = store.run(&run_id)?;
+    let selected = select_series(&store, &run_id, &a.series)?;
+    let mut opts = AnalyzeOptions {
+        quantiles: quantiles(&a.percentiles)?,
+        ..AnalyzeOptions::default()
+    };
+    if let Some(floor) = &a.expect_floor {
+        let ns = tailhunt_model::parse_duration_ns(floor, None)
+            .with_context(|| format!("--expect-floor '{floor}' (write a duration such as 450us)"))?;
+        opts.expected_floor_ns = Some(ns as u64);
+        opts.floor_source = Some(format!("--expect-floor {floor}"));
+    }
+    if let Some(spec) = &a.floor_from {
+        let (other, info) = other_series(&store, spec, None, "--floor-from")?;
+        let min = distribution(&store, &info, true)?
+            .histogram()
+            .min()
+            .with_context(|| format!("--floor-from {spec}: series {} is empty", info.display_name))?;
+        opts.expected_floor_ns = Some(min);
+        opts.floor_source = Some(format!("minimum of run {other} series {}", info.display_name));
+    }
+    let mut series = Vec::new();
+    for info in selected {
+        let dist = distribution(&store, &info, a.ok_only)?;
+        if dist.count() == 0 {
+            anyhow::bail!("series {} of run {run_id} has no samples to analyse", info.display_name);
+        }
+        series.push(SeriesAnalysis {
+            analysis: analyze(&dist, &opts),
+            series: info,
+        });
+    }
+    let comparison = match &a.compare {
+        None => None,
+        Some(spec) => {
+            let after = &series[0];
+            let (other, info) = other_series(&store, spec, Some(&after.series.display_name), "--compare")?;
+            let before = analyze(&distribution(&store, &info, a.ok_only)?, &opts);
+            Some(ComparisonDoc {
+                baseline_run: other,
+                baseline_series: info.display_name,
+                series: after.series.display_name.clone(),
+                comparison: compare(&before, &after.analysis),
+            })
+        }
+    };
+    let doc = AnalyzeDoc {
+        run,
+        series,
+        comparison,
+    };
+    output::print(cli.json, &doc, tailhunt_report::terminal::render_analyze)
+}

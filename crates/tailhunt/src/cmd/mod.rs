@@ -1,0 +1,67 @@
+//! One module per subcommand.
+
+mod analyze;
+mod export;
+mod import;
+mod lab;
+mod runs;
+
+use std::path::Path;
+
+use anyhow::Result;
+use tailhunt_store::{SeriesInfo, Store};
+
+use crate::cli::{Cli, Command, LabCommand};
+
+/// Runs the chosen subcommand.
+pub fn run(cli: &Cli) -> Result<()> {
+    match &cli.command {
+        Command::Import(a) => import::run(cli, a),
+        Command::Runs(a) => runs::run(cli, a),
+        Command::Analyze(a) => analyze::run(cli, a),
+        Command::Export(a) => export::run(cli, a),
+        Command::Lab(l) => match &l.command {
+            LabCommand::Synth(a) => lab::synth(cli, a),
+        },
+    }
+}
+
+/// Opens the store for reading: a missing file is an error, not a new empty store.
+fn open_existing(db: &Path) -> Result<Store> {
+    Ok(Store::open_existing(db)?)
+}
+
+/// The series of `run` selected by `--series` (all when none given); an error names the
+/// series that exist when a selection matches nothing.
+fn select_series(store: &Store, run: &str, wanted: &[String]) -> Result<Vec<SeriesInfo>> {
+    let all = store.series(run)?;
+    if all.is_empty() {
+        anyhow::bail!("run {run} has no series (its writer stopped before writing any)");
+    }
+    if wanted.is_empty() {
+        return Ok(all);
+    }
+    let picked: Vec<SeriesInfo> = all
+        .iter()
+        .filter(|s| wanted.iter().any(|w| *w == s.name || *w == s.display_name))
+        .cloned()
+        .collect();
+    if picked.is_empty() {
+        let names: Vec<&str> = all.iter().map(|s| s.display_name.as_str()).collect();
+        anyhow::bail!(
+            "run {run} has no series named {}; it has: {}",
+            wanted.join(", "),
+            names.join(", ")
+        );
+    }
+    Ok(picked)
+}
+
+/// Splits `RUN[:SERIES]`.
+fn split_run_series(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once(':') {
+        Some((r, s)) if !s.is_empty() => (r, Some(s)),
+        Some((r, _)) => (r, None),
+        None => (spec, None),
+    }
+}
