@@ -169,7 +169,10 @@ mod tests {
         let p90 = c.quantiles.iter().find(|q| q.label == "p90").unwrap();
         assert!(p90.ratio < 0.1 && p90.significant);
         let why = p90.explanation.as_deref().unwrap();
-        assert!(why.contains("no mode moved") && why.contains("88.0%") && why.contains("90.0%"), "{why}");
+        assert!(
+            why.contains("no mode moved") && why.contains("88.0%") && why.contains("90.0%"),
+            "{why}"
+        );
         let p50 = c.quantiles.iter().find(|q| q.label == "p50").unwrap();
         assert!(p50.explanation.is_none());
     }
@@ -177,7 +180,12 @@ mod tests {
     #[test]
     fn identical_runs_show_no_significant_change() {
         let c = compare(&analysis(0.0, 1), &analysis(0.0, 5));
-        assert!(c.quantiles.iter().all(|q| !q.significant || (q.ratio - 1.0).abs() < 0.05), "{c:?}");
+        assert!(
+            c.quantiles
+                .iter()
+                .all(|q| !q.significant || (q.ratio - 1.0).abs() < 0.05),
+            "{c:?}"
+        );
         assert!(c.quantiles.iter().all(|q| q.explanation.is_none()));
     }
 }

@@ -32,7 +32,11 @@ pub struct FloorCheck {
 }
 
 /// Compares the distribution's minimum with an expected floor; `None` when empty.
-pub fn check_floor(dist: &Distribution, expected_ns: u64, source: Option<&str>) -> Option<FloorCheck> {
+pub fn check_floor(
+    dist: &Distribution,
+    expected_ns: u64,
+    source: Option<&str>,
+) -> Option<FloorCheck> {
     let min = dist.histogram().min()?;
     let expected = expected_ns.max(1);
     let ratio = min as f64 / expected as f64;
@@ -71,7 +75,12 @@ mod tests {
         let d = Distribution::from_values((0..1000).map(|i| 5_000_000 + i * 1000).collect());
         let f = check_floor(&d, 450_000, Some("--expect-floor 450us")).unwrap();
         assert!(f.above_floor);
-        assert!(f.message.starts_with("minimum 5.00ms is 11.1x the expected floor 450us"), "{}", f.message);
+        assert!(
+            f.message
+                .starts_with("minimum 5.00ms is 11.1x the expected floor 450us"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

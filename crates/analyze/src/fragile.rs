@@ -43,7 +43,11 @@ pub struct FragilePercentile {
 }
 
 /// Finds the fragile percentiles among those in `summary`.
-pub fn fragile_percentiles(dist: &Distribution, summary: &Summary, modes: &Modes) -> Vec<FragilePercentile> {
+pub fn fragile_percentiles(
+    dist: &Distribution,
+    summary: &Summary,
+    modes: &Modes,
+) -> Vec<FragilePercentile> {
     let n = dist.count();
     let mut out = Vec::new();
     for est in &summary.quantiles {
@@ -124,8 +128,15 @@ mod tests {
         let w: Vec<_> = a.warnings.iter().map(|w| w.label.as_str()).collect();
         assert_eq!(w, ["p90"], "{:?}", a.warnings);
         let w = &a.warnings[0];
-        assert!(w.value_ns > 5_000_000, "p90 is in the 10 ms mode: {}", w.value_ns);
-        assert!(w.flipped_value_ns < 1_000_000, "would flip to the fast mode");
+        assert!(
+            w.value_ns > 5_000_000,
+            "p90 is in the 10 ms mode: {}",
+            w.value_ns
+        );
+        assert!(
+            w.flipped_value_ns < 1_000_000,
+            "would flip to the fast mode"
+        );
         assert!((w.mass_to_flip - 0.02).abs() < 0.002);
         assert!(w.message.contains("88.0%"), "{}", w.message);
     }
@@ -133,9 +144,22 @@ mod tests {
     #[test]
     fn moving_two_percent_flips_p90_and_still_warns() {
         let a = analysis(0.02, 2);
-        let p90 = a.summary.quantiles.iter().find(|q| q.label == "p90").unwrap();
-        assert!(p90.value_ns < 1_000_000, "p90 flipped to the fast mode: {}", p90.value_ns);
-        let w = a.warnings.iter().find(|w| w.label == "p90").expect("p90 warning");
+        let p90 = a
+            .summary
+            .quantiles
+            .iter()
+            .find(|q| q.label == "p90")
+            .unwrap();
+        assert!(
+            p90.value_ns < 1_000_000,
+            "p90 flipped to the fast mode: {}",
+            p90.value_ns
+        );
+        let w = a
+            .warnings
+            .iter()
+            .find(|w| w.label == "p90")
+            .expect("p90 warning");
         assert!(w.flipped_value_ns > 5_000_000);
         assert!(w.message.contains("90.0%"), "{}", w.message);
     }
@@ -151,8 +175,16 @@ mod tests {
     fn well_placed_percentiles_of_a_bimodal_set_are_not_fragile() {
         // 50/50 split: p50 is right at the gap (fragile) but p90/p99 sit deep in the upper mode.
         let comps = [
-            synth::Component { median_ns: 1e6, sigma: 0.05, weight: 0.5 },
-            synth::Component { median_ns: 8e6, sigma: 0.05, weight: 0.5 },
+            synth::Component {
+                median_ns: 1e6,
+                sigma: 0.05,
+                weight: 0.5,
+            },
+            synth::Component {
+                median_ns: 8e6,
+                sigma: 0.05,
+                weight: 0.5,
+            },
         ];
         let v = synth::mixture(50_000, &comps, 4).unwrap();
         let a = analyze(&Distribution::from_values(v), &AnalyzeOptions::default());

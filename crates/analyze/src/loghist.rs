@@ -34,11 +34,16 @@ pub fn log_bins(h: &Histogram, max_bins: usize) -> Vec<LogBin> {
     let last = (hi * per_decade).floor() as i64;
     let edge = |i: i64| 10f64.powf(i as f64 / per_decade).round() as u64;
     let mut bins: Vec<LogBin> = (first..=last)
-        .map(|i| LogBin { lower_ns: edge(i), upper_ns: edge(i + 1), count: 0 })
+        .map(|i| LogBin {
+            lower_ns: edge(i),
+            upper_ns: edge(i + 1),
+            count: 0,
+        })
         .collect();
     for b in h.buckets() {
         let v = h.layout().representative(b.index).clamp(min, max).max(1);
-        let i = (((v as f64).log10() * per_decade).floor() as i64 - first).clamp(0, bins.len() as i64 - 1);
+        let i = (((v as f64).log10() * per_decade).floor() as i64 - first)
+            .clamp(0, bins.len() as i64 - 1);
         bins[i as usize].count += b.count;
     }
     bins

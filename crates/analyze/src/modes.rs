@@ -133,7 +133,10 @@ fn bin(h: &Histogram) -> Binned {
     let last = (log_of(h.max().unwrap_or(1)) / BIN).floor() as i64 + pad;
     let mut raw = vec![0.0; (last - first + 1) as usize];
     for b in h.buckets() {
-        let v = h.layout().representative(b.index).clamp(h.min().unwrap_or(0), h.max().unwrap_or(0));
+        let v = h
+            .layout()
+            .representative(b.index)
+            .clamp(h.min().unwrap_or(0), h.max().unwrap_or(0));
         let i = ((log_of(v) / BIN).floor() as i64 - first) as usize;
         raw[i] += b.count as f64;
     }
@@ -175,8 +178,15 @@ fn weakness(b: &Binned, p1: usize, p2: usize) -> Option<f64> {
     let v = valley(b, p1, p2);
     let (s1, s2, sv) = (b.window(p1), b.window(p2), b.window(v));
     let smaller = s1.min(s2);
-    let deep = sv <= MAX_VALLEY_RATIO * smaller && smaller - sv >= MIN_DIP_SIGMAS * (smaller + 1.0).sqrt();
-    (!deep).then(|| if smaller > 0.0 { sv / smaller } else { f64::INFINITY })
+    let deep =
+        sv <= MAX_VALLEY_RATIO * smaller && smaller - sv >= MIN_DIP_SIGMAS * (smaller + 1.0).sqrt();
+    (!deep).then(|| {
+        if smaller > 0.0 {
+            sv / smaller
+        } else {
+            f64::INFINITY
+        }
+    })
 }
 
 /// Finds the modes of a histogram.
@@ -191,7 +201,11 @@ pub fn find_modes(h: &Histogram) -> Modes {
         .filter(|&i| s[i] > s[i - 1] && s[i] >= s[i + 1] && s[i] > 0.0)
         .collect();
     if peaks.is_empty() {
-        peaks.push((0..s.len()).max_by(|&x, &y| s[x].total_cmp(&s[y])).unwrap_or(0));
+        peaks.push(
+            (0..s.len())
+                .max_by(|&x, &y| s[x].total_cmp(&s[y]))
+                .unwrap_or(0),
+        );
     }
     // Merge peaks whose valley is not a real dip, weakest first.
     loop {
@@ -201,7 +215,11 @@ pub fn find_modes(h: &Histogram) -> Modes {
             .filter_map(|(i, w)| weakness(&b, w[0], w[1]).map(|x| (i, x)))
             .max_by(|a, c| a.1.total_cmp(&c.1));
         let Some((i, _)) = worst else { break };
-        let drop = if s[peaks[i]] >= s[peaks[i + 1]] { i + 1 } else { i };
+        let drop = if s[peaks[i]] >= s[peaks[i + 1]] {
+            i + 1
+        } else {
+            i
+        };
         peaks.remove(drop);
     }
     // Merge modes too small to matter into their neighbours.
@@ -209,7 +227,12 @@ pub fn find_modes(h: &Histogram) -> Modes {
         let bounds = boundaries(&b, &peaks);
         let masses = masses(&b, &bounds);
         let min_mass = (MIN_SHARE * n as f64).max(MIN_COUNT as f64);
-        let Some(i) = (0..peaks.len()).filter(|&i| masses[i] < min_mass).min_by(|&x, &y| masses[x].total_cmp(&masses[y])) else { break };
+        let Some(i) = (0..peaks.len())
+            .filter(|&i| masses[i] < min_mass)
+            .min_by(|&x, &y| masses[x].total_cmp(&masses[y]))
+        else {
+            break;
+        };
         if peaks.len() == 1 {
             break;
         }
@@ -253,18 +276,28 @@ fn build(h: &Histogram, b: &Binned, peaks: &[usize]) -> Modes {
         })
         .collect();
     for bucket in h.buckets() {
-        let v = h.layout().representative(bucket.index).clamp(h.min().unwrap_or(0), h.max().unwrap_or(0));
+        let v = h
+            .layout()
+            .representative(bucket.index)
+            .clamp(h.min().unwrap_or(0), h.max().unwrap_or(0));
         let bin = b.bin_of(v);
-        let m = bounds.iter().position(|&end| bin <= end).unwrap_or(bounds.len() - 1);
+        let m = bounds
+            .iter()
+            .position(|&end| bin <= end)
+            .unwrap_or(bounds.len() - 1);
         let mode = &mut modes[m];
         mode.count += bucket.count;
         mode.lower_ns = mode.lower_ns.min(bucket.lower.max(h.min().unwrap_or(0)));
-        mode.upper_ns = mode.upper_ns.max(bucket.upper.min(h.max().unwrap_or(u64::MAX)));
+        mode.upper_ns = mode
+            .upper_ns
+            .max(bucket.upper.min(h.max().unwrap_or(u64::MAX)));
     }
     let mut before = 0u64;
     for m in &mut modes {
         m.share = m.count as f64 / n as f64;
-        m.median_ns = h.value_at_rank(before + m.count.div_ceil(2)).unwrap_or(m.peak_ns);
+        m.median_ns = h
+            .value_at_rank(before + m.count.div_ceil(2))
+            .unwrap_or(m.peak_ns);
         if m.count == 0 {
             m.lower_ns = m.peak_ns;
             m.upper_ns = m.peak_ns;
@@ -320,7 +353,11 @@ mod tests {
         let v = synth::mixture(100_000, &synth::trimodal_components(0.0).unwrap(), 11).unwrap();
         let m = find_modes(&hist(&v));
         assert_eq!(m.modes.len(), 3, "{m:?}");
-        for (mode, (peak, share)) in m.modes.iter().zip([(450e3, 0.88), (10e6, 0.08), (20e6, 0.04)]) {
+        for (mode, (peak, share)) in m
+            .modes
+            .iter()
+            .zip([(450e3, 0.88), (10e6, 0.08), (20e6, 0.04)])
+        {
             assert!((mode.share - share).abs() < 0.01, "{mode:?}");
             assert!((mode.peak_ns as f64 / peak - 1.0).abs() < 0.1, "{mode:?}");
         }
@@ -345,8 +382,16 @@ mod tests {
     #[test]
     fn close_but_distinct_modes_are_found() {
         let comps = [
-            synth::Component { median_ns: 1e6, sigma: 0.05, weight: 0.5 },
-            synth::Component { median_ns: 1.6e6, sigma: 0.05, weight: 0.5 },
+            synth::Component {
+                median_ns: 1e6,
+                sigma: 0.05,
+                weight: 0.5,
+            },
+            synth::Component {
+                median_ns: 1.6e6,
+                sigma: 0.05,
+                weight: 0.5,
+            },
         ];
         let v = synth::mixture(50_000, &comps, 8).unwrap();
         assert_eq!(find_modes(&hist(&v)).modes.len(), 2);

@@ -153,7 +153,9 @@ mod tests {
         for _ in 0..400 {
             let v: Vec<u64> = (0..500)
                 .map(|_| {
-                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (state >> 33) % 1_000_000
                 })
                 .collect();

@@ -141,7 +141,9 @@ fn decode_interval(encoded: &str, ns_per_unit: f64) -> Result<Histogram, String>
     if bytes.len() >= 8 {
         let claimed = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
         if claimed > MAX_ENCODED_BYTES {
-            return Err(format!("claims {claimed} bytes of payload, more than this reader accepts"));
+            return Err(format!(
+                "claims {claimed} bytes of payload, more than this reader accepts"
+            ));
         }
     }
     let hdr: hdrhistogram::Histogram<u64> = Deserializer::new()
@@ -151,19 +153,36 @@ fn decode_interval(encoded: &str, ns_per_unit: f64) -> Result<Histogram, String>
     for v in hdr.iter_recorded() {
         let mid = hdr.median_equivalent(v.value_iterated_to());
         let ns = (mid as f64 * ns_per_unit).round();
-        out.record_n(if ns >= u64::MAX as f64 { u64::MAX } else { ns as u64 }, v.count_at_value());
+        out.record_n(
+            if ns >= u64::MAX as f64 {
+                u64::MAX
+            } else {
+                ns as u64
+            },
+            v.count_at_value(),
+        );
     }
     Ok(out)
 }
 
 fn line_of(bytes: &[u8], offset: usize) -> usize {
-    bytes[..offset.min(bytes.len())].iter().filter(|&&b| b == b'\n').count() + 1
+    bytes[..offset.min(bytes.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }
 
 fn line_text(bytes: &[u8], offset: usize) -> String {
     let offset = offset.min(bytes.len());
-    let start = bytes[..offset].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
-    let end = bytes[offset..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| p + offset);
+    let start = bytes[..offset]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    let end = bytes[offset..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(bytes.len(), |p| p + offset);
     let text = String::from_utf8_lossy(&bytes[start..end]);
     text.chars().take(80).collect()
 }
@@ -217,7 +236,8 @@ pub fn write_interval_log<W: Write>(
 
 /// Epoch ns of a `SystemTime`, for callers building logs from wall-clock times.
 pub fn epoch_ns(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 #[cfg(test)]
@@ -233,21 +253,38 @@ mod tests {
         }
         let mut buf = Vec::new();
         let ivs = [
-            IntervalToWrite { offset_ns: 0, duration_ns: 1_000_000_000, histogram: &h },
-            IntervalToWrite { offset_ns: 1_000_000_000, duration_ns: 1_000_000_000, histogram: &h },
+            IntervalToWrite {
+                offset_ns: 0,
+                duration_ns: 1_000_000_000,
+                histogram: &h,
+            },
+            IntervalToWrite {
+                offset_ns: 1_000_000_000,
+                duration_ns: 1_000_000_000,
+                histogram: &h,
+            },
         ];
         write_interval_log(&mut buf, 1_700_000_000_000_000_000, Some("lat"), &ivs).unwrap();
         let log = read_interval_log(&buf, 1.0).unwrap();
         assert!(log.absolute);
         assert_eq!(log.intervals.len(), 2);
-        assert_eq!(log.intervals[1].start_ns - log.intervals[0].start_ns, 1_000_000_000);
+        assert_eq!(
+            log.intervals[1].start_ns - log.intervals[0].start_ns,
+            1_000_000_000
+        );
         assert_eq!(log.intervals[0].tag.as_deref(), Some("lat"));
         let back = &log.intervals[0].histogram;
         assert_eq!(back.count(), h.count());
         for q in [0.5, 0.9, 0.99, 0.999] {
-            let (a, b) = (h.quantile(q).unwrap() as f64, back.quantile(q).unwrap() as f64);
+            let (a, b) = (
+                h.quantile(q).unwrap() as f64,
+                back.quantile(q).unwrap() as f64,
+            );
             // Two quantisations: this layout's bound twice plus HdrHistogram's 0.1%.
-            assert!((a - b).abs() / a < 2.0 * h.layout().relative_error_bound() + 0.001, "q={q} {a} {b}");
+            assert!(
+                (a - b).abs() / a < 2.0 * h.layout().relative_error_bound() + 0.001,
+                "q={q} {a} {b}"
+            );
         }
     }
 

@@ -274,6 +274,8 @@ mod tests {
         assert_eq!(fine.min(), Some(1_000));
         assert_eq!(fine.max(), Some(123_456_789));
         let p50 = fine.quantile(0.5).unwrap() as f64;
-        assert!((p50 - 50_000.0).abs() / 50_000.0 <= Layout::new(4).unwrap().relative_bucket_width());
+        assert!(
+            (p50 - 50_000.0).abs() / 50_000.0 <= Layout::new(4).unwrap().relative_bucket_width()
+        );
     }
 }

@@ -25,7 +25,10 @@ fn check(values: &mut [u64]) -> f64 {
         let exact = values[rank - 1] as f64;
         let got = h.quantile(q).unwrap() as f64;
         let err = (got - exact).abs() / exact;
-        assert!(err <= bound, "q={q}: histogram {got} vs exact {exact}: error {err:.5} > bound {bound:.5}");
+        assert!(
+            err <= bound,
+            "q={q}: histogram {got} vs exact {exact}: error {err:.5} > bound {bound:.5}"
+        );
         worst = worst.max(err);
     }
     worst

@@ -39,17 +39,32 @@ pub fn trimodal_components(shift: f64) -> Result<Vec<Component>, SynthError> {
     }
     let upper = 0.12;
     Ok(vec![
-        Component { median_ns: 450e3, sigma: 0.08, weight: 0.88 + shift },
-        Component { median_ns: 10e6, sigma: 0.06, weight: 0.08 * (upper - shift) / upper },
-        Component { median_ns: 20e6, sigma: 0.05, weight: 0.04 * (upper - shift) / upper },
+        Component {
+            median_ns: 450e3,
+            sigma: 0.08,
+            weight: 0.88 + shift,
+        },
+        Component {
+            median_ns: 10e6,
+            sigma: 0.06,
+            weight: 0.08 * (upper - shift) / upper,
+        },
+        Component {
+            median_ns: 20e6,
+            sigma: 0.05,
+            weight: 0.04 * (upper - shift) / upper,
+        },
     ])
 }
 
 /// `n` samples (ns) from a mixture of log-normal components, in random order.
 pub fn mixture(n: usize, components: &[Component], seed: u64) -> Result<Vec<u64>, SynthError> {
     let total: f64 = components.iter().map(|c| c.weight).sum();
-    if components.is_empty() || !(total > 0.0) || components.iter().any(|c| c.weight < 0.0) {
-        return Err(SynthError::Invalid("mixture needs components with non-negative weights summing above 0".into()));
+    let positive = total.is_finite() && total > 0.0;
+    if components.is_empty() || !positive || components.iter().any(|c| c.weight < 0.0) {
+        return Err(SynthError::Invalid(
+            "mixture needs components with non-negative weights summing above 0".into(),
+        ));
     }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = Vec::with_capacity(n);
@@ -70,23 +85,35 @@ pub fn mixture(n: usize, components: &[Component], seed: u64) -> Result<Vec<u64>
 
 /// `n` log-normal samples (ns) with the given median and ln-sigma.
 pub fn lognormal(n: usize, median_ns: f64, sigma: f64, seed: u64) -> Result<Vec<u64>, SynthError> {
-    mixture(n, &[Component { median_ns, sigma, weight: 1.0 }], seed)
+    mixture(
+        n,
+        &[Component {
+            median_ns,
+            sigma,
+            weight: 1.0,
+        }],
+        seed,
+    )
 }
 
 /// `n` Pareto samples (ns): minimum `scale_ns`, tail index `shape` (smaller is heavier).
 pub fn pareto(n: usize, scale_ns: f64, shape: f64, seed: u64) -> Result<Vec<u64>, SynthError> {
-    let dist = Pareto::new(scale_ns, shape)
-        .map_err(|e| SynthError::Invalid(format!("pareto(scale {scale_ns}, shape {shape}): {e}")))?;
+    let dist = Pareto::new(scale_ns, shape).map_err(|e| {
+        SynthError::Invalid(format!("pareto(scale {scale_ns}, shape {shape}): {e}"))
+    })?;
     let mut rng = StdRng::seed_from_u64(seed);
     Ok((0..n).map(|_| to_ns(dist.sample(&mut rng))).collect())
 }
 
 fn lognormal_dist(median_ns: f64, sigma: f64) -> Result<LogNormal<f64>, SynthError> {
-    if !(median_ns > 0.0 && median_ns.is_finite()) {
-        return Err(SynthError::Invalid(format!("median {median_ns} ns must be positive")));
+    if median_ns.is_nan() || median_ns <= 0.0 || median_ns.is_infinite() {
+        return Err(SynthError::Invalid(format!(
+            "median {median_ns} ns must be positive"
+        )));
     }
-    LogNormal::new(median_ns.ln(), sigma)
-        .map_err(|e| SynthError::Invalid(format!("lognormal(median {median_ns}, sigma {sigma}): {e}")))
+    LogNormal::new(median_ns.ln(), sigma).map_err(|e| {
+        SynthError::Invalid(format!("lognormal(median {median_ns}, sigma {sigma}): {e}"))
+    })
 }
 
 /// Clamps a float sample into `1 ns ..= 1 h`, the range tailhunt documents its bound over.
@@ -102,7 +129,10 @@ mod tests {
     fn trimodal_shares_are_exact() {
         let v = mixture(100_000, &trimodal_components(0.0).unwrap(), 1).unwrap();
         let low = v.iter().filter(|&&x| x < 2_000_000).count();
-        let mid = v.iter().filter(|&&x| (2_000_000..15_000_000).contains(&x)).count();
+        let mid = v
+            .iter()
+            .filter(|&&x| (2_000_000..15_000_000).contains(&x))
+            .count();
         assert_eq!(low, 88_000);
         assert_eq!(mid, 8_000);
     }
@@ -116,7 +146,10 @@ mod tests {
 
     #[test]
     fn same_seed_same_data() {
-        assert_eq!(pareto(10, 1e5, 1.5, 7).unwrap(), pareto(10, 1e5, 1.5, 7).unwrap());
+        assert_eq!(
+            pareto(10, 1e5, 1.5, 7).unwrap(),
+            pareto(10, 1e5, 1.5, 7).unwrap()
+        );
         assert!(pareto(10, -1.0, 1.5, 7).is_err());
     }
 }

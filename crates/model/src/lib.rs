@@ -32,8 +32,8 @@ pub use finding::{Evidence, Finding, Verdict};
 pub use run::{Run, RunStatus};
 pub use sample::{Outcome, Sample};
 pub use series::{display_name, IntervalHistogram, Labels, Series, SeriesData, Timing};
+pub use sink::{SeriesKind, SeriesMeta, SeriesSink, SinkError};
 pub use time::{
     format_duration_ns, parse_duration_ns, unit_scale_ns, ClockOrigin, DurationParseError,
 };
-pub use sink::{SeriesKind, SeriesMeta, SeriesSink, SinkError};
 pub use unit::Unit;

@@ -25,18 +25,25 @@ impl ClockOrigin {
             .map_or(0, |d| d.as_nanos() as i64);
         ClockOrigin {
             wall_ns: wall,
-            mono_ns: mono.tv_sec.saturating_mul(1_000_000_000).saturating_add(mono.tv_nsec),
+            mono_ns: mono
+                .tv_sec
+                .saturating_mul(1_000_000_000)
+                .saturating_add(mono.tv_nsec),
         }
     }
 
     /// An origin for data whose times are already wall-clock (imports): both clocks equal.
     pub fn wall(wall_ns: i64) -> ClockOrigin {
-        ClockOrigin { wall_ns, mono_ns: wall_ns }
+        ClockOrigin {
+            wall_ns,
+            mono_ns: wall_ns,
+        }
     }
 
     /// Converts a monotonic time of this run to wall-clock ns since the epoch.
     pub fn to_wall(&self, mono_ns: i64) -> i64 {
-        self.wall_ns.saturating_add(mono_ns.saturating_sub(self.mono_ns))
+        self.wall_ns
+            .saturating_add(mono_ns.saturating_sub(self.mono_ns))
     }
 }
 
@@ -80,14 +87,23 @@ pub fn unit_scale_ns(unit: &str) -> Option<f64> {
 
 /// Parses `12ms`, `450us`, `0.45 ms`, `1.5s`, `2m`, `100ns`. A bare number uses `default_unit`
 /// (a unit name such as `"ms"`), or is an error when there is none.
-pub fn parse_duration_ns(text: &str, default_unit: Option<&str>) -> Result<i64, DurationParseError> {
+pub fn parse_duration_ns(
+    text: &str,
+    default_unit: Option<&str>,
+) -> Result<i64, DurationParseError> {
     let t = text.trim();
     if t.is_empty() {
         return Err(DurationParseError::Empty);
     }
     let split = t
         .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-' || ((c == 'e' || c == 'E') && i > 0 && is_exponent(t, i))))
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || c == '+'
+                || c == '-'
+                || ((c == 'e' || c == 'E') && i > 0 && is_exponent(t, i)))
+        })
         .map(|(i, _)| i)
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
@@ -138,9 +154,7 @@ pub fn format_duration_ns(ns: f64) -> String {
         (ns / 1e9, "s")
     };
     let av = v.abs();
-    if unit == "ns" && av.fract() == 0.0 {
-        format!("{v:.0}{unit}")
-    } else if av >= 100.0 {
+    if (unit == "ns" && av.fract() == 0.0) || av >= 100.0 {
         format!("{v:.0}{unit}")
     } else if av >= 10.0 {
         format!("{v:.1}{unit}")

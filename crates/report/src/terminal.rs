@@ -18,7 +18,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -79,7 +79,11 @@ pub fn render_import(d: &ImportDoc) -> String {
         d.format,
         d.series,
         d.run_id,
-        if d.status == tailhunt_model::RunStatus::Partial { " (PARTIAL: stopped at an error, see below)" } else { "" }
+        if d.status == tailhunt_model::RunStatus::Partial {
+            " (PARTIAL: stopped at an error, see below)"
+        } else {
+            ""
+        }
     );
     if d.outcomes.error + d.outcomes.timeout > 0 {
         let _ = writeln!(
@@ -97,7 +101,10 @@ pub fn render_import(d: &ImportDoc) -> String {
 /// `tailhunt runs` for people.
 pub fn render_runs(d: &RunsDoc) -> String {
     if d.runs.is_empty() {
-        return format!("no runs in {} yet (record one with `tailhunt import FILE`)\n", d.db);
+        return format!(
+            "no runs in {} yet (record one with `tailhunt import FILE`)\n",
+            d.db
+        );
     }
     let rows: Vec<Vec<String>> = d
         .runs
@@ -120,7 +127,13 @@ pub fn render_runs(d: &RunsDoc) -> String {
             ]
         })
         .collect();
-    table(&["id", "kind", "status", "recorded", "series", "samples", "source"], &rows, "llllrrl")
+    table(
+        &[
+            "id", "kind", "status", "recorded", "series", "samples", "source",
+        ],
+        &rows,
+        "llllrrl",
+    )
 }
 
 fn ci(lo: Option<u64>, hi: Option<u64>) -> String {
@@ -136,10 +149,20 @@ fn render_summary(s: &Summary, out: &mut String) {
     let o = &s.outcomes;
     let _ = write!(out, "{} samples", thousands(s.count));
     if o.error + o.timeout > 0 {
-        let _ = write!(out, " ({} ok, {} errors, {} timeouts)", thousands(o.ok), thousands(o.error), thousands(o.timeout));
+        let _ = write!(
+            out,
+            " ({} ok, {} errors, {} timeouts)",
+            thousands(o.ok),
+            thousands(o.error),
+            thousands(o.timeout)
+        );
     }
     if s.exact {
-        let _ = writeln!(out, "; quantiles exact, {:.0}% confidence intervals", s.confidence * 100.0);
+        let _ = writeln!(
+            out,
+            "; quantiles exact, {:.0}% confidence intervals",
+            s.confidence * 100.0
+        );
     } else {
         let _ = writeln!(
             out,
@@ -153,10 +176,18 @@ fn render_summary(s: &Summary, out: &mut String) {
         rows.push(vec!["min".into(), render_duration(min), String::new()]);
     }
     if let Some(mean) = s.mean_ns {
-        rows.push(vec!["mean".into(), render_duration(mean as u64), String::new()]);
+        rows.push(vec![
+            "mean".into(),
+            render_duration(mean as u64),
+            String::new(),
+        ]);
     }
     for q in &s.quantiles {
-        rows.push(vec![q.label.clone(), render_duration(q.value_ns), ci(q.ci_low_ns, q.ci_high_ns)]);
+        rows.push(vec![
+            q.label.clone(),
+            render_duration(q.value_ns),
+            ci(q.ci_low_ns, q.ci_high_ns),
+        ]);
     }
     if let Some(max) = s.max_ns {
         rows.push(vec!["max".into(), render_duration(max), String::new()]);
@@ -189,7 +220,11 @@ fn render_histogram(bins: &[LogBin], total: u64, out: &mut String) {
             continue;
         }
         let len = (b.count as f64 / max as f64 * WIDTH as f64).round() as usize;
-        let bar = if b.count > 0 && len == 0 { ".".to_string() } else { "#".repeat(len) };
+        let bar = if b.count > 0 && len == 0 {
+            ".".to_string()
+        } else {
+            "#".repeat(len)
+        };
         rows.push(vec![
             render_duration(b.lower_ns),
             render_duration(b.upper_ns),
@@ -199,8 +234,14 @@ fn render_histogram(bins: &[LogBin], total: u64, out: &mut String) {
         ]);
         i += 1;
     }
-    let _ = writeln!(out, "histogram (log axis; '.' marks a non-empty bin too small for a '#'):");
-    for l in table(&["from", "to", "", "count", "share"], &rows, "rrlrr").lines().skip(1) {
+    let _ = writeln!(
+        out,
+        "histogram (log axis; '.' marks a non-empty bin too small for a '#'):"
+    );
+    for l in table(&["from", "to", "", "count", "share"], &rows, "rrlrr")
+        .lines()
+        .skip(1)
+    {
         let _ = writeln!(out, "  {l}");
     }
 }
@@ -218,13 +259,23 @@ fn render_analysis(a: &Analysis, out: &mut String) {
                     (i + 1).to_string(),
                     render_duration(m.peak_ns),
                     render_duration(m.median_ns),
-                    format!("{} - {}", render_duration(m.lower_ns), render_duration(m.upper_ns)),
+                    format!(
+                        "{} - {}",
+                        render_duration(m.lower_ns),
+                        render_duration(m.upper_ns)
+                    ),
                     thousands(m.count),
                     format!("{:.1}%", m.share * 100.0),
                 ]
             })
             .collect();
-        for l in table(&["#", "peak", "median", "range", "count", "share"], &rows, "rrrrrr").lines() {
+        for l in table(
+            &["#", "peak", "median", "range", "count", "share"],
+            &rows,
+            "rrrrrr",
+        )
+        .lines()
+        {
             let _ = writeln!(out, "  {l}");
         }
     }
@@ -236,7 +287,12 @@ fn render_analysis(a: &Analysis, out: &mut String) {
         let _ = writeln!(out, "\nwarning: {}", w.message);
     }
     if let Some(f) = &a.floor {
-        let _ = writeln!(out, "\n{}: {}", if f.above_floor { "warning" } else { "floor" }, f.message);
+        let _ = writeln!(
+            out,
+            "\n{}: {}",
+            if f.above_floor { "warning" } else { "floor" },
+            f.message
+        );
     }
 }
 
@@ -256,11 +312,21 @@ fn render_comparison(c: &ComparisonDoc, out: &mut String) {
                 render_duration(q.before_ns),
                 render_duration(q.after_ns),
                 format!("{:.2}x", q.ratio),
-                if q.significant { "yes".into() } else { "no".into() },
+                if q.significant {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
             ]
         })
         .collect();
-    for l in table(&["", "before", "after", "ratio", "significant"], &rows, "lrrrr").lines() {
+    for l in table(
+        &["", "before", "after", "ratio", "significant"],
+        &rows,
+        "lrrrr",
+    )
+    .lines()
+    {
         let _ = writeln!(out, "  {}", l.trim_end());
     }
     if !c.comparison.modes.is_empty() {
@@ -285,10 +351,16 @@ fn render_comparison(c: &ComparisonDoc, out: &mut String) {
 }
 
 fn render_series(s: &SeriesAnalysis, out: &mut String) {
-    let _ = writeln!(out, "series {} ({}, {})", s.series.display_name, s.series.kind, match s.series.timing {
-        tailhunt_model::Timing::Timed => "timed",
-        tailhunt_model::Timing::Untimed => "untimed",
-    });
+    let _ = writeln!(
+        out,
+        "series {} ({}, {})",
+        s.series.display_name,
+        s.series.kind,
+        match s.series.timing {
+            tailhunt_model::Timing::Timed => "timed",
+            tailhunt_model::Timing::Untimed => "untimed",
+        }
+    );
     render_analysis(&s.analysis, out);
 }
 
@@ -301,7 +373,11 @@ pub fn render_analyze(d: &AnalyzeDoc) -> String {
         d.run.id,
         d.run.kind,
         d.run.status.name(),
-        if d.run.status == tailhunt_model::RunStatus::Partial { ": its writer stopped early; results cover what was recorded" } else { "" }
+        if d.run.status == tailhunt_model::RunStatus::Partial {
+            ": its writer stopped early; results cover what was recorded"
+        } else {
+            ""
+        }
     );
     for (i, s) in d.series.iter().enumerate() {
         if i > 0 {
@@ -329,7 +405,14 @@ mod tests {
 
     #[test]
     fn table_aligns_columns() {
-        let t = table(&["a", "bb"], &[vec!["long".into(), "1".into()], vec!["x".into(), "22".into()]], "lr");
+        let t = table(
+            &["a", "bb"],
+            &[
+                vec!["long".into(), "1".into()],
+                vec!["x".into(), "22".into()],
+            ],
+            "lr",
+        );
         assert_eq!(t, "a     bb\nlong   1\nx     22\n");
     }
 }

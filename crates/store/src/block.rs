@@ -105,7 +105,9 @@ fn get_column(r: &mut &[u8], n: usize) -> Result<Vec<u64>, BlockError> {
     if width > 8 || g == 0 {
         return Err(BlockError::Corrupt("bad column header"));
     }
-    let bytes = width.checked_mul(n).ok_or(BlockError::Corrupt("column too large"))?;
+    let bytes = width
+        .checked_mul(n)
+        .ok_or(BlockError::Corrupt("column too large"))?;
     if r.len() < bytes {
         return Err(BlockError::Corrupt("column truncated"));
     }
@@ -132,7 +134,11 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
     let (mut prev, mut prev_delta) = (0i64, 0i64);
     for (i, s) in samples.iter().enumerate() {
         let delta = s.intended_ns.wrapping_sub(prev);
-        col.push(zigzag(if i == 0 { s.intended_ns } else { delta.wrapping_sub(prev_delta) }));
+        col.push(zigzag(if i == 0 {
+            s.intended_ns
+        } else {
+            delta.wrapping_sub(prev_delta)
+        }));
         if i > 0 {
             prev_delta = delta;
         }
@@ -140,15 +146,26 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
     }
     put_column(&mut raw, &col);
     col.clear();
-    col.extend(samples.iter().map(|s| zigzag(s.start_ns.wrapping_sub(s.intended_ns))));
+    col.extend(
+        samples
+            .iter()
+            .map(|s| zigzag(s.start_ns.wrapping_sub(s.intended_ns))),
+    );
     put_column(&mut raw, &col);
     col.clear();
-    col.extend(samples.iter().map(|s| zigzag(s.end_ns.wrapping_sub(s.start_ns))));
+    col.extend(
+        samples
+            .iter()
+            .map(|s| zigzag(s.end_ns.wrapping_sub(s.start_ns))),
+    );
     put_column(&mut raw, &col);
     let mut i = 0;
     while i < n {
         let code = samples[i].outcome.code();
-        let run = samples[i..].iter().take_while(|s| s.outcome.code() == code).count();
+        let run = samples[i..]
+            .iter()
+            .take_while(|s| s.outcome.code() == code)
+            .count();
         put_varint(&mut raw, run as u64);
         raw.push(code);
         i += run;
@@ -174,7 +191,9 @@ pub fn decode(codec: i64, data: &[u8]) -> Result<Vec<Sample>, BlockError> {
     let mut outcomes = Vec::with_capacity(n);
     while outcomes.len() < n {
         let run = get_varint(&mut r)? as usize;
-        let (&code, rest) = r.split_first().ok_or(BlockError::Corrupt("outcome truncated"))?;
+        let (&code, rest) = r
+            .split_first()
+            .ok_or(BlockError::Corrupt("outcome truncated"))?;
         r = rest;
         let outcome = Outcome::from_code(code).ok_or(BlockError::Corrupt("bad outcome"))?;
         if run == 0 || run > n - outcomes.len() {
@@ -233,7 +252,11 @@ mod tests {
             .into_iter()
             .map(|v| v / 1000 * 1000)
             .collect();
-        let s: Vec<Sample> = lat.iter().enumerate().map(|(i, &l)| Sample::from_latency(i as i64, l as i64, Outcome::Ok)).collect();
+        let s: Vec<Sample> = lat
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| Sample::from_latency(i as i64, l as i64, Outcome::Ok))
+            .collect();
         let enc = encode(&s);
         assert_eq!(decode(CODEC_PLANES_ZSTD, &enc).unwrap(), s);
         assert!(enc.len() < s.len() * 2, "{} bytes", enc.len());

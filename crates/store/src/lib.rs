@@ -102,7 +102,11 @@ impl Store {
             .map_err(|e| open_error(&self.path, e))?;
         let found: Option<String> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
             .optional()?;
         match found.and_then(|v| v.parse::<i64>().ok()) {
             None => {
@@ -149,7 +153,8 @@ impl Store {
 fn open_error(path: &Path, e: rusqlite::Error) -> StoreError {
     let reason = match &e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-            "the file is not a SQLite database (point --db at a tailhunt store or a new file)".to_string()
+            "the file is not a SQLite database (point --db at a tailhunt store or a new file)"
+                .to_string()
         }
         _ => e.to_string(),
     };

@@ -53,7 +53,8 @@ pub struct SeriesInfo {
     pub count: u64,
 }
 
-const RUN_COLUMNS: &str = "r.id, r.kind, r.status, r.created_wall_ns, r.origin_wall_ns, r.origin_mono_ns, r.params,
+const RUN_COLUMNS: &str =
+    "r.id, r.kind, r.status, r.created_wall_ns, r.origin_wall_ns, r.origin_mono_ns, r.params,
      (SELECT COUNT(*) FROM series s WHERE s.run_id = r.id),
      (SELECT COALESCE(SUM(s.count), 0) FROM series s WHERE s.run_id = r.id)";
 
@@ -111,9 +112,9 @@ impl Store {
         if spec.is_empty() {
             return Err(StoreError::NoSuchRun(spec.to_string()));
         }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT 6")?;
+        let mut stmt = self.conn.prepare(
+            "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT 6",
+        )?;
         let matches: Vec<String> = stmt
             .query_map([spec], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
@@ -145,7 +146,11 @@ impl Store {
                 name,
                 labels,
                 unit: Unit::from_name(&unit).unwrap_or(Unit::Count),
-                timing: if timing == "untimed" { Timing::Untimed } else { Timing::Timed },
+                timing: if timing == "untimed" {
+                    Timing::Untimed
+                } else {
+                    Timing::Timed
+                },
                 kind: r.get(5)?,
                 count: r.get::<_, i64>(6)? as u64,
             })
@@ -180,12 +185,12 @@ impl Store {
         let mut rows = stmt.query([series_id])?;
         let mut out = Vec::new();
         while let Some(row) = rows.next()? {
-            let histogram = Histogram::decode(row.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?).map_err(|e| {
-                StoreError::Corrupt {
-                    series: series_id,
-                    reason: e.to_string(),
-                }
-            })?;
+            let histogram =
+                Histogram::decode(row.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?)
+                    .map_err(|e| StoreError::Corrupt {
+                        series: series_id,
+                        reason: e.to_string(),
+                    })?;
             out.push(IntervalHistogram {
                 start_ns: row.get(0)?,
                 end_ns: row.get(1)?,
@@ -262,7 +267,9 @@ impl Store {
 
     /// Deletes a run and everything in it.
     pub fn delete_run(&mut self, run_id: &str) -> Result<(), StoreError> {
-        let n = self.conn.execute("DELETE FROM runs WHERE id = ?1", [run_id])?;
+        let n = self
+            .conn
+            .execute("DELETE FROM runs WHERE id = ?1", [run_id])?;
         if n == 0 {
             return Err(StoreError::NoSuchRun(run_id.to_string()));
         }

@@ -147,7 +147,9 @@ impl RunWriter<'_> {
         let conn = &self.store.conn;
         if let serde_json::Value::Object(extra) = extra_params {
             let current: String =
-                conn.query_row("SELECT params FROM runs WHERE id = ?1", [&self.id], |r| r.get(0))?;
+                conn.query_row("SELECT params FROM runs WHERE id = ?1", [&self.id], |r| {
+                    r.get(0)
+                })?;
             let mut params: serde_json::Value =
                 serde_json::from_str(&current).unwrap_or_else(|_| serde_json::json!({}));
             if let Some(map) = params.as_object_mut() {
@@ -158,7 +160,10 @@ impl RunWriter<'_> {
                 params![self.id, params.to_string()],
             )?;
         }
-        conn.execute("UPDATE runs SET status = 'complete' WHERE id = ?1", [&self.id])?;
+        conn.execute(
+            "UPDATE runs SET status = 'complete' WHERE id = ?1",
+            [&self.id],
+        )?;
         self.finished = true;
         Ok(self.id.clone())
     }

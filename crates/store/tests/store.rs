@@ -20,8 +20,17 @@ fn samples(n: usize) -> Vec<Sample> {
     (0..n)
         .map(|i| {
             let t = i as i64 * 1_000_000;
-            let outcome = if i % 1000 == 999 { Outcome::Timeout } else { Outcome::Ok };
-            Sample::new(t, t + 3_000, t + 400_000 + (i as i64 * 7919) % 100_000, outcome)
+            let outcome = if i % 1000 == 999 {
+                Outcome::Timeout
+            } else {
+                Outcome::Ok
+            };
+            Sample::new(
+                t,
+                t + 3_000,
+                t + 400_000 + (i as i64 * 7919) % 100_000,
+                outcome,
+            )
         })
         .collect()
 }
@@ -30,7 +39,9 @@ fn samples(n: usize) -> Vec<Sample> {
 fn samples_round_trip_across_many_blocks() {
     let (_d, mut store) = store();
     let data = samples(100_000);
-    let mut run = store.begin_run("test", json!({"a": 1}), ClockOrigin::now()).unwrap();
+    let mut run = store
+        .begin_run("test", json!({"a": 1}), ClockOrigin::now())
+        .unwrap();
     let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
     for chunk in data.chunks(777) {
         run.push_samples(s, chunk).unwrap();
@@ -50,12 +61,24 @@ fn histograms_round_trip() {
     let (_d, mut store) = store();
     let mut h = Histogram::new();
     (1..1000u64).for_each(|v| h.record(v * 1000));
-    let mut run = store.begin_run("test", json!({}), ClockOrigin::now()).unwrap();
-    let meta = SeriesMeta { kind: SeriesKind::Histograms, ..SeriesMeta::latency("lat") };
+    let mut run = store
+        .begin_run("test", json!({}), ClockOrigin::now())
+        .unwrap();
+    let meta = SeriesMeta {
+        kind: SeriesKind::Histograms,
+        ..SeriesMeta::latency("lat")
+    };
     let s = run.open_series(&meta).unwrap();
-    let iv = IntervalHistogram { start_ns: 5, end_ns: 1_000_000_005, histogram: h };
+    let iv = IntervalHistogram {
+        start_ns: 5,
+        end_ns: 1_000_000_005,
+        histogram: h,
+    };
     run.push_histogram(s, &iv).unwrap();
-    assert!(run.push_samples(s, &samples(1)).is_err(), "kind mismatch must be refused");
+    assert!(
+        run.push_samples(s, &samples(1)).is_err(),
+        "kind mismatch must be refused"
+    );
     let id = run.finish(json!({})).unwrap();
     let series = store.series(&id).unwrap();
     assert_eq!(series[0].count, 999);
@@ -66,7 +89,9 @@ fn histograms_round_trip() {
 fn dropped_writer_keeps_samples_and_marks_run_partial() {
     let (_d, mut store) = store();
     let id = {
-        let mut run = store.begin_run("test", json!({}), ClockOrigin::now()).unwrap();
+        let mut run = store
+            .begin_run("test", json!({}), ClockOrigin::now())
+            .unwrap();
         let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
         run.push_samples(s, &samples(20_000)).unwrap();
         run.id().to_string()
@@ -79,26 +104,42 @@ fn dropped_writer_keeps_samples_and_marks_run_partial() {
 #[test]
 fn run_specs_resolve_latest_and_prefixes() {
     let (_d, mut store) = store();
-    assert!(matches!(store.resolve_run("latest"), Err(StoreError::NoRuns)));
+    assert!(matches!(
+        store.resolve_run("latest"),
+        Err(StoreError::NoRuns)
+    ));
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let run = store.begin_run("test", json!({}), ClockOrigin::now()).unwrap();
+        let run = store
+            .begin_run("test", json!({}), ClockOrigin::now())
+            .unwrap();
         ids.push(run.finish(json!({})).unwrap());
     }
     assert_eq!(store.resolve_run("latest").unwrap(), ids[2]);
     assert_eq!(store.resolve_run(&ids[0][..7]).unwrap(), ids[0]);
     assert_eq!(store.resolve_run(&ids[1]).unwrap(), ids[1]);
-    assert!(matches!(store.resolve_run("zzz"), Err(StoreError::NoSuchRun(_))));
+    assert!(matches!(
+        store.resolve_run("zzz"),
+        Err(StoreError::NoSuchRun(_))
+    ));
     assert!(store.resolve_run("").is_err());
     // Random ids rarely share a prefix, so the ambiguity message is checked directly.
-    let msg = StoreError::AmbiguousRun { prefix: "a".into(), matches: vec!["ab".into(), "ac".into()] }.to_string();
+    let msg = StoreError::AmbiguousRun {
+        prefix: "a".into(),
+        matches: vec!["ab".into(), "ac".into()],
+    }
+    .to_string();
     assert!(msg.contains("ab, ac") && msg.contains("type more"));
 }
 
 #[test]
 fn findings_round_trip_and_replace_per_detector() {
     let (_d, mut store) = store();
-    let id = store.begin_run("test", json!({}), ClockOrigin::now()).unwrap().finish(json!({})).unwrap();
+    let id = store
+        .begin_run("test", json!({}), ClockOrigin::now())
+        .unwrap()
+        .finish(json!({}))
+        .unwrap();
     let f = Finding {
         detector: "fragile-percentile".into(),
         verdict: Verdict::Warning,
@@ -112,8 +153,8 @@ fn findings_round_trip_and_replace_per_detector() {
         }],
         fix: None,
     };
-    store.put_findings(&id, &[f.clone()]).unwrap();
-    store.put_findings(&id, &[f.clone()]).unwrap();
+    store.put_findings(&id, std::slice::from_ref(&f)).unwrap();
+    store.put_findings(&id, std::slice::from_ref(&f)).unwrap();
     assert_eq!(store.findings(&id).unwrap(), vec![f]);
 }
 
@@ -126,5 +167,8 @@ fn missing_and_foreign_files_get_clear_errors() {
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
     let err = Store::open(&junk).err().unwrap().to_string();
-    assert!(err.contains("junk.db") && err.contains("not a SQLite database"), "{err}");
+    assert!(
+        err.contains("junk.db") && err.contains("not a SQLite database"),
+        "{err}"
+    );
 }

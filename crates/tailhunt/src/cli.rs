@@ -12,7 +12,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[command(name = "tailhunt", version, about, long_about = None, after_help = "Start with: tailhunt lab synth trimodal -o t.csv && tailhunt import t.csv && tailhunt analyze latest")]
 pub struct Cli {
     /// The store (SQLite file) to read and write.
-    #[arg(long, global = true, env = "TAILHUNT_DB", default_value = "tailhunt.db", value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        env = "TAILHUNT_DB",
+        default_value = "tailhunt.db",
+        value_name = "PATH"
+    )]
     pub db: PathBuf,
 
     /// Print one JSON document instead of text (schemas in schema/).
@@ -71,6 +77,9 @@ pub struct ImportArgs {
     /// Name of the series when the file does not name it.
     #[arg(long, default_value = "latency")]
     pub name: String,
+    /// Print only the new run id (for scripts).
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 /// `tailhunt runs`.

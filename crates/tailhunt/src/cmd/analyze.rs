@@ -32,13 +32,25 @@ fn distribution(store: &Store, info: &SeriesInfo, ok_only: bool) -> Result<Distr
 
 /// A series of another run, from `RUN[:SERIES]`; without SERIES, the one named like `like`
 /// or else the first.
-fn other_series(store: &Store, spec: &str, like: Option<&str>, flag: &str) -> Result<(String, SeriesInfo)> {
+fn other_series(
+    store: &Store,
+    spec: &str,
+    like: Option<&str>,
+    flag: &str,
+) -> Result<(String, SeriesInfo)> {
     let (run_spec, series) = split_run_series(spec);
-    let run = store.resolve_run(run_spec).with_context(|| format!("{flag} {spec}"))?;
+    let run = store
+        .resolve_run(run_spec)
+        .with_context(|| format!("{flag} {spec}"))?;
     let wanted: Vec<String> = series.map(|s| vec![s.to_string()]).unwrap_or_default();
-    let candidates = select_series(store, &run, &wanted).with_context(|| format!("{flag} {spec}"))?;
+    let candidates =
+        select_series(store, &run, &wanted).with_context(|| format!("{flag} {spec}"))?;
     let pick = like
-        .and_then(|name| candidates.iter().find(|c| c.display_name == name || c.name == name))
+        .and_then(|name| {
+            candidates
+                .iter()
+                .find(|c| c.display_name == name || c.name == name)
+        })
         .unwrap_or(&candidates[0])
         .clone();
     Ok((run, pick))
@@ -54,8 +66,9 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         ..AnalyzeOptions::default()
     };
     if let Some(floor) = &a.expect_floor {
-        let ns = tailhunt_model::parse_duration_ns(floor, None)
-            .with_context(|| format!("--expect-floor '{floor}' (write a duration such as 450us)"))?;
+        let ns = tailhunt_model::parse_duration_ns(floor, None).with_context(|| {
+            format!("--expect-floor '{floor}' (write a duration such as 450us)")
+        })?;
         opts.expected_floor_ns = Some(ns as u64);
         opts.floor_source = Some(format!("--expect-floor {floor}"));
     }
@@ -64,15 +77,23 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         let min = distribution(&store, &info, true)?
             .histogram()
             .min()
-            .with_context(|| format!("--floor-from {spec}: series {} is empty", info.display_name))?;
+            .with_context(|| {
+                format!("--floor-from {spec}: series {} is empty", info.display_name)
+            })?;
         opts.expected_floor_ns = Some(min);
-        opts.floor_source = Some(format!("minimum of run {other} series {}", info.display_name));
+        opts.floor_source = Some(format!(
+            "minimum of run {other} series {}",
+            info.display_name
+        ));
     }
     let mut series = Vec::new();
     for info in selected {
         let dist = distribution(&store, &info, a.ok_only)?;
         if dist.count() == 0 {
-            anyhow::bail!("series {} of run {run_id} has no samples to analyse", info.display_name);
+            anyhow::bail!(
+                "series {} of run {run_id} has no samples to analyse",
+                info.display_name
+            );
         }
         series.push(SeriesAnalysis {
             analysis: analyze(&dist, &opts),
@@ -83,7 +104,8 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         None => None,
         Some(spec) => {
             let after = &series[0];
-            let (other, info) = other_series(&store, spec, Some(&after.series.display_name), "--compare")?;
+            let (other, info) =
+                other_series(&store, spec, Some(&after.series.display_name), "--compare")?;
             let before = analyze(&distribution(&store, &info, a.ok_only)?, &opts);
             Some(ComparisonDoc {
                 baseline_run: other,

@@ -40,7 +40,12 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
                         writeln!(
                             out,
                             "{},{},{},{},{},{}",
-                            info.display_name, s.intended_ns, s.start_ns, s.end_ns, s.latency_ns(), s.outcome.name()
+                            info.display_name,
+                            s.intended_ns,
+                            s.start_ns,
+                            s.end_ns,
+                            s.latency_ns(),
+                            s.outcome.name()
                         )?;
                     } else {
                         let line = serde_json::json!({
@@ -59,15 +64,32 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
             (SeriesData::Samples(samples), ExportFormat::Hlog) => {
                 let intervals = if series.timing == Timing::Untimed {
                     let mut h = Histogram::new();
-                    samples.iter().for_each(|s| h.record(s.latency_ns().max(0) as u64));
-                    vec![IntervalHistogram { start_ns: 0, end_ns: HLOG_INTERVAL_NS, histogram: h }]
+                    samples
+                        .iter()
+                        .for_each(|s| h.record(s.latency_ns().max(0) as u64));
+                    vec![IntervalHistogram {
+                        start_ns: 0,
+                        end_ns: HLOG_INTERVAL_NS,
+                        histogram: h,
+                    }]
                 } else {
                     per_second(samples)
                 };
-                values += write_hlog(&mut out, run.origin.to_wall(intervals.first().map_or(0, |i| i.start_ns)), &info.display_name, &intervals)?;
+                values += write_hlog(
+                    &mut out,
+                    run.origin
+                        .to_wall(intervals.first().map_or(0, |i| i.start_ns)),
+                    &info.display_name,
+                    &intervals,
+                )?;
             }
             (SeriesData::Histograms(hs), ExportFormat::Hlog) => {
-                values += write_hlog(&mut out, run.origin.to_wall(hs.first().map_or(0, |i| i.start_ns)), &info.display_name, hs)?;
+                values += write_hlog(
+                    &mut out,
+                    run.origin.to_wall(hs.first().map_or(0, |i| i.start_ns)),
+                    &info.display_name,
+                    hs,
+                )?;
             }
             (SeriesData::Histograms(_), _) => anyhow::bail!(
                 "series {} holds interval histograms, not samples: export it with --format hlog",
@@ -78,21 +100,33 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
     out.flush()?;
     drop(out);
     if let Some(path) = &a.output {
-        let doc = WrittenDoc { file: path.display().to_string(), format: format.into(), values };
-        output::print(cli.json, &doc, |d| format!("wrote {} values to {} ({})\n", d.values, d.file, d.format))?;
+        let doc = WrittenDoc {
+            file: path.display().to_string(),
+            format: format.into(),
+            values,
+        };
+        output::print(cli.json, &doc, |d| {
+            format!("wrote {} values to {} ({})\n", d.values, d.file, d.format)
+        })?;
     }
     Ok(())
 }
 
 fn per_second(samples: &[tailhunt_model::Sample]) -> Vec<IntervalHistogram> {
-    let Some(first) = samples.iter().map(|s| s.intended_ns).min() else { return Vec::new() };
+    let Some(first) = samples.iter().map(|s| s.intended_ns).min() else {
+        return Vec::new();
+    };
     let mut out: Vec<IntervalHistogram> = Vec::new();
     let mut sorted: Vec<_> = samples.iter().collect();
     sorted.sort_by_key(|s| s.intended_ns);
     for s in sorted {
         let start = first + (s.intended_ns - first) / HLOG_INTERVAL_NS * HLOG_INTERVAL_NS;
         if out.last().is_none_or(|iv| iv.start_ns != start) {
-            out.push(IntervalHistogram { start_ns: start, end_ns: start + HLOG_INTERVAL_NS, histogram: Histogram::new() });
+            out.push(IntervalHistogram {
+                start_ns: start,
+                end_ns: start + HLOG_INTERVAL_NS,
+                histogram: Histogram::new(),
+            });
         }
         if let Some(iv) = out.last_mut() {
             iv.histogram.record(s.latency_ns().max(0) as u64);
@@ -101,16 +135,35 @@ fn per_second(samples: &[tailhunt_model::Sample]) -> Vec<IntervalHistogram> {
     out
 }
 
-fn write_hlog(out: &mut dyn Write, start_wall_ns: i64, tag: &str, intervals: &[IntervalHistogram]) -> Result<u64> {
+fn write_hlog(
+    out: &mut dyn Write,
+    start_wall_ns: i64,
+    tag: &str,
+    intervals: &[IntervalHistogram],
+) -> Result<u64> {
     let first = intervals.first().map_or(0, |i| i.start_ns);
     let to_write: Vec<IntervalToWrite<'_>> = intervals
         .iter()
-        .map(|iv| IntervalToWrite { offset_ns: iv.start_ns - first, duration_ns: iv.end_ns - iv.start_ns, histogram: &iv.histogram })
+        .map(|iv| IntervalToWrite {
+            offset_ns: iv.start_ns - first,
+            duration_ns: iv.end_ns - iv.start_ns,
+            histogram: &iv.histogram,
+        })
         .collect();
     // HdrHistogram tags may not contain ',' or spaces.
-    let tag: String = tag.chars().map(|c| if c == ',' || c.is_whitespace() { '_' } else { c }).collect();
+    let tag: String = tag
+        .chars()
+        .map(|c| {
+            if c == ',' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
     let mut buf = Vec::new();
-    write_interval_log(&mut buf, start_wall_ns, Some(&tag), &to_write).context("writing interval log")?;
+    write_interval_log(&mut buf, start_wall_ns, Some(&tag), &to_write)
+        .context("writing interval log")?;
     out.write_all(&buf)?;
     Ok(intervals.iter().map(|i| i.histogram.count()).sum())
 }

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_import::{import_path, Format, ImportOptions};
+use tailhunt_import::{import_path, import_reader, Format, ImportOptions};
 use tailhunt_model::{ClockOrigin, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
 use tailhunt_store::Store;
@@ -29,9 +29,21 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
     let mut store = Store::open(&cli.db)?;
     let now = ClockOrigin::now();
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });
-    let mut writer = store.begin_run("import", params, ClockOrigin { wall_ns: now.wall_ns, mono_ns: 0 })?;
+    let mut writer = store.begin_run(
+        "import",
+        params,
+        ClockOrigin {
+            wall_ns: now.wall_ns,
+            mono_ns: 0,
+        },
+    )?;
     let run_id = writer.id().to_string();
-    let summary = match import_path(&a.file, &opts, &mut writer) {
+    let result = if a.file.as_os_str() == "-" {
+        import_reader("-", &mut std::io::stdin().lock(), &opts, &mut writer)
+    } else {
+        import_path(&a.file, &opts, &mut writer)
+    };
+    let summary = match result {
         Ok(s) => s,
         Err(e) => {
             // Keep what was read before the error, marked partial, and say so.
@@ -67,5 +79,8 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
             timeout: summary.outcomes[2],
         },
     };
+    if a.quiet {
+        return output::print(false, &doc, |d| format!("{}\n", d.run_id));
+    }
     output::print(cli.json, &doc, tailhunt_report::terminal::render_import)
 }

@@ -11,7 +11,8 @@ use crate::output;
 
 pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
     let median = tailhunt_model::parse_duration_ns(&a.median, None)
-        .with_context(|| format!("--median '{}' (write a duration such as 1ms)", a.median))? as f64;
+        .with_context(|| format!("--median '{}' (write a duration such as 1ms)", a.median))?
+        as f64;
     let values = match a.shape {
         Shape::Trimodal => synth::mixture(a.count, &synth::trimodal_components(a.shift)?, a.seed)?,
         Shape::Lognormal => synth::lognormal(a.count, median, a.sigma, a.seed)?,
@@ -25,8 +26,14 @@ pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
     out.flush()?;
     drop(out);
     if let Some(path) = &a.output {
-        let doc = WrittenDoc { file: path.display().to_string(), format: "csv".into(), values: values.len() as u64 };
-        output::print(cli.json, &doc, |d| format!("wrote {} samples to {}\n", d.values, d.file))?;
+        let doc = WrittenDoc {
+            file: path.display().to_string(),
+            format: "csv".into(),
+            values: values.len() as u64,
+        };
+        output::print(cli.json, &doc, |d| {
+            format!("wrote {} samples to {}\n", d.values, d.file)
+        })?;
     }
     Ok(())
 }

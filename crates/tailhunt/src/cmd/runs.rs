@@ -10,7 +10,10 @@ pub fn run(cli: &Cli, a: &RunsArgs) -> Result<()> {
     let db = cli.db.display().to_string();
     if !cli.db.exists() {
         // An empty listing, not an error: nothing recorded yet.
-        let doc = RunsDoc { db, runs: Vec::new() };
+        let doc = RunsDoc {
+            db,
+            runs: Vec::new(),
+        };
         return output::print(cli.json, &doc, tailhunt_report::terminal::render_runs);
     }
     let mut store = super::open_existing(&cli.db)?;
@@ -21,6 +24,9 @@ pub fn run(cli: &Cli, a: &RunsArgs) -> Result<()> {
             eprintln!("deleted run {id}");
         }
     }
-    let doc = RunsDoc { db, runs: store.runs()? };
+    let doc = RunsDoc {
+        db,
+        runs: store.runs()?,
+    };
     output::print(cli.json, &doc, tailhunt_report::terminal::render_runs)
 }

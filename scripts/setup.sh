@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs what tailhunt needs to build, test and benchmark on a fresh Debian 12 machine.
+# Idempotent: installs only what is missing; safe to run before every `make`.
+set -euo pipefail
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+# Debian packages: a C compiler for the bundled SQLite and zstd, the sqlite3 CLI (store
+# inspection, benchmark peer), GNU time (benchmarks' memory figures).
+packages=(build-essential pkg-config sqlite3 time ca-certificates)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        log "missing Debian packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"
+        exit 1
+    fi
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Rust: stable toolchain with rustfmt and clippy (rust-version in Cargo.toml).
+if ! command -v cargo >/dev/null 2>&1; then
+    [[ -x "$HOME/.cargo/bin/cargo" ]] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    log "no Rust toolchain found: install stable Rust (rustup) >= 1.89 and re-run"
+    exit 1
+fi
+need_minor=89
+have_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
+if ((have_minor < need_minor)); then
+    log "rustc $(rustc --version) is older than 1.$need_minor: run 'rustup update stable'"
+    exit 1
+fi
+for component in rustfmt clippy; do
+    if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        if command -v rustup >/dev/null 2>&1; then
+            log "adding rustup component $component"
+            rustup component add "$component"
+        else
+            log "cargo $component is missing: install the $component component"
+            exit 1
+        fi
+    fi
+done
+
+# Crates: fetch once so builds work offline afterwards.
+cd "$(dirname "$0")/.."
+cargo fetch --locked >/dev/null 2>&1 || cargo fetch --locked
+log "ok ($(rustc --version | cut -d' ' -f2), $(sqlite3 --version | cut -d' ' -f1) sqlite3)"
