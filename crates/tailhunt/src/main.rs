@@ -4,6 +4,7 @@
 mod cli;
 mod cmd;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -14,6 +15,10 @@ fn main() -> ExitCode {
     match cmd::run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if progress::is_interrupted(&e) => {
+            eprintln!("tailhunt: {}", one_line(&e));
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("tailhunt: {}", one_line(&e));
             ExitCode::from(2)

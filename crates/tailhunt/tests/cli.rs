@@ -226,20 +226,21 @@ fn unique_prefixes_and_the_db_environment_variable_work() {
     assert_eq!(doc["run"]["id"], run.as_str());
 }
 
-#[test]
-fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
-    let env = Env::new();
+/// Starts `import -` from a pipe and feeds it until the store shows committed samples, so the
+/// import is certainly mid-write. Returns the child, its stdin, and the committed count.
+fn import_until_committed(
+    env: &Env,
+) -> (std::process::Child, std::process::ChildStdin, u64, String) {
     let mut child = env
         .cmd()
         .args(["import", "-", "--unit", "us"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let line: String = (0..1000).map(|i| format!("{}\n", 400 + i % 300)).collect();
-    // Feed until the store shows committed samples; the pipe stays open, so the import is
-    // certainly mid-write when it is killed.
+    let chunk: String = (0..1000).map(|i| format!("{}\n", 400 + i % 300)).collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut committed = 0;
     while committed == 0 {
@@ -248,7 +249,7 @@ fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
             "import never committed a block"
         );
         for _ in 0..100 {
-            stdin.write_all(line.as_bytes()).unwrap();
+            stdin.write_all(chunk.as_bytes()).unwrap();
         }
         if env.db().exists() {
             let conn = rusqlite::Connection::open(env.db()).unwrap();
@@ -256,9 +257,16 @@ fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
                 .query_row("SELECT COALESCE(SUM(count), 0) FROM series", [], |r| {
                     r.get::<_, i64>(0)
                 })
-                .unwrap_or(0);
+                .unwrap_or(0) as u64;
         }
     }
+    (child, stdin, committed, chunk)
+}
+
+#[test]
+fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
+    let env = Env::new();
+    let (mut child, stdin, committed, _) = import_until_committed(&env);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     drop(stdin);
@@ -271,10 +279,7 @@ fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
     let runs = env.json("runs", &["runs"]);
     assert_eq!(runs["runs"][0]["status"], "partial");
     let kept = runs["runs"][0]["samples"].as_u64().unwrap();
-    assert!(
-        kept >= committed as u64,
-        "kept {kept} of {committed} committed"
-    );
+    assert!(kept >= committed, "kept {kept} of {committed} committed");
     let doc = env.json("analyze", &["analyze", "latest"]);
     assert_eq!(
         doc["series"][0]["analysis"]["summary"]["count"]
@@ -282,6 +287,29 @@ fn kill_9_in_the_middle_of_an_import_leaves_a_sound_store_with_a_partial_run() {
             .unwrap(),
         kept
     );
+}
+
+#[test]
+fn ctrl_c_stops_an_import_cleanly_keeping_a_partial_run() {
+    let env = Env::new();
+    let (child, mut stdin, committed, chunk) = import_until_committed(&env);
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The import notices at its next read; feed it until it exits (the pipe then breaks).
+    while stdin.write_all(chunk.as_bytes()).is_ok() {}
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("interrupted") && err.contains("partial run"),
+        "{err}"
+    );
+    let runs = env.json("runs", &["runs"]);
+    assert_eq!(runs["runs"][0]["status"], "partial");
+    assert!(runs["runs"][0]["samples"].as_u64().unwrap() >= committed);
 }
 
 #[test]

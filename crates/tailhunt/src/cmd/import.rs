@@ -1,18 +1,42 @@
 //! `tailhunt import`.
 
+use std::fs::File;
+use std::io::{BufReader, Read};
+
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_import::{import_path, import_reader, Format, ImportOptions};
+use tailhunt_import::{import_reader, Format, ImportOptions, ImportSummary};
 use tailhunt_model::{ClockOrigin, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
 use tailhunt_store::Store;
 
 use crate::cli::{Cli, ImportArgs, InputFormat};
 use crate::output;
+use crate::progress::{self, Watched};
 
-pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
-    let file = a.file.display().to_string();
-    let opts = ImportOptions {
+/// Opens the input (a file, or stdin for `-`) behind a progress/Ctrl-C watcher.
+fn open_input(a: &ImportArgs, file: &str) -> Result<BufReader<Box<dyn Read>>> {
+    let watched: Box<dyn Read> = if a.file.as_os_str() == "-" {
+        Box::new(Watched::new(
+            std::io::stdin().lock(),
+            "importing <stdin>".into(),
+            None,
+        ))
+    } else {
+        let f = File::open(&a.file).with_context(|| format!("cannot read '{file}'"))?;
+        let size = f.metadata().ok().map(|m| m.len());
+        Box::new(Watched::new(f, format!("importing {file}"), size))
+    };
+    Ok(BufReader::with_capacity(1 << 16, watched))
+}
+
+fn options(a: &ImportArgs) -> Result<ImportOptions> {
+    if let Some(unit) = &a.unit {
+        if tailhunt_model::unit_scale_ns(unit).is_none() {
+            anyhow::bail!("unknown unit '{unit}' for --unit (use ns, us, ms or s)");
+        }
+    }
+    Ok(ImportOptions {
         format: a.format.map(|f| match f {
             InputFormat::Csv => Format::Csv,
             InputFormat::Jsonl => Format::JsonLines,
@@ -20,15 +44,31 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
         }),
         unit: a.unit.clone(),
         series_name: a.name.clone(),
-    };
-    if let Some(unit) = &a.unit {
-        if tailhunt_model::unit_scale_ns(unit).is_none() {
-            anyhow::bail!("unknown unit '{unit}' for --unit (use ns, us, ms or s)");
-        }
+    })
+}
+
+/// Ends a failed import once its writer is dropped (which flushes and commits, leaving the run
+/// partial): keeps what was read as a partial run, or removes an empty one, and says which.
+fn keep_partial(store: &mut Store, run_id: &str, error: anyhow::Error) -> anyhow::Error {
+    let kept = store.run(run_id).map(|r| r.samples).unwrap_or(0);
+    if kept == 0 {
+        store.delete_run(run_id).ok();
+        return error;
     }
+    error.context(format!(
+        "kept the {kept} samples read before it stopped as partial run {run_id}"
+    ))
+}
+
+pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
+    let file = a.file.display().to_string();
+    let opts = options(a)?;
+    let mut reader = open_input(a, &file)?;
+    progress::catch_ctrl_c();
     let mut store = Store::open(&cli.db)?;
     let now = ClockOrigin::now();
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });
+    // Untimed and relative times count from 0 at the moment of the import.
     let mut writer = store.begin_run(
         "import",
         params,
@@ -37,31 +77,18 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
             mono_ns: 0,
         },
     )?;
-    let run_id = writer.id().to_string();
-    let result = if a.file.as_os_str() == "-" {
-        import_reader("-", &mut std::io::stdin().lock(), &opts, &mut writer)
-    } else {
-        import_path(&a.file, &opts, &mut writer)
-    };
-    let summary = match result {
+    let summary: ImportSummary = match import_reader(&file, &mut reader, &opts, &mut writer) {
         Ok(s) => s,
         Err(e) => {
-            // Keep what was read before the error, marked partial, and say so.
-            writer.flush().ok();
+            let run_id = writer.id().to_string();
             drop(writer);
-            let kept = store.run(&run_id).map(|r| r.samples).unwrap_or(0);
-            if kept == 0 {
-                store.delete_run(&run_id).ok();
-                return Err(e.into());
-            }
-            return Err(anyhow::Error::new(e).context(format!(
-                "kept the {kept} samples read before the error as partial run {run_id}"
-            )));
+            return Err(keep_partial(&mut store, &run_id, e.into()));
         }
     };
     if let Some(first) = summary.first_epoch_ns {
         writer.set_origin(ClockOrigin::wall(first))?;
     }
+    let run_id = writer.id().to_string();
     writer
         .finish(json!({ "format": summary.format.name(), "lines": summary.lines }))
         .with_context(|| format!("finishing run {run_id}"))?;
