@@ -93,9 +93,13 @@ pub struct RunsArgs {
 /// `tailhunt analyze`.
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// Run to analyse: `latest`, an id, or a unique prefix of one.
-    #[arg(default_value = "latest")]
+    /// Run to analyse: `latest`, an id, or a unique prefix of one. A path to a file imports it
+    /// first (as `tailhunt import FILE` would) and analyses the new run.
+    #[arg(default_value = "latest", value_name = "RUN|FILE")]
     pub run: String,
+    /// With a FILE: unit of bare numbers in it (as `import --unit`).
+    #[arg(long)]
+    pub unit: Option<String>,
     /// Only series with this name (or `name{labels}`); default all.
     #[arg(long)]
     pub series: Vec<String>,

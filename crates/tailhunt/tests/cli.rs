@@ -424,3 +424,19 @@ fn runs_on_a_new_store_is_an_empty_list_and_delete_removes_a_run() {
     let doc = env.json("runs", &["runs", "--delete", &run]);
     assert!(doc["runs"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn analyze_accepts_a_file_and_imports_it_first() {
+    let env = Env::new();
+    let csv = env.path("direct.csv");
+    std::fs::write(&csv, "1\n2\n3\n").unwrap();
+    let doc = env.json(
+        "analyze",
+        &["analyze", csv.to_str().unwrap(), "--unit", "ms"],
+    );
+    assert_eq!(doc["series"][0]["analysis"]["summary"]["max_ns"], 3_000_000);
+    assert_eq!(
+        env.json("runs", &["runs"])["runs"][0]["id"],
+        doc["run"]["id"]
+    );
+}

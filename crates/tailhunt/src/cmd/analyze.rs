@@ -6,7 +6,7 @@ use tailhunt_report::doc::{AnalyzeDoc, ComparisonDoc, SeriesAnalysis};
 use tailhunt_store::{SeriesInfo, Store};
 
 use super::{open_existing, select_series, split_run_series};
-use crate::cli::{AnalyzeArgs, Cli};
+use crate::cli::{AnalyzeArgs, Cli, ImportArgs};
 use crate::output;
 
 fn quantiles(percentiles: &[f64]) -> Result<Vec<f64>> {
@@ -56,9 +56,36 @@ fn other_series(
     Ok((run, pick))
 }
 
+/// `analyze FILE`: imports the file first and returns the new run's id.
+fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
+    let path = std::path::Path::new(&a.run);
+    if a.run == "latest" || !path.is_file() {
+        return Ok(None);
+    }
+    let args = ImportArgs {
+        file: path.to_path_buf(),
+        format: None,
+        unit: a.unit.clone(),
+        name: "latency".into(),
+        quiet: false,
+    };
+    let doc = super::import::import(cli, &args)?;
+    if !cli.json {
+        eprintln!(
+            "imported {} samples from {} as run {}",
+            doc.samples, doc.file, doc.run_id
+        );
+    }
+    Ok(Some(doc.run_id))
+}
+
 pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
+    let imported = import_first(cli, a)?;
     let store = open_existing(&cli.db)?;
-    let run_id = store.resolve_run(&a.run)?;
+    let run_id = match imported {
+        Some(id) => id,
+        None => store.resolve_run(&a.run)?,
+    };
     let run = store.run(&run_id)?;
     let selected = select_series(&store, &run_id, &a.series)?;
     let mut opts = AnalyzeOptions {

@@ -61,6 +61,15 @@ fn keep_partial(store: &mut Store, run_id: &str, error: anyhow::Error) -> anyhow
 }
 
 pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
+    let doc = import(cli, a)?;
+    if a.quiet {
+        return output::print(false, &doc, |d| format!("{}\n", d.run_id));
+    }
+    output::print(cli.json, &doc, tailhunt_report::terminal::render_import)
+}
+
+/// Imports `a.file` as a new run (also used by `analyze FILE`).
+pub fn import(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let file = a.file.display().to_string();
     let opts = options(a)?;
     let mut reader = open_input(a, &file)?;
@@ -92,7 +101,7 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
     writer
         .finish(json!({ "format": summary.format.name(), "lines": summary.lines }))
         .with_context(|| format!("finishing run {run_id}"))?;
-    let doc = ImportDoc {
+    Ok(ImportDoc {
         run_id,
         status: RunStatus::Complete,
         file,
@@ -105,9 +114,5 @@ pub fn run(cli: &Cli, a: &ImportArgs) -> Result<()> {
             error: summary.outcomes[1],
             timeout: summary.outcomes[2],
         },
-    };
-    if a.quiet {
-        return output::print(false, &doc, |d| format!("{}\n", d.run_id));
-    }
-    output::print(cli.json, &doc, tailhunt_report::terminal::render_import)
+    })
 }

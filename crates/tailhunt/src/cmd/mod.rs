@@ -2,7 +2,7 @@
 
 mod analyze;
 mod export;
-mod import;
+pub(crate) mod import;
 mod lab;
 mod runs;
 
