@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod breakdown;
 pub mod compare;
 mod distribution;
 pub mod floor;

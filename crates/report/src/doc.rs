@@ -53,6 +53,9 @@ pub struct SeriesAnalysis {
     pub series: SeriesInfo,
     /// What was found.
     pub analysis: Analysis,
+    /// Which part of the path owns the tail (p99 and slower), when the run has a breakdown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<Vec<tailhunt_analyze::breakdown::PartShare>>,
 }
 
 /// The other side of a comparison.
@@ -89,4 +92,106 @@ pub struct WrittenDoc {
     pub format: String,
     /// Values written.
     pub values: u64,
+}
+
+/// One step of `tailhunt load`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepDoc {
+    /// Offered rate, requests/s.
+    pub rate: f64,
+    /// Repetition (1-based).
+    pub repeat: usize,
+    /// Series holding its measured samples.
+    pub series: String,
+    /// Requests scheduled in the measured window.
+    pub scheduled: u64,
+    /// Written to a socket (whole step, warm-up included).
+    pub sent: u64,
+    /// Never written (no usable connection before their timeout).
+    pub unsent: u64,
+    /// Completed ok.
+    pub ok: u64,
+    /// Failed.
+    pub errors: u64,
+    /// Timed out.
+    pub timeouts: u64,
+    /// Ok completions per second.
+    pub achieved_rate: f64,
+    /// Warm-up samples kept apart.
+    pub warmup_samples: u64,
+    /// Latency from the intended send time: p50/p90/p99/p99.9/max, ns (absent without samples).
+    pub latency_ns: Option<LatencyDoc>,
+    /// 99th percentile of send lag, ns.
+    pub send_lag_p99_ns: i64,
+    /// Host CPU busy share during the step.
+    pub cpu_busy: f64,
+    /// Steal share during the step.
+    pub steal: f64,
+    /// Host TCP retransmissions during the step.
+    pub tcp_retransmits: u64,
+    /// Whether Ctrl-C cut it short.
+    pub interrupted: bool,
+    /// Warnings about the measurement.
+    pub warnings: Vec<String>,
+}
+
+/// Percentiles of a step.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyDoc {
+    /// Median.
+    pub p50: u64,
+    /// 90th.
+    pub p90: u64,
+    /// 99th.
+    pub p99: u64,
+    /// 99.9th.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// `tailhunt load`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadDoc {
+    /// The run.
+    pub run_id: String,
+    /// Complete, or partial (stopped early).
+    pub status: RunStatus,
+    /// Target URL.
+    pub target: String,
+    /// Steps in the order they ran.
+    pub steps: Vec<StepDoc>,
+    /// Detector findings over the run.
+    pub findings: Vec<tailhunt_model::Finding>,
+    /// First error seen, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
+}
+
+/// `tailhunt diagnose`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiagnoseDoc {
+    /// The run.
+    pub run: RunInfo,
+    /// What the detectors found (empty: nothing wrong that they know of).
+    pub findings: Vec<tailhunt_model::Finding>,
+    /// Detectors that ran.
+    pub detectors: Vec<String>,
+}
+
+/// `tailhunt serve` (printed when it stops).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeDoc {
+    /// Address it listened on.
+    pub listen: String,
+    /// Protocol.
+    pub proto: String,
+    /// Connections accepted.
+    pub connections: u64,
+    /// Requests read.
+    pub requests: u64,
+    /// Replies written.
+    pub replies: u64,
+    /// Malformed requests.
+    pub bad_requests: u64,
 }

@@ -6,7 +6,9 @@ use tailhunt_analyze::loghist::LogBin;
 use tailhunt_analyze::quantiles::Summary;
 use tailhunt_analyze::Analysis;
 
-use crate::doc::{AnalyzeDoc, ComparisonDoc, ImportDoc, RunsDoc, SeriesAnalysis};
+use crate::doc::{
+    AnalyzeDoc, ComparisonDoc, DiagnoseDoc, ImportDoc, LoadDoc, RunsDoc, SeriesAnalysis,
+};
 
 /// `450us`, `10.2ms`.
 pub fn render_duration(ns: u64) -> String {
@@ -362,6 +364,32 @@ fn render_series(s: &SeriesAnalysis, out: &mut String) {
         }
     );
     render_analysis(&s.analysis, out);
+    if let Some(parts) = &s.breakdown {
+        let _ = writeln!(
+            out,
+            "\nwhere the time goes (requests at p99 and slower vs all):"
+        );
+        let rows: Vec<Vec<String>> = parts
+            .iter()
+            .map(|p| {
+                vec![
+                    p.part.clone(),
+                    render_duration(p.mean_ns.max(0.0) as u64),
+                    render_duration(p.tail_mean_ns.max(0.0) as u64),
+                    format!("{:.0}%", p.share_of_tail_excess * 100.0),
+                ]
+            })
+            .collect();
+        for l in table(
+            &["part", "mean", "tail mean", "share of tail excess"],
+            &rows,
+            "lrrr",
+        )
+        .lines()
+        {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
 }
 
 /// `tailhunt analyze` for people.
@@ -388,6 +416,152 @@ pub fn render_analyze(d: &AnalyzeDoc) -> String {
     if let Some(c) = &d.comparison {
         render_comparison(c, &mut out);
     }
+    out
+}
+
+/// `50`, `1.5k`, `40k` requests/s.
+pub fn render_rate(r: f64) -> String {
+    let trim = |v: f64| {
+        let s = format!("{v:.1}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    if r >= 1e3 {
+        format!("{}k", trim(r / 1e3))
+    } else {
+        trim(r)
+    }
+}
+
+/// Findings, most confident first.
+pub fn render_findings(findings: &[tailhunt_model::Finding], out: &mut String) {
+    let mut sorted: Vec<_> = findings.iter().collect();
+    sorted.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+    for f in sorted {
+        let verdict = serde_json::to_value(f.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\n[{verdict}] {} (confidence {:.0}%)",
+            f.detector,
+            f.confidence * 100.0
+        );
+        let _ = writeln!(out, "  {}", f.summary);
+        for e in &f.evidence {
+            let nums: Vec<String> = e
+                .values
+                .iter()
+                .map(|(k, v)| {
+                    if k.ends_with("_ns") {
+                        format!(
+                            "{}={}",
+                            k.trim_end_matches("_ns"),
+                            render_duration(*v as u64)
+                        )
+                    } else {
+                        format!("{k}={v:.3}")
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "  - {}: {} [{}]", e.series, e.note, nums.join(", "));
+        }
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(out, "  fix: {fix}");
+        }
+    }
+}
+
+/// `tailhunt load` for people: one row per step.
+pub fn render_load(d: &LoadDoc) -> String {
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = d
+        .steps
+        .iter()
+        .map(|s| {
+            let l = |f: fn(&crate::doc::LatencyDoc) -> u64| {
+                s.latency_ns
+                    .as_ref()
+                    .map_or("-".to_string(), |x| render_duration(f(x)))
+            };
+            vec![
+                format!(
+                    "{}{}",
+                    render_rate(s.rate),
+                    if s.interrupted { "*" } else { "" }
+                ),
+                thousands(s.sent),
+                thousands(s.ok),
+                thousands(s.errors),
+                thousands(s.timeouts),
+                l(|x| x.p50),
+                l(|x| x.p90),
+                l(|x| x.p99),
+                l(|x| x.p999),
+                l(|x| x.max),
+                render_rate(s.achieved_rate),
+                render_duration(s.send_lag_p99_ns.max(0) as u64),
+            ]
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "run {} ({}), {}: latency from the intended send time",
+        d.run_id,
+        d.status.name(),
+        d.target
+    );
+    out.push_str(&table(
+        &[
+            "rate/s",
+            "sent",
+            "ok",
+            "errors",
+            "timeouts",
+            "p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+            "achieved/s",
+            "lag p99",
+        ],
+        &rows,
+        "rrrrrrrrrrrr",
+    ));
+    if d.steps.iter().any(|s| s.interrupted) {
+        out.push_str("* stopped early by Ctrl-C\n");
+    }
+    for w in d.steps.iter().flat_map(|s| &s.warnings) {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    if let Some(e) = &d.first_error {
+        let _ = writeln!(out, "first error: {e}");
+    }
+    render_findings(&d.findings, &mut out);
+    let _ = writeln!(
+        out,
+        "\nnext: tailhunt analyze {} ; tailhunt diagnose {}",
+        d.run_id, d.run_id
+    );
+    out
+}
+
+/// `tailhunt diagnose` for people.
+pub fn render_diagnose(d: &DiagnoseDoc) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "run {} ({}, {}): ran {}",
+        d.run.id,
+        d.run.kind,
+        d.run.status.name(),
+        d.detectors.join(", ")
+    );
+    if d.findings.is_empty() {
+        out.push_str("no findings: none of these detectors sees its cause in this run\n");
+    }
+    render_findings(&d.findings, &mut out);
     out
 }
 

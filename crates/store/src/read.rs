@@ -244,6 +244,18 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces every finding of a run with `findings` (a detector that no longer fires leaves
+    /// nothing behind).
+    pub fn replace_findings(
+        &mut self,
+        run_id: &str,
+        findings: &[Finding],
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute("DELETE FROM findings WHERE run_id = ?1", [run_id])?;
+        self.put_findings(run_id, findings)
+    }
+
     /// Findings of a run, in the order they were stored.
     pub fn findings(&self, run_id: &str) -> Result<Vec<Finding>, StoreError> {
         let mut stmt = self.conn.prepare(

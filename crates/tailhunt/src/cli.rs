@@ -42,6 +42,13 @@ pub enum Command {
     Analyze(AnalyzeArgs),
     /// Write a run's samples out as CSV, JSON lines or an HdrHistogram interval log.
     Export(ExportArgs),
+    /// Open-loop load: requests on a fixed or Poisson timetable, latency from the intended send
+    /// time, one rate or a sweep of rates (low ones too).
+    Load(LoadArgs),
+    /// Reference ("do nothing") servers to measure against: tcp frames, udp echo, http.
+    Serve(ServeArgs),
+    /// Run the detectors on a run and print what they found.
+    Diagnose(DiagnoseArgs),
     /// The lab: synthetic data sets (and, later, reproduction scenarios).
     Lab(LabArgs),
 }
@@ -201,4 +208,134 @@ pub struct SynthArgs {
     /// Output file (default standard output).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+}
+
+/// Arrival processes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ArrivalArg {
+    /// Evenly spaced requests.
+    Fixed,
+    /// Exponential gaps, like independent users.
+    Poisson,
+}
+
+/// Sweep orders.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OrderArg {
+    /// Lowest rate first.
+    Asc,
+    /// Highest rate first.
+    Desc,
+    /// Shuffled, so drift is not mistaken for an effect of the rate.
+    Random,
+}
+
+/// `tailhunt load`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("rates").required(true).args(["rate", "sweep"]))]
+pub struct LoadArgs {
+    /// Target: tcp://HOST:PORT (tailhunt frames), udp://HOST:PORT, http://HOST:PORT/PATH,
+    /// redis://HOST:PORT/KEY (GET), memcached://HOST:PORT/KEY (get).
+    pub url: String,
+    /// Offered rate, requests per second (e.g. 1000, 5k).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Several rates, each its own step and series: e.g. 50,200,1k,5k,20k,40k.
+    #[arg(long)]
+    pub sweep: Option<String>,
+    /// Measured time per step.
+    #[arg(long, default_value = "10s")]
+    pub duration: String,
+    /// Warm-up per step before measuring (kept as its own series, not analysed by default);
+    /// default: 1 s, or a fifth of --duration when that is shorter.
+    #[arg(long)]
+    pub warmup: Option<String>,
+    /// Connections (UDP: sockets).
+    #[arg(long, default_value_t = 4)]
+    pub conns: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Requests in flight per connection before new ones wait in the client (pipelining).
+    #[arg(long, default_value_t = 1000)]
+    pub max_inflight: usize,
+    /// Give up on a request this long after its intended send time.
+    #[arg(long, default_value = "5s")]
+    pub timeout: String,
+    /// TCP_NODELAY on the client's sockets (default false: the kernel default most clients get).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub nodelay: bool,
+    /// Write each request in two pieces (header, then body): the write-write-read pattern.
+    #[arg(long)]
+    pub split_writes: bool,
+    /// Request size in bytes (tcp/udp body; http request padded with a header).
+    #[arg(long, default_value_t = 64)]
+    pub request_bytes: usize,
+    /// Arrival process.
+    #[arg(long, value_enum, default_value = "fixed")]
+    pub arrival: ArrivalArg,
+    /// Order of sweep steps.
+    #[arg(long, value_enum, default_value = "random")]
+    pub order: OrderArg,
+    /// Run every step this many times.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Seed for the step order and Poisson arrivals.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Store where each request's time went (needs a tailhunt reference server).
+    #[arg(long)]
+    pub breakdown: bool,
+}
+
+/// Server protocols.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ServeProtoArg {
+    /// Length-prefixed frames over TCP.
+    Tcp,
+    /// Echo datagrams.
+    Udp,
+    /// HTTP/1.1 keep-alive.
+    Http,
+}
+
+/// `tailhunt serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Protocol.
+    #[arg(value_enum)]
+    pub proto: ServeProtoArg,
+    /// Address to listen on (port 0 picks a free one and prints it).
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    pub listen: String,
+    /// TCP_NODELAY on accepted connections.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub nodelay: bool,
+    /// Reply body size in bytes.
+    #[arg(long, default_value_t = 64)]
+    pub reply_bytes: usize,
+    /// Server "application" time per request: 2ms, exp:1ms, uniform:1ms:3ms, lognormal:1ms:0.5.
+    #[arg(long, default_value = "0")]
+    pub think_time: String,
+    /// Write each reply in two pieces (header, then body).
+    #[arg(long)]
+    pub split_writes: bool,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Fault injection: stop answering for DUR after AT, e.g. 5s+1s (checks load generators for
+    /// coordinated omission).
+    #[arg(long, value_name = "AT+DUR")]
+    pub pause: Option<String>,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<String>,
+}
+
+/// `tailhunt diagnose`.
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// Run to examine: `latest`, an id, or a unique prefix.
+    #[arg(default_value = "latest")]
+    pub run: String,
 }

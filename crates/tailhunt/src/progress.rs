@@ -28,6 +28,11 @@ pub fn catch_ctrl_c() {
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
 }
 
+/// Whether Ctrl-C was pressed since [`catch_ctrl_c`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 /// Whether an error chain contains [`Interrupted`].
 pub fn is_interrupted(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

@@ -1,6 +1,7 @@
 //! `tailhunt analyze`.
 
 use anyhow::{Context, Result};
+use tailhunt_analyze::breakdown::{tail_owner, PartShare};
 use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
 use tailhunt_report::doc::{AnalyzeDoc, ComparisonDoc, SeriesAnalysis};
 use tailhunt_store::{SeriesInfo, Store};
@@ -79,6 +80,42 @@ fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
     Ok(Some(doc.run_id))
 }
 
+/// Parts of the request path stored next to a latency series (same labels), if any.
+const PARTS: [&str; 3] = ["network", "server_stack", "server_app"];
+
+fn breakdown(store: &Store, run_id: &str, info: &SeriesInfo) -> Result<Option<Vec<PartShare>>> {
+    if info.name != "latency" || info.kind != "samples" {
+        return Ok(None);
+    }
+    let siblings: Vec<SeriesInfo> = store
+        .series(run_id)?
+        .into_iter()
+        .filter(|s| {
+            PARTS.contains(&s.name.as_str()) && s.labels == info.labels && s.count == info.count
+        })
+        .collect();
+    if siblings.is_empty() {
+        return Ok(None);
+    }
+    let latency = store.load_samples(info.id)?;
+    let totals: Vec<i64> = latency.iter().map(|s| s.latency_ns()).collect();
+    let mut parts = vec![(
+        "send_lag".to_string(),
+        latency.iter().map(|s| s.send_lag_ns()).collect(),
+    )];
+    for s in siblings {
+        parts.push((
+            s.name.clone(),
+            store
+                .load_samples(s.id)?
+                .iter()
+                .map(|x| x.latency_ns())
+                .collect(),
+        ));
+    }
+    Ok(tail_owner(&totals, &parts, 0.99))
+}
+
 pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
     let imported = import_first(cli, a)?;
     let store = open_existing(&cli.db)?;
@@ -124,6 +161,7 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         }
         series.push(SeriesAnalysis {
             analysis: analyze(&dist, &opts),
+            breakdown: breakdown(&store, &run_id, &info)?,
             series: info,
         });
     }

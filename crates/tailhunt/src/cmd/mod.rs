@@ -1,10 +1,13 @@
 //! One module per subcommand.
 
 mod analyze;
+pub(crate) mod diagnose;
 mod export;
 pub(crate) mod import;
 mod lab;
+mod load;
 mod runs;
+mod serve;
 
 use std::path::Path;
 
@@ -20,6 +23,9 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Runs(a) => runs::run(cli, a),
         Command::Analyze(a) => analyze::run(cli, a),
         Command::Export(a) => export::run(cli, a),
+        Command::Load(a) => load::run(cli, a),
+        Command::Serve(a) => serve::run(cli, a),
+        Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Lab(l) => match &l.command {
             LabCommand::Synth(a) => lab::synth(cli, a),
         },
@@ -39,7 +45,25 @@ fn select_series(store: &Store, run: &str, wanted: &[String]) -> Result<Vec<Seri
         anyhow::bail!("run {run} has no series (its writer stopped before writing any)");
     }
     if wanted.is_empty() {
-        return Ok(all);
+        // Warm-up series are kept but not analysed unless asked for by name.
+        // Breakdown parts (network, server_app, ...) are shown with their latency series.
+        let measured: Vec<SeriesInfo> = all
+            .iter()
+            .filter(|s| s.labels.get("phase").is_none_or(|p| p != "warmup"))
+            .cloned()
+            .collect();
+        let latency: Vec<SeriesInfo> = measured
+            .iter()
+            .filter(|s| s.name == "latency")
+            .cloned()
+            .collect();
+        return Ok(if !latency.is_empty() {
+            latency
+        } else if measured.is_empty() {
+            all
+        } else {
+            measured
+        });
     }
     let picked: Vec<SeriesInfo> = all
         .iter()

@@ -1,6 +1,8 @@
 //! Helpers for end-to-end tests: a temporary store, running the real binary, schema checks.
 #![allow(dead_code)]
 
+pub mod servers;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -1,0 +1,471 @@
+//! The stream worker: TCP connections, pipelined requests, one epoll loop.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::event::epoll;
+use rustix::time::Timespec;
+use tailhunt_model::{Outcome, Sample};
+
+use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
+use crate::breakdown::Breakdown;
+use crate::clock::mono_ns;
+use crate::proto::{self, StreamProtocol};
+use crate::schedule::Schedule;
+
+/// How long a (re)connect may block the loop.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const RECONNECT_TIMEOUT: Duration = Duration::from_millis(200);
+/// Wait between reconnect attempts of one connection.
+const RECONNECT_BACKOFF_NS: i64 = 100_000_000;
+
+struct InFlight {
+    intended: i64,
+    start: i64,
+}
+
+struct Conn {
+    sock: Option<TcpStream>,
+    inflight: VecDeque<InFlight>,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    retry_at: i64,
+}
+
+/// A worker's connections, opened before the schedule starts.
+pub(crate) struct Worker {
+    conns: Vec<Conn>,
+}
+
+fn open(cfg: &StepConfig, timeout: Duration) -> std::io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&cfg.target.addr, timeout)?;
+    s.set_nodelay(cfg.nodelay)?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+impl Worker {
+    /// Opens `n` connections; fails only if none opens.
+    pub fn connect(cfg: &StepConfig, n: usize) -> std::io::Result<Worker> {
+        let mut conns = Vec::with_capacity(n);
+        let mut last_err = None;
+        for _ in 0..n {
+            let sock = match open(cfg, CONNECT_TIMEOUT) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    last_err = Some(e);
+                    None
+                }
+            };
+            conns.push(Conn {
+                sock,
+                inflight: VecDeque::new(),
+                rbuf: Vec::with_capacity(1 << 16),
+                wbuf: Vec::new(),
+                retry_at: 0,
+            });
+        }
+        match last_err {
+            Some(e) if conns.iter().all(|c| c.sock.is_none()) => Err(e),
+            _ => Ok(Worker { conns }),
+        }
+    }
+
+    pub fn run(
+        self,
+        cfg: &StepConfig,
+        w: Window,
+        live: &Arc<Live>,
+        stop: &Arc<AtomicBool>,
+    ) -> WorkerResult {
+        let mut r = WorkerResult::default();
+        let proto = match proto::for_target(&cfg.target, cfg.request_bytes) {
+            Some(p) => p,
+            None => return r,
+        };
+        let mut lp = match Loop::new(self, cfg, proto, live) {
+            Ok(lp) => lp,
+            Err(e) => {
+                r.note_error(|| format!("epoll: {e}"));
+                return r;
+            }
+        };
+        lp.run(w, stop, &mut r);
+        r
+    }
+}
+
+struct Loop<'a> {
+    cfg: &'a StepConfig,
+    proto: Box<dyn StreamProtocol>,
+    conns: Vec<Conn>,
+    epoll: rustix::fd::OwnedFd,
+    backlog: VecDeque<i64>,
+    scratch: Vec<u8>,
+    seq: u64,
+    rr: usize,
+    timeout_ns: i64,
+    live: &'a Live,
+}
+
+impl<'a> Loop<'a> {
+    fn new(
+        w: Worker,
+        cfg: &'a StepConfig,
+        proto: Box<dyn StreamProtocol>,
+        live: &'a Live,
+    ) -> std::io::Result<Loop<'a>> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        for (i, c) in w.conns.iter().enumerate() {
+            if let Some(s) = &c.sock {
+                epoll::add(
+                    &epoll,
+                    s.as_fd(),
+                    epoll::EventData::new_u64(i as u64),
+                    epoll::EventFlags::IN,
+                )?;
+            }
+        }
+        Ok(Loop {
+            cfg,
+            proto,
+            conns: w.conns,
+            epoll,
+            backlog: VecDeque::new(),
+            scratch: Vec::with_capacity(4096),
+            seq: 0,
+            rr: 0,
+            timeout_ns: cfg.timeout.as_nanos() as i64,
+            live,
+        })
+    }
+
+    fn run(&mut self, w: Window, stop: &AtomicBool, r: &mut WorkerResult) {
+        let mut sched = Schedule::new(self.cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
+        let mut events = Vec::with_capacity(256);
+        loop {
+            let now = mono_ns();
+            let sending = sched.peek() < w.end_ns && !stopped(stop);
+            if stopped(stop) {
+                r.interrupted = true;
+            }
+            while sched.peek() <= now && sched.peek() < w.end_ns && !stopped(stop) {
+                self.backlog.push_back(sched.peek());
+                sched.advance();
+            }
+            r.counters.max_backlog = r.counters.max_backlog.max(self.backlog.len() as u64);
+            self.dispatch(r);
+            self.expire(now, r);
+            if !sending
+                && self.backlog.is_empty()
+                && self.conns.iter().all(|c| c.inflight.is_empty())
+            {
+                break;
+            }
+            let mut wait = MAX_WAIT_NS;
+            if sending {
+                wait = wait.min(sched.peek() - now);
+            }
+            if let Some(d) = self.next_deadline() {
+                wait = wait.min(d - now);
+            }
+            let ts = Timespec {
+                tv_sec: 0,
+                tv_nsec: wait.clamp(0, 999_999_999),
+            };
+            events.clear();
+            match epoll::wait(
+                &self.epoll,
+                rustix::buffer::spare_capacity(&mut events),
+                Some(&ts),
+            ) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    r.note_error(|| format!("epoll_wait: {e}"));
+                    break;
+                }
+            }
+            for ev in events.iter() {
+                let (flags, data) = (ev.flags, ev.data); // copies out of the packed struct
+                let i = data.u64() as usize;
+                if flags.intersects(epoll::EventFlags::OUT) {
+                    self.flush(i, r);
+                }
+                if flags.intersects(
+                    epoll::EventFlags::IN | epoll::EventFlags::HUP | epoll::EventFlags::ERR,
+                ) {
+                    self.read(i, r);
+                }
+            }
+        }
+    }
+
+    /// Writes waiting requests to connections with room, round robin.
+    fn dispatch(&mut self, r: &mut WorkerResult) {
+        let n = self.conns.len();
+        while let Some(&intended) = self.backlog.front() {
+            let now = mono_ns();
+            let mut picked = None;
+            for k in 0..n {
+                let i = (self.rr + k) % n;
+                let c = &mut self.conns[i];
+                if c.sock.is_none() && now >= c.retry_at {
+                    self.reconnect(i, r);
+                }
+                let c = &self.conns[i];
+                if c.sock.is_some() && c.inflight.len() < self.cfg.max_inflight {
+                    picked = Some(i);
+                    break;
+                }
+            }
+            let Some(i) = picked else { return };
+            self.rr = (i + 1) % n;
+            self.backlog.pop_front();
+            self.send(i, intended, r);
+        }
+    }
+
+    fn send(&mut self, i: usize, intended: i64, r: &mut WorkerResult) {
+        self.scratch.clear();
+        let split = self.proto.write_request(&mut self.scratch, self.seq);
+        self.seq += 1;
+        let c = &mut self.conns[i];
+        let start = mono_ns();
+        c.inflight.push_back(InFlight { intended, start });
+        r.counters.sent += 1;
+        self.live.sent.fetch_add(1, Ordering::Relaxed);
+        let pieces: [&[u8]; 2] = if self.cfg.split_writes {
+            [&self.scratch[..split], &self.scratch[split..]]
+        } else {
+            [&self.scratch, &[]]
+        };
+        let mut failed = None;
+        for piece in pieces {
+            if piece.is_empty() {
+                continue;
+            }
+            if !c.wbuf.is_empty() {
+                c.wbuf.extend_from_slice(piece);
+                continue;
+            }
+            let Some(sock) = c.sock.as_mut() else { break };
+            match sock.write(piece) {
+                Ok(k) if k == piece.len() => {}
+                Ok(k) => c.wbuf.extend_from_slice(&piece[k..]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => c.wbuf.extend_from_slice(piece),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            r.note_error(|| format!("write: {e}"));
+            self.fail(i, Outcome::Error, r);
+        } else if !self.conns[i].wbuf.is_empty() {
+            self.interest(i, true);
+        }
+    }
+
+    fn interest(&self, i: usize, write: bool) {
+        if let Some(s) = &self.conns[i].sock {
+            let flags = if write {
+                epoll::EventFlags::IN | epoll::EventFlags::OUT
+            } else {
+                epoll::EventFlags::IN
+            };
+            let _ = epoll::modify(
+                &self.epoll,
+                s.as_fd(),
+                epoll::EventData::new_u64(i as u64),
+                flags,
+            );
+        }
+    }
+
+    fn flush(&mut self, i: usize, r: &mut WorkerResult) {
+        let c = &mut self.conns[i];
+        let Some(sock) = c.sock.as_mut() else { return };
+        match sock.write(&c.wbuf) {
+            Ok(k) => {
+                c.wbuf.drain(..k);
+                if c.wbuf.is_empty() {
+                    self.interest(i, false);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => {
+                r.note_error(|| format!("write: {e}"));
+                self.fail(i, Outcome::Error, r);
+            }
+        }
+    }
+
+    fn read(&mut self, i: usize, r: &mut WorkerResult) {
+        let mut closed = false;
+        {
+            let c = &mut self.conns[i];
+            let Some(sock) = c.sock.as_mut() else { return };
+            loop {
+                let len = c.rbuf.len();
+                c.rbuf.resize(len + (1 << 16), 0);
+                match sock.read(&mut c.rbuf[len..]) {
+                    Ok(0) => {
+                        c.rbuf.truncate(len);
+                        closed = true;
+                        break;
+                    }
+                    Ok(k) => {
+                        c.rbuf.truncate(len + k);
+                        if k < (1 << 16) {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        c.rbuf.truncate(len);
+                        if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
+                            r.note_error(|| format!("read: {e}"));
+                            closed = true;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        let end = mono_ns();
+        let mut used = 0;
+        let mut broken = None;
+        loop {
+            let c = &self.conns[i];
+            match self.proto.parse_response(&c.rbuf[used..]) {
+                Ok(Some(resp)) => {
+                    let c = &mut self.conns[i];
+                    let Some(f) = c.inflight.pop_front() else {
+                        broken = Some("a response arrived with no request outstanding".to_string());
+                        break;
+                    };
+                    used += resp.len;
+                    let outcome = if resp.ok { Outcome::Ok } else { Outcome::Error };
+                    r.samples
+                        .push(Sample::new(f.intended, f.start, end, outcome));
+                    if self.cfg.breakdown {
+                        let b = resp
+                            .server
+                            .and_then(|t| Breakdown::split(end - f.start, t))
+                            .unwrap_or_default();
+                        r.breakdowns.push(b);
+                    }
+                    self.live.done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    broken = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        self.conns[i].rbuf.drain(..used);
+        if let Some(e) = broken {
+            r.note_error(|| e);
+            self.fail(i, Outcome::Error, r);
+        } else if closed {
+            r.note_error(|| "the server closed the connection".into());
+            self.fail(i, Outcome::Error, r);
+        }
+    }
+
+    /// Closes connection `i`; what was in flight on it ends with `outcome` (timeouts that are
+    /// overdue end as timeouts whatever `outcome` is).
+    fn fail(&mut self, i: usize, outcome: Outcome, r: &mut WorkerResult) {
+        let now = mono_ns();
+        let timeout = self.timeout_ns;
+        let c = &mut self.conns[i];
+        if let Some(s) = c.sock.take() {
+            let _ = epoll::delete(&self.epoll, s.as_fd());
+            r.counters.disconnects += 1;
+        }
+        for f in c.inflight.drain(..) {
+            let overdue = now >= f.intended + timeout;
+            let (o, end) = if overdue {
+                (Outcome::Timeout, f.intended + timeout)
+            } else {
+                (outcome, now)
+            };
+            r.samples.push(Sample::new(f.intended, f.start, end, o));
+            if self.cfg.breakdown {
+                r.breakdowns.push(Breakdown::default());
+            }
+            self.live.done.fetch_add(1, Ordering::Relaxed);
+        }
+        c.rbuf.clear();
+        c.wbuf.clear();
+        c.retry_at = now + RECONNECT_BACKOFF_NS;
+    }
+
+    fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
+        match open(self.cfg, RECONNECT_TIMEOUT) {
+            Ok(s) => {
+                if epoll::add(
+                    &self.epoll,
+                    s.as_fd(),
+                    epoll::EventData::new_u64(i as u64),
+                    epoll::EventFlags::IN,
+                )
+                .is_ok()
+                {
+                    self.conns[i].sock = Some(s);
+                    r.counters.connects += 1;
+                }
+            }
+            Err(e) => {
+                r.counters.connect_failures += 1;
+                r.note_error(|| format!("reconnect: {}", super::connect_hint(&e)));
+                self.conns[i].retry_at = mono_ns() + RECONNECT_BACKOFF_NS;
+            }
+        }
+    }
+
+    /// Times out requests whose deadline passed: in flight (the connection is closed, as a real
+    /// client would) or still waiting in the client (never sent).
+    fn expire(&mut self, now: i64, r: &mut WorkerResult) {
+        while let Some(&intended) = self.backlog.front() {
+            if now < intended + self.timeout_ns {
+                break;
+            }
+            self.backlog.pop_front();
+            let end = intended + self.timeout_ns;
+            r.samples
+                .push(Sample::new(intended, end, end, Outcome::Timeout));
+            if self.cfg.breakdown {
+                r.breakdowns.push(Breakdown::default());
+            }
+            r.counters.unsent += 1;
+            self.live.done.fetch_add(1, Ordering::Relaxed);
+        }
+        for i in 0..self.conns.len() {
+            if self.conns[i]
+                .inflight
+                .front()
+                .is_some_and(|f| now >= f.intended + self.timeout_ns)
+            {
+                r.note_error(|| format!("requests timed out after {:?}", self.cfg.timeout));
+                self.fail(i, Outcome::Error, r);
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<i64> {
+        let inflight = self
+            .conns
+            .iter()
+            .filter_map(|c| c.inflight.front().map(|f| f.intended));
+        let waiting = self.backlog.front().copied();
+        inflight.chain(waiting).min().map(|t| t + self.timeout_ns)
+    }
+}

@@ -1,0 +1,218 @@
+//! Sweeps: which rates, in which order, how often; and the sanity checks that say when a step's
+//! numbers describe the client rather than the server.
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use tailhunt_model::Sample;
+
+use crate::engine::StepOutcome;
+use crate::health::Health;
+
+/// Order of the steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Lowest rate first.
+    Asc,
+    /// Highest first.
+    Desc,
+    /// Shuffled (default), so drift over time is not mistaken for an effect of the rate.
+    Random,
+}
+
+/// One planned step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// Offered rate, requests/s.
+    pub rate: f64,
+    /// Which repetition (1-based).
+    pub repeat: usize,
+}
+
+/// Parses `50,200,1k,5k,20k,40k` (k = thousand, m = million).
+pub fn parse_rates(text: &str) -> Result<Vec<f64>, String> {
+    text.split(',')
+        .map(|t| {
+            let t = t.trim().to_ascii_lowercase();
+            let (num, mult) = match t.strip_suffix('k') {
+                Some(n) => (n.to_string(), 1e3),
+                None => match t.strip_suffix('m') {
+                    Some(n) => (n.to_string(), 1e6),
+                    None => (t.clone(), 1.0),
+                },
+            };
+            let rate = num
+                .parse::<f64>()
+                .map(|v| v * mult)
+                .map_err(|_| format!("'{t}' is not a rate (write e.g. 50, 500, 5k)"))?;
+            if rate.is_finite() && rate > 0.0 {
+                Ok(rate)
+            } else {
+                Err(format!("rate '{t}' must be above 0 requests per second"))
+            }
+        })
+        .collect()
+}
+
+/// The steps of a sweep: every rate `repeat` times, each round in `order`.
+pub fn plan(rates: &[f64], order: Order, repeat: usize, seed: u64) -> Vec<Step> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    for k in 1..=repeat.max(1) {
+        let mut round: Vec<f64> = rates.to_vec();
+        match order {
+            Order::Asc => round.sort_by(f64::total_cmp),
+            Order::Desc => round.sort_by(|a, b| b.total_cmp(a)),
+            Order::Random => round.shuffle(&mut rng),
+        }
+        out.extend(round.into_iter().map(|rate| Step { rate, repeat: k }));
+    }
+    out
+}
+
+/// The numbers of one step that the sanity checks and the summary table need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepFacts {
+    /// Offered rate.
+    pub rate: f64,
+    /// Requests scheduled in the measured window.
+    pub scheduled: u64,
+    /// Completed ok in the window.
+    pub ok: u64,
+    /// Errors.
+    pub errors: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// Requests written.
+    pub sent: u64,
+    /// Never written.
+    pub unsent: u64,
+    /// Completions per second of measured time (ok only).
+    pub achieved_rate: f64,
+    /// 99th percentile of send lag, ns.
+    pub send_lag_p99_ns: i64,
+    /// Most requests waiting in the client for a connection.
+    pub max_backlog: u64,
+    /// Host health during the step.
+    pub health: Health,
+}
+
+/// Computes the facts of a step from its measured samples.
+pub fn facts(rate: f64, measured: &[Sample], out: &StepOutcome, health: Health) -> StepFacts {
+    let count = |o| measured.iter().filter(|s| s.outcome == o).count() as u64;
+    let mut lags: Vec<i64> = measured.iter().map(Sample::send_lag_ns).collect();
+    lags.sort_unstable();
+    let p99 = lags
+        .get(((lags.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(0);
+    let secs = (out.end_ns - out.measure_from_ns).max(1) as f64 / 1e9;
+    let ok = count(tailhunt_model::Outcome::Ok);
+    StepFacts {
+        rate,
+        scheduled: measured.len() as u64,
+        ok,
+        errors: count(tailhunt_model::Outcome::Error),
+        timeouts: count(tailhunt_model::Outcome::Timeout),
+        sent: out.counters.sent,
+        unsent: out.counters.unsent,
+        achieved_rate: ok as f64 / secs,
+        send_lag_p99_ns: p99,
+        max_backlog: out.counters.max_backlog,
+        health,
+    }
+}
+
+/// Send lag p99 above which the client is called saturated.
+pub const SATURATED_LAG_NS: i64 = 1_000_000;
+/// Host CPU share above which late sends are blamed on a busy client.
+pub const BUSY_CPU: f64 = 0.8;
+/// Steal share above which a run is untrustworthy.
+pub const STEAL_LIMIT: f64 = 0.05;
+
+/// Warnings about the measurement itself, each naming what to change.
+pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String> {
+    let mut w = Vec::new();
+    let rate = crate::sweep::fmt_rate(f.rate);
+    if f.send_lag_p99_ns > SATURATED_LAG_NS {
+        let lag = f.send_lag_p99_ns as f64 / 1e6;
+        if f.max_backlog > 0 || f.health.cpu_busy > BUSY_CPU {
+            w.push(format!(
+                "at {rate}/s send lag p99 {lag:.1} ms: the client is saturated (requests went out late; the latency includes that wait). Use more --threads, fewer --conns per thread, or a lower rate"
+            ));
+        } else {
+            w.push(format!(
+                "at {rate}/s send lag p99 {lag:.1} ms although the client was mostly idle (host CPU {:.0}% busy): the host woke it late (virtualisation, power saving or another busy process); the latency includes that wait, so compare with the service time (tailhunt export: end_ns - start_ns)",
+                f.health.cpu_busy * 100.0
+            ));
+        }
+    }
+    if f.scheduled > 0 && f.achieved_rate < 0.9 * f.rate && f.max_backlog > 0 {
+        w.push(format!(
+            "at {rate}/s only {}/s completed and up to {} requests waited for a connection: the pool ({conns} connections x {max_inflight} in flight) cannot carry the offered rate; raise --conns or --max-inflight",
+            crate::sweep::fmt_rate(f.achieved_rate),
+            f.max_backlog
+        ));
+    }
+    if f.health.steal > STEAL_LIMIT {
+        w.push(format!(
+            "at {rate}/s the hypervisor stole {:.0}% of CPU time: timings from this run are untrustworthy; repeat it (--repeat) or use a quieter machine",
+            f.health.steal * 100.0
+        ));
+    }
+    if f.health.tcp_retransmits > 0 {
+        w.push(format!(
+            "at {rate}/s this host retransmitted {} TCP segments during the step",
+            f.health.tcp_retransmits
+        ));
+    }
+    w
+}
+
+/// `50`, `1.5k`, `40k`.
+pub fn fmt_rate(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{}m", trim(r / 1e6))
+    } else if r >= 1e3 {
+        format!("{}k", trim(r / 1e3))
+    } else {
+        trim(r)
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_with_suffixes() {
+        assert_eq!(
+            parse_rates("50, 1k,2.5k,1m").unwrap(),
+            vec![50.0, 1000.0, 2500.0, 1e6]
+        );
+        assert!(parse_rates("0").unwrap_err().contains("above 0"));
+        assert!(parse_rates("fast").unwrap_err().contains("not a rate"));
+        assert_eq!(fmt_rate(1500.0), "1.5k");
+        assert_eq!(fmt_rate(50.0), "50");
+    }
+
+    #[test]
+    fn plans_cover_every_rate_each_round() {
+        let p = plan(&[50.0, 500.0, 5000.0], Order::Random, 2, 3);
+        assert_eq!(p.len(), 6);
+        for k in 1..=2 {
+            let mut round: Vec<f64> = p.iter().filter(|s| s.repeat == k).map(|s| s.rate).collect();
+            round.sort_by(f64::total_cmp);
+            assert_eq!(round, [50.0, 500.0, 5000.0]);
+        }
+        let asc: Vec<f64> = plan(&[5.0, 1.0], Order::Asc, 1, 0)
+            .iter()
+            .map(|s| s.rate)
+            .collect();
+        assert_eq!(asc, [1.0, 5.0]);
+    }
+}

@@ -1,0 +1,78 @@
+//! `tailhunt diagnose`: run every detector that has the evidence it needs.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
+use tailhunt_diagnose::{fragile, nagle};
+use tailhunt_model::{Finding, Sample, SeriesData};
+use tailhunt_report::doc::DiagnoseDoc;
+use tailhunt_store::Store;
+
+use super::open_existing;
+use crate::cli::{Cli, DiagnoseArgs};
+use crate::output;
+
+/// Detectors this build runs.
+pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
+
+/// Runs the detectors on a run, stores their findings (replacing earlier ones) and returns them.
+pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
+    let mut by_rate: BTreeMap<u64, (f64, Vec<Sample>)> = BTreeMap::new();
+    let mut findings = Vec::new();
+    let opts = AnalyzeOptions::default();
+    for info in store.series(run_id)? {
+        if info.labels.get("phase").is_some_and(|p| p == "warmup") || info.name != "latency" {
+            continue;
+        }
+        let series = store.load_series(&info)?;
+        let rate = info
+            .labels
+            .get("rate")
+            .and_then(|r| tailhunt_load::sweep::parse_rates(r).ok())
+            .and_then(|r| r.first().copied());
+        match (rate, &series.data) {
+            (Some(rate), SeriesData::Samples(s)) => {
+                // Repeats of a rate merge into one distribution.
+                by_rate
+                    .entry(rate.to_bits())
+                    .or_insert_with(|| (rate, Vec::new()))
+                    .1
+                    .extend_from_slice(s);
+            }
+            _ => {
+                let dist = Distribution::from_series(&series, false);
+                if dist.count() > 0 {
+                    findings.extend(fragile::fragile_percentiles(
+                        &info.display_name,
+                        &analyze(&dist, &opts),
+                    ));
+                }
+            }
+        }
+    }
+    let steps: Vec<nagle::RateStep> = by_rate
+        .into_values()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(rate, samples)| nagle::RateStep {
+            series: format!("latency{{rate={}}}", tailhunt_load::sweep::fmt_rate(rate)),
+            rate,
+            analysis: analyze(&Distribution::from_samples(&samples, false), &opts),
+        })
+        .collect();
+    findings.extend(nagle::latency_rises_as_load_falls(&steps));
+    store.replace_findings(run_id, &findings)?;
+    Ok(findings)
+}
+
+pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
+    let mut store = open_existing(&cli.db)?;
+    let run_id = store.resolve_run(&a.run)?;
+    let findings = diagnose_run(&mut store, &run_id)?;
+    let doc = DiagnoseDoc {
+        run: store.run(&run_id)?,
+        findings,
+        detectors: DETECTORS.iter().map(|d| d.to_string()).collect(),
+    };
+    output::print(cli.json, &doc, tailhunt_report::terminal::render_diagnose)
+}

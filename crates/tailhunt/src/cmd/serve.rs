@@ -1,0 +1,88 @@
+//! `tailhunt serve`: a reference server until Ctrl-C (or --duration).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tailhunt_load::serve::{ServeConfig, ServeProto, Server, ThinkTime};
+use tailhunt_report::doc::ServeDoc;
+
+use crate::cli::{Cli, ServeArgs, ServeProtoArg};
+use crate::output;
+use crate::progress;
+
+fn duration(flag: &str, text: &str) -> Result<Duration> {
+    let ns = tailhunt_model::parse_duration_ns(text, None)
+        .with_context(|| format!("{flag} '{text}' (write a duration such as 5s)"))?;
+    Ok(Duration::from_nanos(ns as u64))
+}
+
+fn pause(text: &str) -> Result<(Duration, Duration)> {
+    let (at, dur) = text
+        .split_once('+')
+        .with_context(|| format!("--pause '{text}' must be AT+DUR, e.g. 5s+1s"))?;
+    Ok((duration("--pause", at)?, duration("--pause", dur)?))
+}
+
+pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
+    let listen: SocketAddr = a.listen.parse().with_context(|| {
+        format!(
+            "--listen '{}' is not an address (write e.g. 127.0.0.1:7000 or [::1]:7000)",
+            a.listen
+        )
+    })?;
+    let proto = match a.proto {
+        ServeProtoArg::Tcp => ServeProto::Tcp,
+        ServeProtoArg::Udp => ServeProto::Udp,
+        ServeProtoArg::Http => ServeProto::Http,
+    };
+    let mut cfg = ServeConfig::new(proto, listen);
+    cfg.nodelay = a.nodelay;
+    cfg.reply_bytes = a.reply_bytes;
+    cfg.think = ThinkTime::parse(&a.think_time)
+        .with_context(|| format!("--think-time '{}'", a.think_time))?;
+    cfg.split_writes = a.split_writes;
+    cfg.threads = a.threads;
+    cfg.pause = a.pause.as_deref().map(pause).transpose()?;
+    let until = a
+        .duration
+        .as_deref()
+        .map(|d| duration("--duration", d))
+        .transpose()?;
+    progress::catch_ctrl_c();
+    let server = Server::start(cfg)?;
+    let addr = server.local_addr();
+    // The address goes to stderr at once so scripts and tests can connect (port 0 picks one).
+    eprintln!("serving {} on {addr} (Ctrl-C to stop)", a.proto_name());
+    let _ = std::io::stderr().flush();
+    let started = Instant::now();
+    while !progress::interrupted() && until.is_none_or(|u| started.elapsed() < u) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = server.stop();
+    let doc = ServeDoc {
+        listen: addr.to_string(),
+        proto: a.proto_name().to_string(),
+        connections: stats.connections,
+        requests: stats.requests,
+        replies: stats.replies,
+        bad_requests: stats.bad_requests,
+    };
+    output::print(cli.json, &doc, |d| {
+        format!(
+            "stopped: {} connections, {} requests, {} replies, {} bad requests\n",
+            d.connections, d.requests, d.replies, d.bad_requests
+        )
+    })
+}
+
+impl ServeArgs {
+    fn proto_name(&self) -> &'static str {
+        match self.proto {
+            ServeProtoArg::Tcp => "tcp",
+            ServeProtoArg::Udp => "udp",
+            ServeProtoArg::Http => "http",
+        }
+    }
+}
