@@ -335,3 +335,70 @@ fn a_server_that_goes_away_mid_run_leaves_errors_counted_and_results_kept() {
         scheduled
     );
 }
+
+/// A network namespace with only loopback, removed on drop (also when the test fails).
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Option<Netns> {
+        let name = format!("th-test-{}", std::process::id());
+        let ok = std::process::Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
+        if !ok {
+            return None;
+        }
+        let ns = Netns(name);
+        let _ = std::process::Command::new("ip").args(["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"]).status();
+        Some(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "delete", &self.0]).status();
+    }
+}
+
+/// Needs root (CI has it): an address with no route is a clear error, and no packet leaves
+/// the namespace the test made.
+#[test]
+fn unreachable_target_in_an_isolated_namespace_root() {
+    let Some(ns) = Netns::new() else {
+        eprintln!("skipped: cannot create a network namespace here (needs root and iproute2)");
+        return;
+    };
+    let env = Env::new();
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.0, common::BIN, "--db"])
+        .arg(env.db())
+        .args(["load", "tcp://10.255.0.1:7000", "--rate", "10", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect to tcp://10.255.0.1:7000") && err.contains("unreachable"), "{err}");
+}
+
+#[test]
+fn ctrl_c_stops_a_load_run_keeping_what_was_measured() {
+    let env = Env::new();
+    let server = tailhunt_serve("tcp", &[]);
+    let child = env
+        .cmd()
+        .args(["load", &format!("tcp://{}", server.addr), "--rate", "200", "--duration", "30s", "--warmup", "0s", "--nodelay=true", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::check_schema("load", &doc);
+    assert_eq!(doc["status"], "partial");
+    let s = step(&doc, 200.0);
+    assert_eq!(s["interrupted"], true);
+    assert!(s["ok"].as_u64().unwrap() > 100, "{s:#}");
+    let runs = env.json("runs", &["runs"]);
+    assert_eq!(runs["runs"][0]["status"], "partial");
+}

@@ -81,7 +81,7 @@ fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
 }
 
 /// Parts of the request path stored next to a latency series (same labels), if any.
-const PARTS: [&str; 3] = ["network", "server_stack", "server_app"];
+const PARTS: [&str; 4] = ["client_stack", "network", "server_stack", "server_app"];
 
 fn breakdown(store: &Store, run_id: &str, info: &SeriesInfo) -> Result<Option<Vec<PartShare>>> {
     if info.name != "latency" || info.kind != "samples" {
