@@ -21,5 +21,13 @@ echo "$before"
 step "$bin" analyze latest --expect-floor 450us
 step "$bin" import "$out/after.csv"
 step "$bin" analyze latest --percentiles 50,90,99 --compare "$before"
+# Root cause #2: latency that gets worse when load drops (Nagle + delayed ACK).
+"$bin" serve tcp --listen 127.0.0.1:0 --nodelay=false --think-time 500us 2> "$out/serve.log" &
+server=$!
+trap 'kill "$server" 2>/dev/null || true' EXIT
+for _ in $(seq 50); do grep -q "serving" "$out/serve.log" && break; sleep 0.1; done
+addr=$(sed -n 's/^serving tcp on \([^ ]*\).*/\1/p' "$out/serve.log")
+step "$bin" load "tcp://$addr" --split-writes --conns 1 --sweep 50,500,5000 --duration 2s --order asc
+kill "$server" 2>/dev/null || true
 step "$bin" runs
 printf '\nThe store is %s; try: sqlite3 %s "SELECT * FROM runs"\n' "$TAILHUNT_DB" "$TAILHUNT_DB"

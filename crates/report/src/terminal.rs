@@ -112,10 +112,9 @@ pub fn render_runs(d: &RunsDoc) -> String {
         .runs
         .iter()
         .map(|r| {
-            let source = r
-                .params
-                .get("file")
-                .and_then(|f| f.as_str())
+            let source = ["file", "target"]
+                .iter()
+                .find_map(|k| r.params.get(*k).and_then(|f| f.as_str()))
                 .unwrap_or("")
                 .to_string();
             vec![
