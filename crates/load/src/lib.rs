@@ -23,4 +23,5 @@ pub mod schedule;
 pub mod serve;
 pub mod sweep;
 pub mod target;
+pub mod tstamp;
 pub mod wire;

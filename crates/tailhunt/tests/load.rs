@@ -7,6 +7,14 @@ use common::servers::{memcached, redis, tailhunt_serve};
 use common::Env;
 use serde_json::Value;
 
+/// Tests whose assertions are about timing take turns: on a 2-core machine two of them at once
+/// would measure each other.
+static TIMING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn timing_lock() -> std::sync::MutexGuard<'static, ()> {
+    TIMING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn step(doc: &Value, rate: f64) -> &Value {
     doc["steps"]
         .as_array()
@@ -39,6 +47,7 @@ fn findings(doc: &Value) -> Vec<String> {
 /// (or a wide-area round trip, as in the story) keeps ~2.5 requests in flight at 5k/s.
 #[test]
 fn nagle_latency_rises_as_load_falls_and_nodelay_on_both_ends_fixes_it() {
+    let _turn = timing_lock();
     let env = Env::new();
     let server = tailhunt_serve("tcp", &["--nodelay=false", "--think-time", "500us"]);
     let url = format!("tcp://{}", server.addr);
@@ -126,6 +135,7 @@ fn nagle_latency_rises_as_load_falls_and_nodelay_on_both_ends_fixes_it() {
 /// Acceptance: a server that pauses 1 s during a 10 s run at 1k req/s must show p99 >= 500 ms.
 #[test]
 fn a_one_second_server_pause_shows_in_p99_no_coordinated_omission() {
+    let _turn = timing_lock();
     let env = Env::new();
     let server = tailhunt_serve("tcp", &["--pause", "4s+1s"]);
     let url = format!("tcp://{}", server.addr);
@@ -213,6 +223,7 @@ fn http_and_udp_reference_servers_work_end_to_end() {
 /// the network share matches the ping-pong round trip of the path.
 #[test]
 fn breakdown_attributes_think_time_to_the_server_application() {
+    let _turn = timing_lock();
     let env = Env::new();
     let plain = tailhunt_serve("tcp", &[]);
     let base = env.json(
@@ -342,19 +353,27 @@ struct Netns(String);
 impl Netns {
     fn new() -> Option<Netns> {
         let name = format!("th-test-{}", std::process::id());
-        let ok = std::process::Command::new("ip").args(["netns", "add", &name]).status().map(|s| s.success()).unwrap_or(false);
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
         if !ok {
             return None;
         }
         let ns = Netns(name);
-        let _ = std::process::Command::new("ip").args(["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"]).status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"])
+            .status();
         Some(ns)
     }
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "delete", &self.0]).status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
     }
 }
 
@@ -370,12 +389,22 @@ fn unreachable_target_in_an_isolated_namespace_root() {
     let out = std::process::Command::new("ip")
         .args(["netns", "exec", &ns.0, common::BIN, "--db"])
         .arg(env.db())
-        .args(["load", "tcp://10.255.0.1:7000", "--rate", "10", "--duration", "1s"])
+        .args([
+            "load",
+            "tcp://10.255.0.1:7000",
+            "--rate",
+            "10",
+            "--duration",
+            "1s",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot connect to tcp://10.255.0.1:7000") && err.contains("unreachable"), "{err}");
+    assert!(
+        err.contains("cannot connect to tcp://10.255.0.1:7000") && err.contains("unreachable"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -384,15 +413,35 @@ fn ctrl_c_stops_a_load_run_keeping_what_was_measured() {
     let server = tailhunt_serve("tcp", &[]);
     let child = env
         .cmd()
-        .args(["load", &format!("tcp://{}", server.addr), "--rate", "200", "--duration", "30s", "--warmup", "0s", "--nodelay=true", "--json"])
+        .args([
+            "load",
+            &format!("tcp://{}", server.addr),
+            "--rate",
+            "200",
+            "--duration",
+            "30s",
+            "--warmup",
+            "0s",
+            "--nodelay=true",
+            "--json",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     common::check_schema("load", &doc);
     assert_eq!(doc["status"], "partial");

@@ -13,15 +13,32 @@ use rustix::time::Timespec;
 use tailhunt_model::{Outcome, Sample};
 
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
-use crate::breakdown::Breakdown;
-use crate::clock::mono_ns;
+use crate::breakdown::{Breakdown, ClientTimes};
+use crate::clock::{mono_ns, real_ns};
 use crate::schedule::Schedule;
+use crate::tstamp;
 use crate::wire;
 
 /// A worker's sockets, connected to the target.
 pub(crate) struct Worker {
-    socks: Vec<UdpSocket>,
+    socks: Vec<Sock>,
 }
+
+/// One socket and, with `--breakdown`, the bookkeeping that turns its transmit timestamps
+/// (numbered per datagram by the kernel) back into sequence numbers.
+struct Sock {
+    sock: UdpSocket,
+    /// Transmit timestamps are on.
+    tx_stamps: bool,
+    /// Datagrams the kernel accepted since timestamps were enabled: the next one's id.
+    sent: u32,
+    /// (id, seq) of datagrams whose transmit stamp has not come yet, in id order.
+    unstamped: VecDeque<(u32, u64)>,
+}
+
+/// Most datagrams of one socket waiting for a transmit stamp; older ones give up on it (the
+/// error queue overflowed and dropped it), so a kernel that never stamps costs bounded memory.
+const MAX_UNSTAMPED: usize = 4096;
 
 fn open(target: SocketAddr) -> std::io::Result<UdpSocket> {
     let local: SocketAddr = if target.is_ipv4() {
@@ -40,18 +57,32 @@ fn open(target: SocketAddr) -> std::io::Result<UdpSocket> {
 struct Pending {
     intended: i64,
     start: i64,
+    /// Breakdown only: CLOCK_REALTIME at the send, and the kernel's transmit timestamp (0 until
+    /// it comes from the error queue).
+    send_real_ns: u64,
+    kernel_tx_ns: u64,
 }
 
 impl Worker {
     pub fn connect(cfg: &StepConfig, n: usize) -> std::io::Result<Worker> {
         let socks = (0..n)
-            .map(|_| open(cfg.target.addr))
-            .collect::<Result<_, _>>()?;
+            .map(|_| {
+                let sock = open(cfg.target.addr)?;
+                let tx_stamps =
+                    cfg.breakdown && tstamp::enable(&sock, tstamp::Want::ALL).is_ok_and(|on| on.tx);
+                Ok(Sock {
+                    sock,
+                    tx_stamps,
+                    sent: 0,
+                    unstamped: VecDeque::new(),
+                })
+            })
+            .collect::<std::io::Result<_>>()?;
         Ok(Worker { socks })
     }
 
     pub fn run(
-        self,
+        mut self,
         cfg: &StepConfig,
         w: Window,
         live: &Arc<Live>,
@@ -68,7 +99,7 @@ impl Worker {
         for (i, s) in self.socks.iter().enumerate() {
             if let Err(e) = epoll::add(
                 &epoll,
-                s.as_fd(),
+                s.sock.as_fd(),
                 epoll::EventData::new_u64(i as u64),
                 epoll::EventFlags::IN,
             ) {
@@ -84,6 +115,7 @@ impl Worker {
         let mut buf = Vec::with_capacity(2048);
         let mut rbuf = vec![0u8; 65_536];
         let mut events = Vec::with_capacity(64);
+        let mut reader = tstamp::Reader::new();
         let record = |r: &mut WorkerResult, s: Sample, b: Breakdown| {
             r.samples.push(s);
             if cfg.breakdown {
@@ -101,14 +133,33 @@ impl Worker {
                 sched.advance();
                 buf.clear();
                 wire::put_request_body(&mut buf, seq, cfg.request_bytes);
-                let sock = &self.socks[rr % self.socks.len()];
+                let n_socks = self.socks.len();
+                let sock = &mut self.socks[rr % n_socks];
                 rr += 1;
                 let start = mono_ns();
-                match sock.send(&buf) {
+                let send_real_ns = if cfg.breakdown { real_ns() as u64 } else { 0 };
+                match sock.sock.send(&buf) {
                     Ok(_) => {
                         r.counters.sent += 1;
                         live.sent.fetch_add(1, Ordering::Relaxed);
-                        pending.insert(seq, Pending { intended, start });
+                        if sock.tx_stamps {
+                            // The kernel numbers only datagrams it accepted (a failed send
+                            // gives its id back), as counted here.
+                            if sock.unstamped.len() == MAX_UNSTAMPED {
+                                sock.unstamped.pop_front();
+                            }
+                            sock.unstamped.push_back((sock.sent, seq));
+                            sock.sent = sock.sent.wrapping_add(1);
+                        }
+                        pending.insert(
+                            seq,
+                            Pending {
+                                intended,
+                                start,
+                                send_real_ns,
+                                kernel_tx_ns: 0,
+                            },
+                        );
                         order.push_back((seq, intended + timeout));
                     }
                     Err(e) => {
@@ -170,17 +221,40 @@ impl Worker {
             }
             for ev in events.iter() {
                 let data = ev.data; // copy out of the packed struct
-                let sock = &self.socks[data.u64() as usize];
+                let sock = &mut self.socks[data.u64() as usize];
+                if sock.tx_stamps {
+                    // Before the replies (a request's stamp is queued when it leaves), and
+                    // every time: a non-empty error queue keeps EPOLLERR up.
+                    take_tx_stamps(&mut reader, sock, &mut pending);
+                }
                 loop {
-                    match sock.recv(&mut rbuf) {
-                        Ok(k) => {
+                    let got = if cfg.breakdown {
+                        reader
+                            .recv(&sock.sock, &mut rbuf)
+                            .map(|(k, t)| (k, t.software_ns))
+                    } else {
+                        sock.sock.recv(&mut rbuf).map(|k| (k, None))
+                    };
+                    match got {
+                        Ok((k, kernel_rx_ns)) => {
                             let end = mono_ns();
                             let Some((s, times)) = wire::parse_response_body(&rbuf[..k]) else {
                                 r.note_error(|| format!("a {k}-byte reply is not a tailhunt echo (is this a tailhunt udp server?)"));
                                 continue;
                             };
                             if let Some(p) = pending.remove(&s) {
-                                let b = Breakdown::split(end - p.start, times).unwrap_or_default();
+                                let b = if cfg.breakdown {
+                                    let client = ClientTimes {
+                                        app_send_ns: p.send_real_ns,
+                                        kernel_tx_ns: p.kernel_tx_ns,
+                                        kernel_rx_ns: kernel_rx_ns.unwrap_or(0),
+                                        app_recv_ns: real_ns() as u64,
+                                    };
+                                    Breakdown::split_with_client(end - p.start, times, client)
+                                        .unwrap_or_default()
+                                } else {
+                                    Breakdown::default()
+                                };
                                 record(
                                     &mut r,
                                     Sample::new(p.intended, p.start, end, Outcome::Ok),
@@ -199,4 +273,32 @@ impl Worker {
         }
         r
     }
+}
+
+/// Drains `sock`'s error queue and puts each transmit timestamp on its request: datagram ids
+/// count the datagrams the kernel accepted, so id `k` is the `k`-th entry of `unstamped` once
+/// entries whose stamp never came (ids before it) are dropped.
+fn take_tx_stamps(
+    reader: &mut tstamp::Reader,
+    sock: &mut Sock,
+    pending: &mut HashMap<u64, Pending>,
+) {
+    let unstamped = &mut sock.unstamped;
+    let _ = reader.drain_tx(&sock.sock, |stamp| {
+        let Some(t) = stamp.time.software_ns else {
+            return; // a hardware-only report of a datagram already stamped in software
+        };
+        while let Some(&(id, seq)) = unstamped.front() {
+            if !tstamp::covers(stamp.id, id) {
+                break; // a stamp for a datagram already dropped from the list
+            }
+            unstamped.pop_front();
+            if id == stamp.id {
+                if let Some(p) = pending.get_mut(&seq) {
+                    p.kernel_tx_ns = t;
+                }
+                break;
+            }
+        }
+    });
 }

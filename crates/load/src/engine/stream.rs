@@ -13,10 +13,11 @@ use rustix::time::Timespec;
 use tailhunt_model::{Outcome, Sample};
 
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
-use crate::breakdown::Breakdown;
-use crate::clock::mono_ns;
+use crate::breakdown::{Breakdown, ClientTimes};
+use crate::clock::{mono_ns, real_ns};
 use crate::proto::{self, StreamProtocol};
 use crate::schedule::Schedule;
+use crate::tstamp;
 
 /// How long a (re)connect may block the loop.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -27,6 +28,12 @@ const RECONNECT_BACKOFF_NS: i64 = 100_000_000;
 struct InFlight {
     intended: i64,
     start: i64,
+    /// Breakdown only: bytes written on the connection through this request's last byte (its
+    /// transmit timestamp's id is [`tstamp::stream_id`] of it), CLOCK_REALTIME at the send and
+    /// the kernel's transmit timestamp (0 until it comes from the error queue).
+    end_offset: u64,
+    send_real_ns: u64,
+    kernel_tx_ns: u64,
 }
 
 struct Conn {
@@ -35,6 +42,10 @@ struct Conn {
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     retry_at: i64,
+    /// Breakdown only: bytes queued on this socket since its timestamps were enabled (its
+    /// first byte has transmit id 0), and whether transmit timestamps are on.
+    written: u64,
+    tx_stamps: bool,
 }
 
 /// A worker's connections, opened before the schedule starts.
@@ -42,11 +53,15 @@ pub(crate) struct Worker {
     conns: Vec<Conn>,
 }
 
-fn open(cfg: &StepConfig, timeout: Duration) -> std::io::Result<TcpStream> {
+/// Opens a connection; with `--breakdown` also turns on kernel timestamps (before the first
+/// byte is written, so transmit ids count from the connection's first byte) and says whether
+/// transmit timestamps are on. Timestamps are best effort: refused, the breakdown has less.
+fn open(cfg: &StepConfig, timeout: Duration) -> std::io::Result<(TcpStream, bool)> {
     let s = TcpStream::connect_timeout(&cfg.target.addr, timeout)?;
     s.set_nodelay(cfg.nodelay)?;
     s.set_nonblocking(true)?;
-    Ok(s)
+    let tx = cfg.breakdown && tstamp::enable(&s, tstamp::Want::ALL).is_ok_and(|on| on.tx);
+    Ok((s, tx))
 }
 
 impl Worker {
@@ -55,11 +70,11 @@ impl Worker {
         let mut conns = Vec::with_capacity(n);
         let mut last_err = None;
         for _ in 0..n {
-            let sock = match open(cfg, CONNECT_TIMEOUT) {
-                Ok(s) => Some(s),
+            let (sock, tx_stamps) = match open(cfg, CONNECT_TIMEOUT) {
+                Ok((s, tx)) => (Some(s), tx),
                 Err(e) => {
                     last_err = Some(e);
-                    None
+                    (None, false)
                 }
             };
             conns.push(Conn {
@@ -68,6 +83,8 @@ impl Worker {
                 rbuf: Vec::with_capacity(1 << 16),
                 wbuf: Vec::new(),
                 retry_at: 0,
+                written: 0,
+                tx_stamps,
             });
         }
         match last_err {
@@ -111,6 +128,8 @@ struct Loop<'a> {
     rr: usize,
     timeout_ns: i64,
     live: &'a Live,
+    /// `recvmsg` for kernel timestamps (breakdown only).
+    reader: tstamp::Reader,
 }
 
 impl<'a> Loop<'a> {
@@ -142,6 +161,7 @@ impl<'a> Loop<'a> {
             rr: 0,
             timeout_ns: cfg.timeout.as_nanos() as i64,
             live,
+            reader: tstamp::Reader::new(),
         })
     }
 
@@ -237,7 +257,19 @@ impl<'a> Loop<'a> {
         self.seq += 1;
         let c = &mut self.conns[i];
         let start = mono_ns();
-        c.inflight.push_back(InFlight { intended, start });
+        let send_real_ns = if self.cfg.breakdown {
+            real_ns() as u64
+        } else {
+            0
+        };
+        c.written += self.scratch.len() as u64;
+        c.inflight.push_back(InFlight {
+            intended,
+            start,
+            end_offset: c.written,
+            send_real_ns,
+            kernel_tx_ns: 0,
+        });
         r.counters.sent += 1;
         self.live.sent.fetch_add(1, Ordering::Relaxed);
         let pieces: [&[u8]; 2] = if self.cfg.split_writes {
@@ -309,20 +341,35 @@ impl<'a> Loop<'a> {
 
     fn read(&mut self, i: usize, r: &mut WorkerResult) {
         let mut closed = false;
+        // Kernel receive timestamp of the last read that returned data (breakdown only).
+        let mut kernel_rx_ns = 0;
+        if self.cfg.breakdown {
+            // Before the replies: the request's transmit stamp is queued when it leaves, so it
+            // is there by the time its reply is (and the queue keeps EPOLLERR up until drained).
+            self.take_tx_stamps(i);
+        }
         {
             let c = &mut self.conns[i];
             let Some(sock) = c.sock.as_mut() else { return };
             loop {
                 let len = c.rbuf.len();
                 c.rbuf.resize(len + (1 << 16), 0);
-                match sock.read(&mut c.rbuf[len..]) {
-                    Ok(0) => {
+                let got = if self.cfg.breakdown {
+                    self.reader
+                        .recv(sock, &mut c.rbuf[len..])
+                        .map(|(k, t)| (k, t.software_ns))
+                } else {
+                    sock.read(&mut c.rbuf[len..]).map(|k| (k, None))
+                };
+                match got {
+                    Ok((0, _)) => {
                         c.rbuf.truncate(len);
                         closed = true;
                         break;
                     }
-                    Ok(k) => {
+                    Ok((k, rx)) => {
                         c.rbuf.truncate(len + k);
+                        kernel_rx_ns = rx.unwrap_or(kernel_rx_ns);
                         if k < (1 << 16) {
                             break;
                         }
@@ -339,6 +386,11 @@ impl<'a> Loop<'a> {
             }
         }
         let end = mono_ns();
+        let end_real_ns = if self.cfg.breakdown {
+            real_ns() as u64
+        } else {
+            0
+        };
         let mut used = 0;
         let mut broken = None;
         loop {
@@ -355,9 +407,15 @@ impl<'a> Loop<'a> {
                     r.samples
                         .push(Sample::new(f.intended, f.start, end, outcome));
                     if self.cfg.breakdown {
+                        let client = ClientTimes {
+                            app_send_ns: f.send_real_ns,
+                            kernel_tx_ns: f.kernel_tx_ns,
+                            kernel_rx_ns,
+                            app_recv_ns: end_real_ns,
+                        };
                         let b = resp
                             .server
-                            .and_then(|t| Breakdown::split(end - f.start, t))
+                            .and_then(|t| Breakdown::split_with_client(end - f.start, t, client))
                             .unwrap_or_default();
                         r.breakdowns.push(b);
                     }
@@ -378,6 +436,29 @@ impl<'a> Loop<'a> {
             r.note_error(|| "the server closed the connection".into());
             self.fail(i, Outcome::Error, r);
         }
+    }
+
+    /// Drains connection `i`'s error queue and gives each transmit timestamp to the requests it
+    /// covers: a stamp's id is the offset of the last byte of one `write`, so it is the
+    /// transmit time of every request whose last byte went in that write (the earliest stamp
+    /// at or after a request's last byte; requests are in byte order).
+    fn take_tx_stamps(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        let Some(sock) = c.sock.as_ref().filter(|_| c.tx_stamps) else {
+            return;
+        };
+        let inflight = &mut c.inflight;
+        let _ = self.reader.drain_tx(sock, |stamp| {
+            let Some(t) = stamp.time.software_ns else {
+                return; // a hardware-only report of a send already stamped in software
+            };
+            for f in inflight.iter_mut().filter(|f| f.kernel_tx_ns == 0) {
+                if !tstamp::covers(stamp.id, tstamp::stream_id(f.end_offset)) {
+                    break;
+                }
+                f.kernel_tx_ns = t;
+            }
+        });
     }
 
     /// Closes connection `i`; what was in flight on it ends with `outcome` (timeouts that are
@@ -405,12 +486,13 @@ impl<'a> Loop<'a> {
         }
         c.rbuf.clear();
         c.wbuf.clear();
+        c.written = 0;
         c.retry_at = now + RECONNECT_BACKOFF_NS;
     }
 
     fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
         match open(self.cfg, RECONNECT_TIMEOUT) {
-            Ok(s) => {
+            Ok((s, tx_stamps)) => {
                 if epoll::add(
                     &self.epoll,
                     s.as_fd(),
@@ -419,7 +501,8 @@ impl<'a> Loop<'a> {
                 )
                 .is_ok()
                 {
-                    self.conns[i].sock = Some(s);
+                    let c = &mut self.conns[i];
+                    (c.sock, c.written, c.tx_stamps) = (Some(s), 0, tx_stamps);
                     r.counters.connects += 1;
                 }
             }

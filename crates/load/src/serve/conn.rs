@@ -12,7 +12,7 @@ use std::os::fd::OwnedFd;
 use rustix::io::Errno;
 use rustix::net::SendFlags;
 
-use super::runtime::{mono_ns, recv_with_rx_time, would_block, Counters, WorkerCtx};
+use super::runtime::{mono_ns, would_block, Counters, WorkerCtx};
 use crate::wire::ServerTimes;
 
 /// Unsent reply bytes above which a connection stops reading (the client is not reading).
@@ -161,7 +161,7 @@ impl<S: Default> Conn<S> {
                     return Err(Gone); // the protocols never let an unparsed request get this big
                 }
             }
-            match recv_with_rx_time(&self.fd, &mut self.inbuf[self.in_end..]) {
+            match ctx.recv_with_rx_time(&self.fd, &mut self.inbuf[self.in_end..]) {
                 Ok((0, _)) => self.read_closed = true,
                 Ok((n, rx_kernel_ns)) => {
                     self.in_end += n;

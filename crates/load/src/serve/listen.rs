@@ -1,6 +1,7 @@
 //! The server's socket: bound and (tcp/http) listening, or an error that says what to do.
 //!
-//! In: the protocol and address of a [`ServeConfig`]. Out: a non-blocking, close-on-exec socket,
+//! In: the protocol, address and timestamp setting of a [`ServeConfig`]. Out: a non-blocking,
+//! close-on-exec socket (with kernel receive timestamps on when `timestamps` is),
 //! or [`ServeError::Bind`] whose message names the address and the fix (another port, root, an
 //! address of this host).
 
@@ -30,6 +31,20 @@ pub(crate) fn bind(cfg: &ServeConfig) -> Result<Socket, ServeError> {
         socket.set_reuse_address(true).map_err(bind_err)?;
     }
     socket.bind(&addr.into()).map_err(bind_err)?;
+    if cfg.timestamps {
+        // Software receive timestamps for `rx_kernel_ns`. Accepted sockets inherit the flags.
+        // Here, before any connection, because the first socket to ask turns the kernel's
+        // receive timestamping on asynchronously (`net_enable_timestamp` flips a static key
+        // from a workqueue): requests in the first moments after start may still have none.
+        // Best effort: a kernel that refuses leaves `rx_kernel_ns` 0.
+        let _ = crate::tstamp::enable(
+            &socket,
+            crate::tstamp::Want {
+                rx: true,
+                ..crate::tstamp::Want::default()
+            },
+        );
+    }
     if cfg.proto != ServeProto::Udp {
         socket.listen(4096).map_err(bind_err)?;
     }

@@ -38,10 +38,12 @@
 //! # Timestamps
 //!
 //! With `timestamps` on, `app_recv_ns` (CLOCK_REALTIME when the read that completed the request
-//! returned and the request was parsed) and `app_send_ns` (just before the write) are filled.
-//! `rx_kernel_ns` (SO_TIMESTAMPING software RX) is always 0 for now: rustix 1.x has neither a
-//! setter for `SO_TIMESTAMPING` nor a parser for `SCM_TIMESTAMPING`, and the workspace forbids
-//! `unsafe`. The hook is `runtime::recv_with_rx_time`.
+//! returned and the request was parsed), `app_send_ns` (just before the write) and `rx_kernel_ns`
+//! are filled. `rx_kernel_ns` is the kernel's software receive timestamp (`SO_TIMESTAMPING`,
+//! CLOCK_REALTIME, see [`crate::tstamp`]) of the data that completed the request: the listening
+//! socket asks for it and accepted sockets inherit it, and each read is one `recvmsg` carrying
+//! it instead of one `recv`. A kernel that refuses leaves it 0. With `timestamps` off, reads are
+//! plain `recv`s.
 
 mod conn;
 mod event_loop;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags};
 use rustix::io::Errno;
+use rustix::net::SocketAddrAny;
 use rustix::time::{
     clock_gettime, timerfd_create, timerfd_settime, ClockId, Itimerspec, TimerfdClockId,
     TimerfdFlags, TimerfdTimerFlags, Timespec,
@@ -22,6 +23,7 @@ use rustix::time::{
 
 use super::think::ThinkSampler;
 use super::{ServeConfig, ServeStats};
+use crate::tstamp;
 
 /// Longest sleep in `epoll_wait` between looks at the stop flag.
 pub(crate) const STOP_CHECK: Timespec = Timespec {
@@ -49,18 +51,6 @@ pub(crate) fn mono_ns() -> u64 {
 /// CLOCK_REALTIME, ns since the Unix epoch (vDSO, no syscall).
 pub(crate) fn real_ns() -> u64 {
     ns(clock_gettime(ClockId::Realtime))
-}
-
-/// Reads from a connected socket; returns the bytes read and the kernel receive timestamp of the
-/// data (ns, CLOCK_REALTIME, 0 = unknown).
-///
-/// The timestamp is always 0 for now: it needs `setsockopt(SO_TIMESTAMPING,
-/// SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)` and `recvmsg` with the
-/// `SCM_TIMESTAMPING` control message parsed, and rustix 1.x offers neither without `unsafe`.
-/// This is the one place to change (with e.g. `nix::sys::socket::recvmsg`).
-pub(crate) fn recv_with_rx_time(fd: impl AsFd, buf: &mut [u8]) -> io::Result<(usize, u64)> {
-    let (n, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::empty())?;
-    Ok((n, 0))
 }
 
 /// Per-thread counters, on their own cache line so threads do not share one.
@@ -212,6 +202,8 @@ pub(crate) struct WorkerCtx {
     pub timer: Timer,
     pub think: ThinkSampler,
     pub timestamps: bool,
+    /// `recvmsg` with a reused control buffer, for the kernel receive timestamps.
+    reader: tstamp::Reader,
 }
 
 impl WorkerCtx {
@@ -245,6 +237,7 @@ impl WorkerCtx {
             timer,
             think: ThinkSampler::new(&cfg.think),
             timestamps: cfg.timestamps,
+            reader: tstamp::Reader::new(),
         })
     }
 
@@ -266,6 +259,41 @@ impl WorkerCtx {
             Ok(_) | Err(Errno::INTR) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Reads from a connected socket; returns the bytes read and the kernel receive timestamp of
+    /// the data (ns, CLOCK_REALTIME, 0 = unknown; TCP: of the last segment the read consumed,
+    /// i.e. the data that completed whatever requests the read completes).
+    ///
+    /// With timestamps on this is one `recvmsg` that also carries the `SCM_TIMESTAMPING` control
+    /// message (enabled on the listening socket by [`super::listen::bind`] and inherited by
+    /// accepted ones); off, a plain `recv`.
+    pub(crate) fn recv_with_rx_time(
+        &mut self,
+        fd: &impl AsFd,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, u64)> {
+        if !self.timestamps {
+            let (n, _) = rustix::net::recv(fd, buf, rustix::net::RecvFlags::empty())?;
+            return Ok((n, 0));
+        }
+        let (n, t) = self.reader.recv(fd, buf)?;
+        Ok((n, t.software_ns.unwrap_or(0)))
+    }
+
+    /// Reads one datagram: its length, its sender and its kernel receive timestamp (as
+    /// [`WorkerCtx::recv_with_rx_time`]). `Ok` with no sender is a datagram to skip.
+    pub(crate) fn recv_from_with_rx_time(
+        &mut self,
+        fd: &impl AsFd,
+        buf: &mut [u8],
+    ) -> io::Result<(usize, Option<SocketAddrAny>, u64)> {
+        if !self.timestamps {
+            let (n, _, peer) = rustix::net::recvfrom(fd, buf, rustix::net::RecvFlags::empty())?;
+            return Ok((n, peer, 0));
+        }
+        let (n, peer, t) = self.reader.recv_from(fd, buf)?;
+        Ok((n, peer.map(SocketAddrAny::from), t.software_ns.unwrap_or(0)))
     }
 
     /// CLOCK_REALTIME now when timestamps are on, else 0.

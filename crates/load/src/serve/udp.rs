@@ -13,11 +13,9 @@ use std::sync::Arc;
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::io::Errno;
-use rustix::net::{RecvFlags, SendFlags, SocketAddrAny};
+use rustix::net::{SendFlags, SocketAddrAny};
 
-use super::runtime::{
-    mono_ns, would_block, Counters, WorkerCtx, TOKEN_SOCKET, TOKEN_TIMER, TOKEN_WAKE,
-};
+use super::runtime::{mono_ns, Counters, WorkerCtx, TOKEN_SOCKET, TOKEN_TIMER, TOKEN_WAKE};
 use super::ServeConfig;
 use crate::wire::{self, ServerTimes};
 
@@ -106,21 +104,24 @@ impl UdpWorker {
 
     fn receive(&mut self) {
         for _ in 0..RECV_BATCH {
-            let (n, peer) =
-                match rustix::net::recvfrom(&*self.sock, &mut self.buf[..], RecvFlags::empty()) {
-                    Ok((n, _, Some(peer))) => (n, peer),
-                    Ok((_, _, None)) | Err(Errno::INTR) => continue,
-                    Err(e) if would_block(e) => return,
-                    // Errors queued for earlier datagrams (e.g. ICMP): nothing to answer.
-                    Err(_) => continue,
-                };
+            let (n, peer, rx_kernel_ns) = match self
+                .ctx
+                .recv_from_with_rx_time(&*self.sock, &mut self.buf[..])
+            {
+                Ok((n, Some(peer), rx)) => (n, peer, rx),
+                Ok((_, None, _)) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                // Interrupted, or errors queued for earlier datagrams (e.g. ICMP): nothing
+                // to answer.
+                Err(_) => continue,
+            };
             let Some(seq) = wire::body_seq(&self.buf[..n]) else {
                 Counters::bump(&self.ctx.counters.bad_requests, 1);
                 continue;
             };
             Counters::bump(&self.ctx.counters.requests, 1);
             let times = ServerTimes {
-                rx_kernel_ns: 0,
+                rx_kernel_ns,
                 app_recv_ns: self.ctx.stamp(),
                 app_send_ns: 0,
             };

@@ -158,6 +158,12 @@ fn store_step(
             &as_samples(|b| b.server_stack_ns),
         )?;
         write_series(w, "network", &labels, &as_samples(|b| b.network_ns))?;
+        write_series(
+            w,
+            "client_stack",
+            &labels,
+            &as_samples(|b| b.client_stack_ns),
+        )?;
     }
     w.flush()?;
     let facts = sweep::facts(step.rate, measured, out, h);
