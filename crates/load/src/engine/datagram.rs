@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use rustix::event::epoll;
-use rustix::time::Timespec;
 use tailhunt_model::{Outcome, Sample};
 
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
@@ -202,22 +201,9 @@ impl Worker {
             if let Some(&(_, d)) = order.front() {
                 wait = wait.min(d - now);
             }
-            let ts = Timespec {
-                tv_sec: 0,
-                tv_nsec: wait.clamp(0, 999_999_999),
-            };
-            events.clear();
-            match epoll::wait(
-                &epoll,
-                rustix::buffer::spare_capacity(&mut events),
-                Some(&ts),
-            ) {
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => {
-                    r.note_error(|| format!("epoll_wait: {e}"));
-                    break;
-                }
+            if let Err(e) = super::wait_events(&epoll, &mut events, wait) {
+                r.note_error(|| format!("epoll_wait: {e}"));
+                break;
             }
             for ev in events.iter() {
                 let data = ev.data; // copy out of the packed struct

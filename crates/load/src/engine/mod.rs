@@ -286,6 +286,24 @@ impl WorkerResult {
 /// Longest epoll sleep, so Ctrl-C and deadlines are noticed.
 pub(crate) const MAX_WAIT_NS: i64 = 50_000_000;
 
+/// Waits up to `wait_ns` for events (nanosecond precision: epoll_pwait2). A signal ends the
+/// wait early without an error.
+pub(crate) fn wait_events(
+    epoll: &rustix::fd::OwnedFd,
+    events: &mut Vec<rustix::event::epoll::Event>,
+    wait_ns: i64,
+) -> rustix::io::Result<()> {
+    let ts = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: wait_ns.clamp(0, 999_999_999),
+    };
+    events.clear();
+    match rustix::event::epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&ts)) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 pub(crate) fn stopped(stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)
 }

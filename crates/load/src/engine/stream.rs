@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::event::epoll;
-use rustix::time::Timespec;
 use tailhunt_model::{Outcome, Sample};
 
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
@@ -194,22 +193,9 @@ impl<'a> Loop<'a> {
             if let Some(d) = self.next_deadline() {
                 wait = wait.min(d - now);
             }
-            let ts = Timespec {
-                tv_sec: 0,
-                tv_nsec: wait.clamp(0, 999_999_999),
-            };
-            events.clear();
-            match epoll::wait(
-                &self.epoll,
-                rustix::buffer::spare_capacity(&mut events),
-                Some(&ts),
-            ) {
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => {
-                    r.note_error(|| format!("epoll_wait: {e}"));
-                    break;
-                }
+            if let Err(e) = super::wait_events(&self.epoll, &mut events, wait) {
+                r.note_error(|| format!("epoll_wait: {e}"));
+                break;
             }
             for ev in events.iter() {
                 let (flags, data) = (ev.flags, ev.data); // copies out of the packed struct
