@@ -27,6 +27,7 @@ test: lint
 
 bench: build
 	bash bench/store.sh
+	bash bench/load.sh
 
 clean:
 	$(CARGO) clean

@@ -8,8 +8,8 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages: a C compiler for the bundled SQLite and zstd, the sqlite3 CLI (store
 # inspection, benchmark peer), GNU time (benchmarks' memory figures), iproute2 (network
 # namespaces in tests), Redis and memcached (real servers the load tests start themselves on
-# loopback), wrk and sockperf (the load benchmark's peers).
-packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf)
+# loopback), wrk and sockperf (the load benchmark's peers), python3 (benchmark scripts).
+packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

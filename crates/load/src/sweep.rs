@@ -105,7 +105,15 @@ pub fn facts(rate: f64, measured: &[Sample], out: &StepOutcome, health: Health) 
         .get(((lags.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
         .copied()
         .unwrap_or(0);
-    let secs = (out.end_ns - out.measure_from_ns).max(1) as f64 / 1e9;
+    // Completions per second until the last one finished: a client that falls behind its
+    // timetable finishes late, so this drops below the offered rate instead of hiding it.
+    let last_end = measured
+        .iter()
+        .filter(|s| s.outcome == tailhunt_model::Outcome::Ok)
+        .map(|s| s.end_ns)
+        .max()
+        .unwrap_or(out.end_ns);
+    let secs = (last_end.max(out.end_ns) - out.measure_from_ns).max(1) as f64 / 1e9;
     let ok = count(tailhunt_model::Outcome::Ok);
     StepFacts {
         rate,
