@@ -8,6 +8,7 @@
 //! invented. On histogram-only data the values at those ranks also carry the bucket bound.
 
 use serde::Serialize;
+use tailhunt_histogram::nearest_rank;
 
 use crate::{percentile_label, Distribution, OutcomeCounts};
 
@@ -64,7 +65,7 @@ pub fn summarize(dist: &Distribution, qs: &[f64], confidence: f64) -> Summary {
                 Some(QuantileEstimate {
                     q,
                     label: percentile_label(q),
-                    value_ns: dist.value_at_rank(rank_of(q, n))?,
+                    value_ns: dist.value_at_rank(nearest_rank(q, n))?,
                     ci_low_ns: lo.and_then(|r| dist.value_at_rank(r)),
                     ci_high_ns: hi.and_then(|r| dist.value_at_rank(r)),
                 })
@@ -82,11 +83,6 @@ pub fn summarize(dist: &Distribution, qs: &[f64], confidence: f64) -> Summary {
         confidence,
         quantiles,
     }
-}
-
-/// 1-based nearest rank of the `q`-quantile among `n`.
-pub fn rank_of(q: f64, n: u64) -> u64 {
-    ((q * n as f64).ceil() as u64).clamp(1, n.max(1))
 }
 
 /// Ranks bracketing the `q`-quantile with the confidence whose normal quantile is `z`.

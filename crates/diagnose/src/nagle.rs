@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use tailhunt_analyze::Analysis;
-use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
+use tailhunt_model::{format_duration_ns, format_rate, Evidence, Finding, Verdict};
 
 /// Name of the detector.
 pub const DETECTOR: &str = "latency-rises-as-load-falls";
@@ -86,9 +86,9 @@ pub fn latency_rises_as_load_falls(steps: &[RateStep]) -> Option<Finding> {
     let mut summary = format!(
         "latency rises as load falls: {which} is {} at {} req/s but {} at {} req/s ({:.0}x)",
         fmt(lv),
-        rate_text(low.rate),
+        format_rate(low.rate),
         fmt(hv),
-        rate_text(high.rate),
+        format_rate(high.rate),
         lv as f64 / hv.max(1) as f64
     );
     if let Some((m, os)) = delack {
@@ -119,7 +119,7 @@ pub fn latency_rises_as_load_falls(steps: &[RateStep]) -> Option<Finding> {
                 series: s.series.clone(),
                 range_ns: None,
                 values,
-                note: format!("{} req/s", rate_text(s.rate)),
+                note: format!("{} req/s", format_rate(s.rate)),
             }
         })
         .collect();
@@ -157,14 +157,6 @@ fn sorted(steps: &[RateStep]) -> Vec<&RateStep> {
     let mut v: Vec<&RateStep> = steps.iter().collect();
     v.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     v
-}
-
-fn rate_text(r: f64) -> String {
-    if r >= 1000.0 && (r / 1000.0).fract() == 0.0 {
-        format!("{}k", r / 1000.0)
-    } else {
-        format!("{r}")
-    }
 }
 
 #[cfg(test)]

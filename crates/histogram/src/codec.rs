@@ -91,27 +91,12 @@ impl Histogram {
     }
 }
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    crate::varint::put(out, v);
 }
 
-/// Reads an unsigned LEB128 varint, advancing `r`.
-pub fn get_varint(r: &mut &[u8]) -> Result<u64, DecodeError> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&b, rest) = r.split_first().ok_or(DecodeError::Truncated)?;
-        *r = rest;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(DecodeError::Corrupt("varint longer than 64 bits"))
+fn get_varint(r: &mut &[u8]) -> Result<u64, DecodeError> {
+    crate::varint::get(r).ok_or(DecodeError::Truncated)
 }
 
 #[cfg(test)]

@@ -31,7 +31,8 @@ mod codec;
 pub mod hdr;
 mod histogram;
 mod layout;
+pub mod varint;
 
 pub use codec::DecodeError;
-pub use histogram::{Bucket, Histogram};
+pub use histogram::{nearest_rank, Bucket, Histogram};
 pub use layout::{Layout, SUB_BITS};

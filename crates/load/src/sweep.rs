@@ -140,7 +140,7 @@ pub const STEAL_LIMIT: f64 = 0.05;
 /// Warnings about the measurement itself, each naming what to change.
 pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String> {
     let mut w = Vec::new();
-    let rate = crate::sweep::fmt_rate(f.rate);
+    let rate = tailhunt_model::format_rate(f.rate);
     if f.send_lag_p99_ns > SATURATED_LAG_NS {
         let lag = f.send_lag_p99_ns as f64 / 1e6;
         if f.max_backlog > 0 || f.health.cpu_busy > BUSY_CPU {
@@ -157,7 +157,7 @@ pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String>
     if f.scheduled > 0 && f.achieved_rate < 0.9 * f.rate && f.max_backlog > 0 {
         w.push(format!(
             "at {rate}/s only {}/s completed and up to {} requests waited for a connection: the pool ({conns} connections x {max_inflight} in flight) cannot carry the offered rate; raise --conns or --max-inflight",
-            crate::sweep::fmt_rate(f.achieved_rate),
+            tailhunt_model::format_rate(f.achieved_rate),
             f.max_backlog
         ));
     }
@@ -176,22 +176,6 @@ pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String>
     w
 }
 
-/// `50`, `1.5k`, `40k`.
-pub fn fmt_rate(r: f64) -> String {
-    if r >= 1e6 {
-        format!("{}m", trim(r / 1e6))
-    } else if r >= 1e3 {
-        format!("{}k", trim(r / 1e3))
-    } else {
-        trim(r)
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,8 +188,12 @@ mod tests {
         );
         assert!(parse_rates("0").unwrap_err().contains("above 0"));
         assert!(parse_rates("fast").unwrap_err().contains("not a rate"));
-        assert_eq!(fmt_rate(1500.0), "1.5k");
-        assert_eq!(fmt_rate(50.0), "50");
+        assert_eq!(tailhunt_model::format_rate(1500.0), "1.5k");
+        assert_eq!(tailhunt_model::format_rate(50.0), "50");
+        assert_eq!(
+            parse_rates(&tailhunt_model::format_rate(1250.0)).unwrap(),
+            vec![1250.0]
+        );
     }
 
     #[test]

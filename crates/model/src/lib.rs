@@ -34,6 +34,7 @@ pub use sample::{Outcome, Sample};
 pub use series::{display_name, IntervalHistogram, Labels, Series, SeriesData, Timing};
 pub use sink::{SeriesKind, SeriesMeta, SeriesSink, SinkError};
 pub use time::{
-    format_duration_ns, parse_duration_ns, unit_scale_ns, ClockOrigin, DurationParseError,
+    format_duration_ns, format_rate, parse_duration_ns, unit_scale_ns, ClockOrigin,
+    DurationParseError,
 };
 pub use unit::Unit;

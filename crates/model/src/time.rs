@@ -141,6 +141,20 @@ fn is_exponent(t: &str, i: usize) -> bool {
     }
 }
 
+/// Formats a rate (per second) for people and for series labels: `50`, `1.5k`, `40k`, `2m`.
+/// `tailhunt load` stores sweep steps under this label, and sweeps parse it back.
+pub fn format_rate(r: f64) -> String {
+    let (v, suffix) = if r >= 1e6 {
+        (r / 1e6, "m")
+    } else if r >= 1e3 {
+        (r / 1e3, "k")
+    } else {
+        (r, "")
+    };
+    let s = format!("{v:.2}");
+    format!("{}{suffix}", s.trim_end_matches('0').trim_end_matches('.'))
+}
+
 /// Formats nanoseconds for people with three significant digits: `452us`, `10.2ms`, `1.50s`.
 pub fn format_duration_ns(ns: f64) -> String {
     let a = ns.abs();

@@ -418,19 +418,6 @@ pub fn render_analyze(d: &AnalyzeDoc) -> String {
     out
 }
 
-/// `50`, `1.5k`, `40k` requests/s.
-pub fn render_rate(r: f64) -> String {
-    let trim = |v: f64| {
-        let s = format!("{v:.1}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    };
-    if r >= 1e3 {
-        format!("{}k", trim(r / 1e3))
-    } else {
-        trim(r)
-    }
-}
-
 /// Findings, most confident first.
 pub fn render_findings(findings: &[tailhunt_model::Finding], out: &mut String) {
     let mut sorted: Vec<_> = findings.iter().collect();
@@ -486,7 +473,7 @@ pub fn render_load(d: &LoadDoc) -> String {
             vec![
                 format!(
                     "{}{}",
-                    render_rate(s.rate),
+                    tailhunt_model::format_rate(s.rate),
                     if s.interrupted { "*" } else { "" }
                 ),
                 thousands(s.sent),
@@ -498,7 +485,7 @@ pub fn render_load(d: &LoadDoc) -> String {
                 l(|x| x.p99),
                 l(|x| x.p999),
                 l(|x| x.max),
-                render_rate(s.achieved_rate),
+                tailhunt_model::format_rate(s.achieved_rate),
                 render_duration(s.send_lag_p99_ns.max(0) as u64),
             ]
         })

@@ -59,25 +59,10 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use tailhunt_histogram::varint::put as put_varint;
 
 fn get_varint(r: &mut &[u8]) -> Result<u64, BlockError> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&b, rest) = r.split_first().ok_or(BlockError::Corrupt("truncated"))?;
-        *r = rest;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(BlockError::Corrupt("varint too long"))
+    tailhunt_histogram::varint::get(r).ok_or(BlockError::Corrupt("truncated or overlong varint"))
 }
 
 fn put_column(out: &mut Vec<u8>, values: &[u64]) {

@@ -123,13 +123,28 @@ fn run_specs_resolve_latest_and_prefixes() {
         Err(StoreError::NoSuchRun(_))
     ));
     assert!(store.resolve_run("").is_err());
-    // Random ids rarely share a prefix, so the ambiguity message is checked directly.
-    let msg = StoreError::AmbiguousRun {
-        prefix: "a".into(),
-        matches: vec!["ab".into(), "ac".into()],
+    // 17 runs over 16 possible first hex digits: two must share one, and that one-character
+    // prefix must be refused as ambiguous, naming both.
+    for _ in 0..14 {
+        let run = store
+            .begin_run("test", json!({}), ClockOrigin::now())
+            .unwrap();
+        ids.push(run.finish(json!({})).unwrap());
     }
-    .to_string();
-    assert!(msg.contains("ab, ac") && msg.contains("type more"));
+    let shared = ids
+        .iter()
+        .find(|a| ids.iter().filter(|b| b[..1] == a[..1]).count() > 1)
+        .map(|a| a[..1].to_string())
+        .expect("pigeonhole");
+    match store.resolve_run(&shared) {
+        Err(StoreError::AmbiguousRun { prefix, matches }) => {
+            assert_eq!(prefix, shared);
+            assert!(matches.len() >= 2 && matches.iter().all(|m| m.starts_with(&shared)));
+            let msg = StoreError::AmbiguousRun { prefix, matches }.to_string();
+            assert!(msg.contains("type more"), "{msg}");
+        }
+        other => panic!("prefix {shared} should be ambiguous, got {other:?}"),
+    }
 }
 
 #[test]

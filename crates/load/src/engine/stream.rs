@@ -131,6 +131,10 @@ struct Loop<'a> {
     seq: u64,
     rr: usize,
     timeout_ns: i64,
+    /// No pending request's deadline is earlier than this (`i64::MAX`: none pending). Requests
+    /// are scheduled in intended-time order and only ever leave, so the earliest deadline can
+    /// only move later: the O(connections) timeout scan runs when this passes, not every turn.
+    deadline_check: i64,
     live: &'a Live,
     /// `recvmsg` for kernel timestamps (breakdown only).
     reader: tstamp::Reader,
@@ -164,6 +168,7 @@ impl<'a> Loop<'a> {
             seq: 0,
             rr: 0,
             timeout_ns: cfg.timeout.as_nanos() as i64,
+            deadline_check: i64::MAX,
             live,
             reader: tstamp::Reader::new(),
         })
@@ -180,11 +185,15 @@ impl<'a> Loop<'a> {
             }
             while sched.peek() <= now && sched.peek() < w.end_ns && !stopped(stop) {
                 self.backlog.push_back(sched.peek());
+                self.deadline_check = self.deadline_check.min(sched.peek() + self.timeout_ns);
                 sched.advance();
             }
             r.counters.max_backlog = r.counters.max_backlog.max(self.backlog.len() as u64);
             self.dispatch(r);
-            self.expire(now, r);
+            if now >= self.deadline_check {
+                self.expire(now, r);
+                self.deadline_check = self.next_deadline().unwrap_or(i64::MAX);
+            }
             if !sending
                 && self.backlog.is_empty()
                 && self.conns.iter().all(|c| c.inflight.is_empty())
@@ -195,8 +204,8 @@ impl<'a> Loop<'a> {
             if sending {
                 wait = wait.min(sched.peek() - now);
             }
-            if let Some(d) = self.next_deadline() {
-                wait = wait.min(d - now);
+            if self.deadline_check != i64::MAX {
+                wait = wait.min(self.deadline_check - now);
             }
             if let Err(e) = super::wait_events(&self.epoll, &mut events, wait) {
                 r.note_error(|| format!("epoll_wait: {e}"));

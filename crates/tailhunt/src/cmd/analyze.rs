@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use tailhunt_analyze::breakdown::{tail_owner, PartShare};
 use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
+use tailhunt_model::{Sample, Series};
 use tailhunt_report::doc::{AnalyzeDoc, ComparisonDoc, SeriesAnalysis};
 use tailhunt_store::{SeriesInfo, Store};
 
@@ -24,11 +25,14 @@ fn quantiles(percentiles: &[f64]) -> Result<Vec<f64>> {
         .collect()
 }
 
-fn distribution(store: &Store, info: &SeriesInfo, ok_only: bool) -> Result<Distribution> {
-    let series = store
+fn load(store: &Store, info: &SeriesInfo) -> Result<Series> {
+    store
         .load_series(info)
-        .with_context(|| format!("reading series {}", info.display_name))?;
-    Ok(Distribution::from_series(&series, ok_only))
+        .with_context(|| format!("reading series {}", info.display_name))
+}
+
+fn distribution(store: &Store, info: &SeriesInfo, ok_only: bool) -> Result<Distribution> {
+    Ok(Distribution::from_series(&load(store, info)?, ok_only))
 }
 
 /// A series of another run, from `RUN[:SERIES]`; without SERIES, the one named like `like`
@@ -83,21 +87,26 @@ fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
 /// Parts of the request path stored next to a latency series (same labels), if any.
 const PARTS: [&str; 4] = ["client_stack", "network", "server_stack", "server_app"];
 
-fn breakdown(store: &Store, run_id: &str, info: &SeriesInfo) -> Result<Option<Vec<PartShare>>> {
-    if info.name != "latency" || info.kind != "samples" {
+/// Which part owns the tail of `latency` (the loaded series of `info`), from the parts stored
+/// beside it among `all` (the run's series).
+fn breakdown(
+    store: &Store,
+    all: &[SeriesInfo],
+    info: &SeriesInfo,
+    latency: &[Sample],
+) -> Result<Option<Vec<PartShare>>> {
+    if info.name != "latency" {
         return Ok(None);
     }
-    let siblings: Vec<SeriesInfo> = store
-        .series(run_id)?
-        .into_iter()
+    let siblings: Vec<&SeriesInfo> = all
+        .iter()
         .filter(|s| {
             PARTS.contains(&s.name.as_str()) && s.labels == info.labels && s.count == info.count
         })
         .collect();
-    if siblings.is_empty() {
+    if siblings.is_empty() || latency.is_empty() {
         return Ok(None);
     }
-    let latency = store.load_samples(info.id)?;
     let totals: Vec<i64> = latency.iter().map(|s| s.latency_ns()).collect();
     let mut parts = vec![(
         "send_lag".to_string(),
@@ -151,8 +160,10 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         ));
     }
     let mut series = Vec::new();
+    let all = store.series(&run_id)?;
     for info in selected {
-        let dist = distribution(&store, &info, a.ok_only)?;
+        let loaded = load(&store, &info)?;
+        let dist = Distribution::from_series(&loaded, a.ok_only);
         if dist.count() == 0 {
             anyhow::bail!(
                 "series {} of run {run_id} has no samples to analyse",
@@ -161,7 +172,7 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         }
         series.push(SeriesAnalysis {
             analysis: analyze(&dist, &opts),
-            breakdown: breakdown(&store, &run_id, &info)?,
+            breakdown: breakdown(&store, &all, &info, loaded.samples().unwrap_or_default())?,
             series: info,
         });
     }

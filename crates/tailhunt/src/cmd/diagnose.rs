@@ -55,7 +55,7 @@ pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
         .into_values()
         .filter(|(_, s)| !s.is_empty())
         .map(|(rate, samples)| nagle::RateStep {
-            series: format!("latency{{rate={}}}", tailhunt_load::sweep::fmt_rate(rate)),
+            series: format!("latency{{rate={}}}", tailhunt_model::format_rate(rate)),
             rate,
             analysis: analyze(&Distribution::from_samples(&samples, false), &opts),
         })

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde_json::json;
 use tailhunt_analyze::{quantiles, Distribution};
 use tailhunt_load::engine::{self, Live, StepConfig, StepOutcome};
@@ -20,12 +20,6 @@ use crate::cli::{ArrivalArg, Cli, LoadArgs, OrderArg};
 use crate::output;
 use crate::progress::{self, Interrupted};
 
-fn duration(flag: &str, text: &str) -> Result<Duration> {
-    let ns = tailhunt_model::parse_duration_ns(text, None)
-        .with_context(|| format!("{flag} '{text}' (write a duration such as 10s or 500ms)"))?;
-    Ok(Duration::from_nanos(ns as u64))
-}
-
 fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
     let target = target::parse_target(&a.url)?;
     let rates = match (&a.rate, &a.sweep) {
@@ -33,15 +27,15 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         (None, Some(s)) => sweep::parse_rates(s).map_err(|e| anyhow::anyhow!("--sweep: {e}"))?,
         (None, None) => anyhow::bail!("give --rate R or --sweep R1,R2,..."),
     };
-    let measured = duration("--duration", &a.duration)?;
+    let measured = super::duration_flag("--duration", &a.duration)?;
     if measured.is_zero() {
         anyhow::bail!("--duration must be above 0");
     }
     let warmup = match &a.warmup {
-        Some(w) => duration("--warmup", w)?,
+        Some(w) => super::duration_flag("--warmup", w)?,
         None => Duration::from_secs(1).min(measured / 5),
     };
-    let timeout = duration("--timeout", &a.timeout)?;
+    let timeout = super::duration_flag("--timeout", &a.timeout)?;
     if timeout.is_zero() {
         anyhow::bail!("--timeout must be above 0");
     }
@@ -99,7 +93,7 @@ fn watcher(
 }
 
 fn labels_for(rate: f64, repeat: usize, repeats: usize) -> Vec<(String, String)> {
-    let mut l = vec![("rate".to_string(), sweep::fmt_rate(rate))];
+    let mut l = vec![("rate".to_string(), tailhunt_model::format_rate(rate))];
     if repeats > 1 {
         l.push(("repeat".to_string(), repeat.to_string()));
     }

@@ -81,6 +81,14 @@ fn select_series(store: &Store, run: &str, wanted: &[String]) -> Result<Vec<Seri
     Ok(picked)
 }
 
+/// A duration flag (`--duration 10s`), with an error naming the flag.
+fn duration_flag(flag: &str, text: &str) -> Result<std::time::Duration> {
+    let ns = tailhunt_model::parse_duration_ns(text, None).map_err(|e| {
+        anyhow::anyhow!("{flag} '{text}': {e} (write a duration such as 10s or 500ms)")
+    })?;
+    Ok(std::time::Duration::from_nanos(ns as u64))
+}
+
 /// Splits `RUN[:SERIES]`.
 fn split_run_series(spec: &str) -> (&str, Option<&str>) {
     match spec.split_once(':') {

@@ -12,17 +12,14 @@ use crate::cli::{Cli, ServeArgs, ServeProtoArg};
 use crate::output;
 use crate::progress;
 
-fn duration(flag: &str, text: &str) -> Result<Duration> {
-    let ns = tailhunt_model::parse_duration_ns(text, None)
-        .with_context(|| format!("{flag} '{text}' (write a duration such as 5s)"))?;
-    Ok(Duration::from_nanos(ns as u64))
-}
-
 fn pause(text: &str) -> Result<(Duration, Duration)> {
     let (at, dur) = text
         .split_once('+')
         .with_context(|| format!("--pause '{text}' must be AT+DUR, e.g. 5s+1s"))?;
-    Ok((duration("--pause", at)?, duration("--pause", dur)?))
+    Ok((
+        super::duration_flag("--pause", at)?,
+        super::duration_flag("--pause", dur)?,
+    ))
 }
 
 pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
@@ -48,7 +45,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     let until = a
         .duration
         .as_deref()
-        .map(|d| duration("--duration", d))
+        .map(|d| super::duration_flag("--duration", d))
         .transpose()?;
     progress::catch_ctrl_c();
     let server = Server::start(cfg)?;
