@@ -8,8 +8,12 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # Debian packages: a C compiler for the bundled SQLite and zstd, the sqlite3 CLI (store
 # inspection, benchmark peer), GNU time (benchmarks' memory figures), iproute2 (network
 # namespaces in tests), Redis and memcached (real servers the load tests start themselves on
-# loopback), wrk and sockperf (the load benchmark's peers), python3 (benchmark scripts).
-packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3)
+# loopback), wrk and sockperf (the load benchmark's peers), python3 (benchmark scripts and the
+# lab's traffic clients), tcpdump and ethtool (the capture tests write real captures in network
+# namespaces, with offloads off), libpcap-dev (`tailhunt capture`), tshark and tcptrace (the
+# capture tests' and benchmark's peers).
+packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
+    tcpdump ethtool libpcap-dev tshark tcptrace)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
