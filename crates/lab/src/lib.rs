@@ -8,4 +8,5 @@
 //! namespaces, shaped links and scenarios here.
 #![deny(missing_docs)]
 
+pub mod netns;
 pub mod synth;

@@ -64,7 +64,10 @@ pub enum ReadError {
 impl ReadError {
     /// True when packets before the error were good and the caller should keep its results.
     pub fn is_partial(&self) -> bool {
-        matches!(self, ReadError::Truncated { .. } | ReadError::Corrupt { .. })
+        matches!(
+            self,
+            ReadError::Truncated { .. } | ReadError::Corrupt { .. }
+        )
     }
 }
 
