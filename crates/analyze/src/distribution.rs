@@ -73,7 +73,8 @@ impl Distribution {
         }
     }
 
-    /// From any series: samples, or its interval histograms merged.
+    /// From any series: samples, its interval histograms merged, or the values of a values
+    /// series.
     pub fn from_series(series: &Series, ok_only: bool) -> Distribution {
         match &series.data {
             SeriesData::Samples(s) => Distribution::from_samples(s, ok_only),
@@ -81,6 +82,10 @@ impl Distribution {
                 let mut merged = Histogram::new();
                 hs.iter().for_each(|h| merged.merge(&h.histogram));
                 Distribution::from_histogram(merged)
+            }
+            // The distribution of the values themselves (bytes per bin, say).
+            SeriesData::Values(points) => {
+                Distribution::from_values(points.iter().map(|p| p.value.max(0) as u64).collect())
             }
         }
     }

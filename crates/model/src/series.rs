@@ -32,6 +32,17 @@ pub struct IntervalHistogram {
     pub histogram: Histogram,
 }
 
+/// One value at one time: a bin of a binned series (`t_ns` is the bin's start), or a reading
+/// of a sampled quantity (a window size, bytes in flight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    /// Time, ns (on the run's clock: the monotonic clock, or epoch ns for captures, whose
+    /// run origin is then `mono = wall`).
+    pub t_ns: i64,
+    /// The value, in the series' unit.
+    pub value: i64,
+}
+
 /// What a series holds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SeriesData {
@@ -39,6 +50,9 @@ pub enum SeriesData {
     Samples(Vec<Sample>),
     /// One histogram per interval (when raw samples were never available).
     Histograms(Vec<IntervalHistogram>),
+    /// Values over time: bins (bytes per millisecond; a missing bin is zero, and the series'
+    /// `bin` label gives the width) or readings (window sizes over time).
+    Values(Vec<Point>),
 }
 
 /// A named, labelled, unit-honest series.
@@ -82,6 +96,14 @@ impl Series {
         self
     }
 
+    /// An empty values series.
+    pub fn new_values(name: impl Into<String>, unit: Unit) -> Series {
+        Series {
+            data: SeriesData::Values(Vec::new()),
+            ..Series::new(name, unit)
+        }
+    }
+
     /// Appends a sample; a histogram series ignores nothing silently: it panics in debug only
     /// if misused, so callers create the right kind with [`Series::new`].
     pub fn push_sample(&mut self, sample: Sample) {
@@ -96,7 +118,15 @@ impl Series {
     pub fn samples(&self) -> Option<&[Sample]> {
         match &self.data {
             SeriesData::Samples(v) => Some(v),
-            SeriesData::Histograms(_) => None,
+            SeriesData::Histograms(_) | SeriesData::Values(_) => None,
+        }
+    }
+
+    /// The points, if this is a values series.
+    pub fn points(&self) -> Option<&[Point]> {
+        match &self.data {
+            SeriesData::Values(v) => Some(v),
+            _ => None,
         }
     }
 
@@ -105,6 +135,7 @@ impl Series {
         match &self.data {
             SeriesData::Samples(v) => v.len() as u64,
             SeriesData::Histograms(h) => h.iter().map(|i| i.histogram.count()).sum(),
+            SeriesData::Values(v) => v.len() as u64,
         }
     }
 

@@ -4,7 +4,7 @@
 //! the store implements it to write blocks as they fill (so a killed run keeps what it measured),
 //! and `Vec<Series>` implements it for tests and small in-memory uses.
 
-use crate::{IntervalHistogram, Labels, Sample, Series, SeriesData, Timing, Unit};
+use crate::{IntervalHistogram, Labels, Point, Sample, Series, SeriesData, Timing, Unit};
 
 /// Error a sink may return; sources pass it through untouched.
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
@@ -16,6 +16,19 @@ pub enum SeriesKind {
     Samples,
     /// Interval histograms.
     Histograms,
+    /// Values over time ([`Point`]s).
+    Values,
+}
+
+impl SeriesKind {
+    /// Name used in the store (`samples`, `histograms`, `values`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SeriesKind::Samples => "samples",
+            SeriesKind::Histograms => "histograms",
+            SeriesKind::Values => "values",
+        }
+    }
 }
 
 /// Everything about a series except its values.
@@ -54,6 +67,8 @@ pub trait SeriesSink {
     fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError>;
     /// Appends one interval histogram to a histogram series.
     fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError>;
+    /// Appends points to a values series.
+    fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError>;
 }
 
 impl SeriesSink for Vec<Series> {
@@ -61,6 +76,7 @@ impl SeriesSink for Vec<Series> {
         let data = match meta.kind {
             SeriesKind::Samples => SeriesData::Samples(Vec::new()),
             SeriesKind::Histograms => SeriesData::Histograms(Vec::new()),
+            SeriesKind::Values => SeriesData::Values(Vec::new()),
         };
         self.push(Series {
             name: meta.name.clone(),
@@ -91,6 +107,15 @@ impl SeriesSink for Vec<Series> {
             _ => Err(format!("series handle {series} is not a histogram series").into()),
         }
     }
+    fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError> {
+        match self.get_mut(series).map(|s| &mut s.data) {
+            Some(SeriesData::Values(v)) => {
+                v.extend_from_slice(points);
+                Ok(())
+            }
+            _ => Err(format!("series handle {series} is not a values series").into()),
+        }
+    }
 }
 
 impl Series {
@@ -104,6 +129,7 @@ impl Series {
             kind: match self.data {
                 SeriesData::Samples(_) => SeriesKind::Samples,
                 SeriesData::Histograms(_) => SeriesKind::Histograms,
+                SeriesData::Values(_) => SeriesKind::Values,
             },
         }
     }

@@ -44,11 +44,11 @@ pub enum BlockError {
     UnknownCodec(i64),
 }
 
-fn zigzag(v: i64) -> u64 {
+pub(crate) fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
-fn unzigzag(v: u64) -> i64 {
+pub(crate) fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
@@ -61,7 +61,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 use tailhunt_histogram::varint::put as put_varint;
 
-fn get_varint(r: &mut &[u8]) -> Result<u64, BlockError> {
+pub(crate) fn get_varint(r: &mut &[u8]) -> Result<u64, BlockError> {
     tailhunt_histogram::varint::get(r).ok_or(BlockError::Corrupt("truncated or overlong varint"))
 }
 

@@ -30,6 +30,7 @@
 pub mod block;
 mod error;
 mod read;
+pub mod values;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ pub use read::{RunInfo, SeriesInfo};
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The SQL that creates the schema (also printed in the README).
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -121,6 +122,13 @@ impl Store {
                     found: v,
                     known: SCHEMA_VERSION,
                 })
+            }
+            // Version 1 lacked `value_blocks`; SCHEMA_SQL has just created it.
+            Some(v) if v < SCHEMA_VERSION => {
+                self.conn.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                    [SCHEMA_VERSION.to_string()],
+                )?;
             }
             Some(_) => {}
         }

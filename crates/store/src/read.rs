@@ -4,11 +4,11 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde::Serialize;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
-    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, RunStatus, Sample, Series,
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, RunStatus, Sample, Series,
     SeriesData, Timing, Unit, Verdict,
 };
 
-use crate::block;
+use crate::{block, values};
 use crate::{Store, StoreError};
 
 /// A run as listed by `tailhunt runs`.
@@ -200,12 +200,30 @@ impl Store {
         Ok(out)
     }
 
+    /// All points of a values series, in write order.
+    pub fn load_points(&self, series_id: i64) -> Result<Vec<Point>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT data FROM value_blocks WHERE series_id = ?1 ORDER BY seq")?;
+        let mut rows = stmt.query([series_id])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let data = row.get_ref(0)?.as_blob().map_err(rusqlite::Error::from)?;
+            let points = values::decode(data).map_err(|e| StoreError::Corrupt {
+                series: series_id,
+                reason: e.to_string(),
+            })?;
+            out.extend_from_slice(&points);
+        }
+        Ok(out)
+    }
+
     /// A whole series with its values.
     pub fn load_series(&self, info: &SeriesInfo) -> Result<Series, StoreError> {
-        let data = if info.kind == "histograms" {
-            SeriesData::Histograms(self.load_histograms(info.id)?)
-        } else {
-            SeriesData::Samples(self.load_samples(info.id)?)
+        let data = match info.kind.as_str() {
+            "histograms" => SeriesData::Histograms(self.load_histograms(info.id)?),
+            "values" => SeriesData::Values(self.load_points(info.id)?),
+            _ => SeriesData::Samples(self.load_samples(info.id)?),
         };
         Ok(Series {
             name: info.name.clone(),

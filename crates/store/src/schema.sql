@@ -1,4 +1,4 @@
--- tailhunt store, schema version 1. Times are integer nanoseconds.
+-- tailhunt store, schema version 2 (2 added value_blocks). Times are integer nanoseconds.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS series (
     labels  TEXT NOT NULL,                     -- JSON object
     unit    TEXT NOT NULL,                     -- ns, bytes, packets, count, ratio
     timing  TEXT NOT NULL,                     -- timed | untimed
-    kind    TEXT NOT NULL,                     -- samples | histograms
+    kind    TEXT NOT NULL,                     -- samples | histograms | values
     count   INTEGER NOT NULL DEFAULT 0         -- samples (or histogram counts) stored
 );
 CREATE INDEX IF NOT EXISTS series_run ON series (run_id);
@@ -50,6 +50,20 @@ CREATE TABLE IF NOT EXISTS histograms (
     end_ns    INTEGER NOT NULL,
     count     INTEGER NOT NULL,
     data      BLOB NOT NULL,
+    PRIMARY KEY (series_id, seq)
+) WITHOUT ROWID;
+
+-- Values over time (bytes per 1 ms bin, window sizes), BLOCK_POINTS (8192) per block
+-- (crates/store/src/values.rs encoding).
+CREATE TABLE IF NOT EXISTS value_blocks (
+    series_id  INTEGER NOT NULL REFERENCES series (id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,
+    n          INTEGER NOT NULL,
+    first_t_ns INTEGER NOT NULL,
+    last_t_ns  INTEGER NOT NULL,
+    min_value  INTEGER NOT NULL,
+    max_value  INTEGER NOT NULL,
+    data       BLOB NOT NULL,
     PRIMARY KEY (series_id, seq)
 ) WITHOUT ROWID;
 

@@ -2,10 +2,11 @@
 
 use rusqlite::params;
 use tailhunt_model::{
-    ClockOrigin, IntervalHistogram, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError,
+    ClockOrigin, IntervalHistogram, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError,
 };
 
 use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
+use crate::values::{self, BLOCK_POINTS};
 use crate::{Store, StoreError};
 
 /// Blocks written between commits: a killed writer loses at most this many blocks' worth of
@@ -16,6 +17,7 @@ struct OpenSeries {
     id: i64,
     kind: SeriesKind,
     buf: Vec<Sample>,
+    points: Vec<Point>,
     seq: i64,
 }
 
@@ -90,6 +92,40 @@ impl RunWriter<'_> {
         Ok(())
     }
 
+    fn write_values_block(&mut self, index: usize) -> Result<(), StoreError> {
+        let s = &mut self.series[index];
+        if s.points.is_empty() {
+            return Ok(());
+        }
+        let data = values::encode(&s.points);
+        let lo = s.points.iter().map(|p| p.value).min().unwrap_or(0);
+        let hi = s.points.iter().map(|p| p.value).max().unwrap_or(0);
+        let (first, last) = (s.points[0].t_ns, s.points[s.points.len() - 1].t_ns);
+        let (id, seq, n) = (s.id, s.seq, s.points.len() as i64);
+        s.seq += 1;
+        s.points.clear();
+        self.begin()?;
+        let conn = &self.store.conn;
+        conn.prepare_cached(
+            "INSERT INTO value_blocks (series_id, seq, n, first_t_ns, last_t_ns, min_value, max_value, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![id, seq, n, first, last, lo, hi, data])?;
+        self.block_written(id, n)
+    }
+
+    fn block_written(&mut self, series_id: i64, n: i64) -> Result<(), StoreError> {
+        self.store
+            .conn
+            .prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
+            .execute(params![series_id, n])?;
+        self.blocks_since_commit += 1;
+        if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
     fn write_block(&mut self, index: usize) -> Result<(), StoreError> {
         let s = &mut self.series[index];
         if s.buf.is_empty() {
@@ -114,13 +150,7 @@ impl RunWriter<'_> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![id, seq, n, first, last, lo, hi, CODEC_PLANES_ZSTD, data])?;
-        conn.prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
-            .execute(params![id, n])?;
-        self.blocks_since_commit += 1;
-        if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
-            self.commit()?;
-        }
-        Ok(())
+        self.block_written(id, n)
     }
 
     /// Replaces the run's clock origin (an import learns it from the data's first timestamp).
@@ -136,6 +166,7 @@ impl RunWriter<'_> {
     pub fn flush(&mut self) -> Result<(), StoreError> {
         for i in 0..self.series.len() {
             self.write_block(i)?;
+            self.write_values_block(i)?;
         }
         self.commit()
     }
@@ -180,10 +211,7 @@ impl Drop for RunWriter<'_> {
 
 impl SeriesSink for RunWriter<'_> {
     fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError> {
-        let kind = match meta.kind {
-            SeriesKind::Samples => "samples",
-            SeriesKind::Histograms => "histograms",
-        };
+        let kind = meta.kind.name();
         let timing = serde_json::to_value(meta.timing)?;
         self.store.conn.execute(
             "INSERT INTO series (run_id, name, labels, unit, timing, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -199,7 +227,8 @@ impl SeriesSink for RunWriter<'_> {
         self.series.push(OpenSeries {
             id: self.store.conn.last_insert_rowid(),
             kind: meta.kind,
-            buf: Vec::with_capacity(BLOCK_SAMPLES),
+            buf: Vec::new(),
+            points: Vec::new(),
             seq: 0,
         });
         Ok(self.series.len() - 1)
@@ -243,11 +272,23 @@ impl SeriesSink for RunWriter<'_> {
             h.histogram.count() as i64,
             h.histogram.encode()
         ])?;
-        conn.prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
-            .execute(params![id, h.histogram.count() as i64])?;
-        self.blocks_since_commit += 1;
-        if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
-            self.commit()?;
+        Ok(self.block_written(id, h.histogram.count() as i64)?)
+    }
+
+    fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError> {
+        match self.series.get(series) {
+            Some(s) if s.kind == SeriesKind::Values => {}
+            _ => return Err(format!("series handle {series} is not a values series").into()),
+        }
+        let mut rest = points;
+        while !rest.is_empty() {
+            let s = &mut self.series[series];
+            let take = (BLOCK_POINTS - s.points.len()).min(rest.len());
+            s.points.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if s.points.len() == BLOCK_POINTS {
+                self.write_values_block(series)?;
+            }
         }
         Ok(())
     }

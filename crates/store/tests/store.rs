@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
-    ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, RunStatus, Sample, SeriesKind,
-    SeriesMeta, SeriesSink, Verdict,
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, Point, RunStatus, Sample,
+    SeriesData, SeriesKind, SeriesMeta, SeriesSink, Unit, Verdict,
 };
 use tailhunt_store::{Store, StoreError};
 
@@ -83,6 +83,62 @@ fn histograms_round_trip() {
     let series = store.series(&id).unwrap();
     assert_eq!(series[0].count, 999);
     assert_eq!(store.load_histograms(series[0].id).unwrap(), vec![iv]);
+}
+
+#[test]
+fn values_round_trip_across_blocks_and_refuse_samples() {
+    let (_d, mut store) = store();
+    let mut run = store
+        .begin_run("pcap", json!({}), ClockOrigin::now())
+        .unwrap();
+    let meta = SeriesMeta {
+        kind: SeriesKind::Values,
+        unit: Unit::Bytes,
+        ..SeriesMeta::latency("bytes")
+    };
+    let s = run.open_series(&meta).unwrap();
+    let points: Vec<Point> = (0..20_000)
+        .map(|i| Point {
+            t_ns: 1_700_000_000_000_000_000 + i * 1_000_000,
+            value: (i * 37) % 12_500,
+        })
+        .collect();
+    run.push_values(s, &points[..5]).unwrap();
+    run.push_values(s, &points[5..]).unwrap();
+    assert!(run.push_samples(s, &samples(1)).is_err());
+    let id = run.finish(json!({})).unwrap();
+    let info = &store.series(&id).unwrap()[0];
+    assert_eq!((info.kind.as_str(), info.count), ("values", 20_000));
+    let loaded = store.load_series(info).unwrap();
+    assert_eq!(loaded.data, SeriesData::Values(points));
+}
+
+/// A store written by schema version 1 (no value_blocks) opens, gains the table and says 2.
+#[test]
+fn version_one_store_is_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    drop(Store::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE value_blocks; UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+    )
+    .unwrap();
+    drop(conn);
+    drop(Store::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, "2");
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM value_blocks", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 0);
 }
 
 #[test]

@@ -27,8 +27,18 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
         ExportFormat::Jsonl => "jsonl",
         ExportFormat::Hlog => "hlog",
     };
+    // Values series (bins, window sizes) have their own CSV columns; samples theirs.
+    let all_values = !selected.is_empty() && selected.iter().all(|s| s.kind == "values");
     if matches!(a.format, ExportFormat::Csv) {
-        writeln!(out, "series,intended_ns,start_ns,end_ns,latency_ns,outcome")?;
+        if all_values {
+            writeln!(out, "series,t_ns,value")?;
+        } else if selected.iter().any(|s| s.kind == "values") {
+            anyhow::bail!(
+                "the selection mixes sample series with values series (bins), which have other CSV columns: choose one kind with --series, or use --format jsonl"
+            );
+        } else {
+            writeln!(out, "series,intended_ns,start_ns,end_ns,latency_ns,outcome")?;
+        }
     }
     for info in &selected {
         let series = store.load_series(info)?;
@@ -91,6 +101,23 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
                     hs,
                 )?;
             }
+            (SeriesData::Values(points), ExportFormat::Csv | ExportFormat::Jsonl) => {
+                for p in points {
+                    if matches!(a.format, ExportFormat::Csv) {
+                        writeln!(out, "{},{},{}", info.display_name, p.t_ns, p.value)?;
+                    } else {
+                        let line = serde_json::json!({
+                            "series": info.display_name, "t_ns": p.t_ns, "value": p.value,
+                        });
+                        writeln!(out, "{line}")?;
+                    }
+                }
+                values += points.len() as u64;
+            }
+            (SeriesData::Values(_), ExportFormat::Hlog) => anyhow::bail!(
+                "series {} holds values over time (bins), not latencies: export it with --format csv or jsonl",
+                info.display_name
+            ),
             (SeriesData::Histograms(_), _) => anyhow::bail!(
                 "series {} holds interval histograms, not samples: export it with --format hlog",
                 info.display_name
