@@ -6,13 +6,23 @@
 //!
 //! - [`read`] turns pcap/pcapng files (plain, gzip, zstd) into [`RawPacket`]s;
 //! - [`decode`] turns those into addresses, lengths and TCP headers, without copying;
+//! - [`live`] captures from an interface through libpcap, as another [`PacketSource`];
+//! - [`write`] writes classic nanosecond pcap files ([`PcapWriter`]);
 //! - the analysis stages consume decoded packets.
 #![deny(missing_docs)]
 
+pub mod bins;
+pub mod burst;
 pub mod decode;
+pub mod flowkey;
+pub mod live;
 pub mod packet;
 pub mod read;
+pub mod tcp;
+pub mod write;
 
 pub use decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
 pub use packet::{LinkType, RawPacket};
-pub use read::{open, PacketSource, ReadError};
+pub use live::{LiveCapture, LiveError, StopHandle};
+pub use read::{open, open_file, open_reader, FileReader, PacketSource, ReadError};
+pub use write::PcapWriter;

@@ -32,6 +32,18 @@ impl LinkType {
             other => LinkType::Other(other),
         }
     }
+
+    /// The LINKTYPE_ number written to a capture file (101 for raw IP, 0 for NULL).
+    pub fn number(self) -> u32 {
+        match self {
+            LinkType::Ethernet => 1,
+            LinkType::RawIp => 101,
+            LinkType::LinuxSll => 113,
+            LinkType::LinuxSll2 => 276,
+            LinkType::Null => 0,
+            LinkType::Other(n) => n,
+        }
+    }
 }
 
 /// One captured frame as read from a file or a live interface.

@@ -7,12 +7,24 @@
 //! A file that ends inside a record is [`ReadError::Truncated`] with the byte offset of the
 //! record: every packet before it has been returned, so the caller keeps partial results.
 
+mod input;
+mod pcap;
+mod pcapng;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use flate2::bufread::MultiGzDecoder;
 
 use crate::packet::RawPacket;
+pub use input::MAX_BUFFER;
+use input::{Counting, Fill, Input};
 
 /// A source of captured frames: a file reader or a live capture.
-pub trait PacketSource {
+pub trait PacketSource: Send {
     /// The next frame, `Ok(None)` at the end.
     fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, ReadError>;
     /// Bytes consumed from the underlying file so far (compressed bytes for a compressed
@@ -73,8 +85,116 @@ impl ReadError {
 
 /// Opens a capture file (pcap or pcapng, plain, gzip or zstd).
 pub fn open(path: &Path) -> Result<Box<dyn PacketSource>, ReadError> {
-    Err(ReadError::NotACapture {
+    Ok(Box::new(open_file(path)?))
+}
+
+/// Opens a capture file as the concrete [`FileReader`] (no dynamic dispatch per packet).
+pub fn open_file(path: &Path) -> Result<FileReader, ReadError> {
+    let file = File::open(path).map_err(|source| ReadError::Io {
         path: path.to_path_buf(),
-        magic: String::new(),
+        source,
+    })?;
+    open_reader(path, Box::new(file))
+}
+
+/// Reads a capture from any stream (stdin, a pipe); `name` is used in errors.
+pub fn open_reader(
+    name: impl AsRef<Path>,
+    reader: Box<dyn Read + Send>,
+) -> Result<FileReader, ReadError> {
+    let path = name.as_ref().to_path_buf();
+    let count = Arc::new(AtomicU64::new(0));
+    let mut peek = BufReader::with_capacity(PEEK, Counting::new(reader, count.clone()));
+    let head = loop {
+        match peek.fill_buf() {
+            Ok(b) => break b,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(source) => return Err(ReadError::Io { path, source }),
+        }
+    };
+    let (stream, compressed): (Box<dyn Read + Send>, bool) = if head.starts_with(&GZIP_MAGIC) {
+        (Box::new(MultiGzDecoder::new(peek)), true)
+    } else if head.starts_with(&ZSTD_MAGIC) {
+        let dec = zstd::Decoder::with_buffer(peek).map_err(|source| ReadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        (Box::new(dec), true)
+    } else {
+        (Box::new(peek), false)
+    };
+    let mut input = Input::new(stream, path, compressed, count);
+    let format = detect(&mut input)?;
+    Ok(FileReader { input, format })
+}
+
+/// Bytes the detector peeks at; small, because a plain file's large reads then bypass it.
+const PEEK: usize = 64 << 10;
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+fn detect(input: &mut Input) -> Result<Format, ReadError> {
+    let head = match input.fill(4)? {
+        Fill::Ready => input.available(),
+        Fill::End => return Err(input.truncated(0, "file header (the file is empty)")),
+        Fill::Short => return Err(input.truncated(0, "file header")),
+    };
+    let le = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let known = [pcap::MAGIC_US, pcap::MAGIC_NS];
+    if known.contains(&le) || known.contains(&le.swap_bytes()) {
+        return Ok(Format::Pcap(pcap::PcapFormat::start(input)?));
+    }
+    if le == pcapng::SHB {
+        return Ok(Format::Pcapng(pcapng::PcapngFormat::new()));
+    }
+    let magic = head.iter().map(|b| format!("{b:02x}")).collect();
+    Err(ReadError::NotACapture {
+        path: input.path.clone(),
+        magic,
     })
+}
+
+enum Format {
+    Pcap(pcap::PcapFormat),
+    Pcapng(pcapng::PcapngFormat),
+}
+
+/// A capture file being read: the format detected by [`open_file`] over one buffer.
+pub struct FileReader {
+    input: Input,
+    format: Format,
+}
+
+impl FileReader {
+    /// The buffer's current size: at most [`MAX_BUFFER`] whatever the file says.
+    pub fn buffer_capacity(&self) -> usize {
+        self.input.capacity()
+    }
+
+    /// Offset in the (decompressed) stream of the next record.
+    pub fn stream_offset(&self) -> u64 {
+        self.input.offset()
+    }
+
+    /// "pcap" or "pcapng".
+    pub fn format_name(&self) -> &'static str {
+        match self.format {
+            Format::Pcap(_) => "pcap",
+            Format::Pcapng(_) => "pcapng",
+        }
+    }
+}
+
+impl PacketSource for FileReader {
+    #[inline]
+    fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, ReadError> {
+        match &mut self.format {
+            Format::Pcap(f) => f.next(&mut self.input),
+            Format::Pcapng(f) => f.next(&mut self.input),
+        }
+    }
+
+    fn position(&self) -> u64 {
+        self.input.file_position()
+    }
 }
