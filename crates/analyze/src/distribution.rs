@@ -123,6 +123,14 @@ impl Distribution {
         }
     }
 
+    /// The nearest-rank `q` quantile (`q` in 0..=1; 1 is the maximum).
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        if self.count() == 0 {
+            return None;
+        }
+        self.value_at_rank(tailhunt_histogram::nearest_rank(q, self.count()))
+    }
+
     /// Relative error of values read from this distribution: 0 for raw values.
     pub fn error_bound(&self) -> f64 {
         if self.sorted.is_some() {

@@ -7,6 +7,11 @@
 //! - [`nagle`]: `latency-rises-as-load-falls` over a rate sweep (Nagle's algorithm meeting the
 //!   peer's delayed ACK).
 //! - [`fragile`]: `fragile-percentile`, the analysis' gap warnings as findings.
+//! - [`capture`]: all capture detectors over one capture report.
+//! - [`microburst`]: `microburst`, slow requests that coincide with bins at link rate.
+//! - [`nagle_stall`]: `nagle-stall`, small segments held until a delayed ACK, in a capture.
+//! - [`window`]: `receive-window-limited` and `application-timeout`, from a capture's flows
+//!   (or any source of [`window::WindowEvidence`]).
 //!
 //! ```
 //! use tailhunt_diagnose::nagle::{latency_rises_as_load_falls, RateStep};
@@ -14,7 +19,11 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod capture;
 pub mod fragile;
+pub mod microburst;
 pub mod nagle;
+pub mod nagle_stall;
+pub mod window;
 
 pub use tailhunt_model::Finding;

@@ -11,14 +11,21 @@
 //! - the analysis stages consume decoded packets.
 #![deny(missing_docs)]
 
+pub mod bins;
+pub mod analysis;
+pub mod burst;
 pub mod decode;
+pub mod flowkey;
 pub mod live;
 pub mod packet;
 pub mod read;
+pub mod record;
+pub mod run;
+pub mod tcp;
 pub mod write;
 
 pub use decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
-pub use live::{LiveCapture, LiveError, StopHandle};
 pub use packet::{LinkType, RawPacket};
+pub use live::{LiveCapture, LiveError, StopHandle};
 pub use read::{open, open_file, open_reader, FileReader, PacketSource, ReadError};
 pub use write::PcapWriter;

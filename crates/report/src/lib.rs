@@ -12,5 +12,6 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod capture;
 pub mod doc;
 pub mod terminal;

@@ -35,7 +35,7 @@ pub fn render_time(epoch_ns: i64) -> String {
 }
 
 /// A table; `align` has one letter per column, `l` (left) or `r` (right).
-fn table(header: &[&str], rows: &[Vec<String>], align: &str) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>], align: &str) -> String {
     let align = align.as_bytes();
     let cols = header.len();
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();

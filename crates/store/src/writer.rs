@@ -173,7 +173,21 @@ impl RunWriter<'_> {
 
     /// Flushes, merges `extra_params` (a JSON object) into the run's parameters and marks the run
     /// `complete`. Returns the run id.
-    pub fn finish(mut self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+    pub fn finish(self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+        self.end(extra_params, true)
+    }
+
+    /// Like [`RunWriter::finish`], but the run stays `partial`: its input stopped early (a
+    /// truncated capture, Ctrl-C) and what was measured is kept and marked.
+    pub fn finish_partial(self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+        self.end(extra_params, false)
+    }
+
+    fn end(
+        mut self,
+        extra_params: serde_json::Value,
+        complete: bool,
+    ) -> Result<String, StoreError> {
         self.flush()?;
         let conn = &self.store.conn;
         if let serde_json::Value::Object(extra) = extra_params {
@@ -191,10 +205,12 @@ impl RunWriter<'_> {
                 params![self.id, params.to_string()],
             )?;
         }
-        conn.execute(
-            "UPDATE runs SET status = 'complete' WHERE id = ?1",
-            [&self.id],
-        )?;
+        if complete {
+            conn.execute(
+                "UPDATE runs SET status = 'complete' WHERE id = ?1",
+                [&self.id],
+            )?;
+        }
         self.finished = true;
         Ok(self.id.clone())
     }

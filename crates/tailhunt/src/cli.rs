@@ -49,6 +49,14 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the detectors on a run and print what they found.
     Diagnose(DiagnoseArgs),
+    /// Analyse packet captures in one streaming pass: bandwidth per millisecond and bursts,
+    /// TCP flows (RTT, windows, retransmissions, closes), request latency from data turns,
+    /// and the capture detectors (microburst, nagle-stall, receive-window-limited,
+    /// application-timeout).
+    Pcap(PcapArgs),
+    /// Capture from a live interface (libpcap), analyse on the fly like `pcap`, and optionally
+    /// write the packets to a file.
+    Capture(CaptureArgs),
     /// The lab: synthetic data sets (and, later, reproduction scenarios).
     Lab(LabArgs),
 }
@@ -338,4 +346,61 @@ pub struct DiagnoseArgs {
     /// Run to examine: `latest`, an id, or a unique prefix.
     #[arg(default_value = "latest")]
     pub run: String,
+}
+
+/// How a capture is analysed (shared by `pcap` and `capture`).
+#[derive(Debug, Args)]
+pub struct CaptureAnalysisArgs {
+    /// Bandwidth bin width (10us .. 1s).
+    #[arg(long, default_value = "1ms")]
+    pub bin: String,
+    /// Link rate, for utilisation and bursts: 1gbit, 100mbit, 10g, 2.5gbit, or bits/s.
+    #[arg(long, value_name = "RATE")]
+    pub link_rate: Option<String>,
+    /// Share of the link rate a bin must reach to count as a burst.
+    #[arg(long, default_value_t = 0.8, value_name = "SHARE")]
+    pub burst_threshold: f64,
+    /// Write one CSV row per flow to this file.
+    #[arg(long, value_name = "FILE")]
+    pub flows_csv: Option<PathBuf>,
+    /// Write one CSV row per non-empty bin and channel to this file.
+    #[arg(long, value_name = "FILE")]
+    pub bins_csv: Option<PathBuf>,
+    /// Rows per table in the text output.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+/// `tailhunt pcap`.
+#[derive(Debug, Args)]
+pub struct PcapArgs {
+    /// Capture files (pcap or pcapng, plain, gzip or zstd), read in order as one capture.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// How to analyse.
+    #[command(flatten)]
+    pub analysis: CaptureAnalysisArgs,
+}
+
+/// `tailhunt capture`.
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// Interface to capture on.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: String,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Also write the packets to this pcap file (nanosecond timestamps).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Bytes kept of each packet (headers are enough for the analysis).
+    #[arg(short = 's', long, default_value_t = 256)]
+    pub snaplen: u32,
+    /// BPF filter, as for tcpdump (`tcp port 80`).
+    #[arg(long, value_name = "EXPR")]
+    pub filter: Option<String>,
+    /// How to analyse.
+    #[command(flatten)]
+    pub analysis: CaptureAnalysisArgs,
 }

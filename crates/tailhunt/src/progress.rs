@@ -33,6 +33,11 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
+/// The Ctrl-C flag itself, for library loops that poll it.
+pub fn flag() -> &'static AtomicBool {
+    &INTERRUPTED
+}
+
 /// Whether an error chain contains [`Interrupted`].
 pub fn is_interrupted(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {

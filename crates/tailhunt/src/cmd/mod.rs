@@ -6,6 +6,7 @@ mod export;
 pub(crate) mod import;
 mod lab;
 mod load;
+mod pcap;
 mod runs;
 mod serve;
 
@@ -26,6 +27,8 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Load(a) => load::run(cli, a),
         Command::Serve(a) => serve::run(cli, a),
         Command::Diagnose(a) => diagnose::run(cli, a),
+        Command::Pcap(a) => pcap::run_files(cli, a),
+        Command::Capture(a) => pcap::run_live(cli, a),
         Command::Lab(l) => match &l.command {
             LabCommand::Synth(a) => lab::synth(cli, a),
         },

@@ -1,0 +1,32 @@
+//! Every capture detector at once: what `tailhunt pcap` and `tailhunt diagnose` run on a
+//! capture's report and its request latencies.
+
+use tailhunt_model::Finding;
+use tailhunt_pcap::analysis::CaptureReport;
+
+use crate::microburst::{microburst, Requests};
+use crate::nagle_stall::nagle_stall;
+use crate::window::{application_timeout, receive_window_limited, WindowEvidence};
+
+/// Detectors run on captures.
+pub const DETECTORS: [&str; 4] = [
+    crate::microburst::DETECTOR,
+    crate::nagle_stall::DETECTOR,
+    crate::window::WINDOW_DETECTOR,
+    crate::window::TIMEOUT_DETECTOR,
+];
+
+/// Runs the capture detectors.
+pub fn diagnose_capture(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(microburst(&report.bursts, requests, report.bin_ns));
+    out.extend(nagle_stall(&report.flows, &report.stalls));
+    let windows: Vec<WindowEvidence> = report
+        .flows
+        .iter()
+        .filter_map(WindowEvidence::from_flow)
+        .collect();
+    out.extend(receive_window_limited(&windows));
+    out.extend(application_timeout(&report.flows));
+    out
+}

@@ -1,0 +1,433 @@
+//! The one pass: decoded packets in, flows, channels, bursts and events out.
+//!
+//! [`Analyzer::push`] takes each decoded packet once: it adds the frame to the bins of its two
+//! channels (to its destination host, from its source host), finds or creates its flow (a new
+//! SYN on a closed connection's ports starts a new flow: port reuse) and advances the flow's
+//! state. Events (RTT samples, exchanges, Nagle stalls) collect in [`Analyzer::events`] for the
+//! caller to drain into series after each packet. [`Analyzer::finish`] ends every flow and
+//! builds the [`CaptureReport`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bins::SparseBins;
+use crate::burst::{analyse_channel, Burst, BurstConfig, ChannelSummary, Dir, FlowBins};
+use crate::decode::{Decoded, Skip, Transport};
+use crate::flowkey::{FlowKey, FlowName, Proto};
+use crate::tcp::{FlowEvents, NagleStall, TcpFlow, TcpSummary};
+
+/// Nagle stalls kept in the report (all are counted per flow).
+const MAX_STALLS_KEPT: usize = 1000;
+
+/// Settings of the analysis.
+#[derive(Debug, Clone, Copy)]
+pub struct AnalysisConfig {
+    /// Bin width, ns (default 1 ms).
+    pub bin_ns: i64,
+    /// Link rate, bits per second, when known (`--link-rate`).
+    pub link_rate_bps: Option<u64>,
+    /// Share of the link rate a bin must reach to be part of a burst.
+    pub burst_threshold: f64,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            bin_ns: 1_000_000,
+            link_rate_bps: None,
+            burst_threshold: 0.8,
+        }
+    }
+}
+
+/// A UDP flow: counts and bins only.
+#[derive(Debug)]
+struct UdpFlow {
+    key: FlowKey,
+    first_ns: i64,
+    last_ns: i64,
+    packets: [u64; 2],
+    ip_bytes: [u64; 2],
+    payload: [u64; 2],
+    bins: [SparseBins; 2],
+}
+
+#[derive(Debug)]
+enum Flow {
+    Tcp(Box<TcpFlow>),
+    Udp(UdpFlow),
+}
+
+impl Flow {
+    fn key(&self) -> &FlowKey {
+        match self {
+            Flow::Tcp(f) => &f.key,
+            Flow::Udp(f) => &f.key,
+        }
+    }
+
+    fn bins(&self) -> &[SparseBins; 2] {
+        match self {
+            Flow::Tcp(f) => &f.bins,
+            Flow::Udp(f) => &f.bins,
+        }
+    }
+
+    /// Client side: the TCP opener, or for UDP the side with the higher port.
+    fn client(&self) -> usize {
+        match self {
+            Flow::Tcp(f) => f.client(),
+            Flow::Udp(f) => usize::from(f.key.a.port() <= f.key.b.port()),
+        }
+    }
+
+    fn name(&self) -> FlowName {
+        let k = self.key();
+        let c = self.client();
+        FlowName {
+            proto: k.proto,
+            client: k.endpoint(c).to_string(),
+            server: k.endpoint(1 - c).to_string(),
+        }
+    }
+}
+
+/// Packets and bytes one way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Packets.
+    pub packets: u64,
+    /// IP bytes.
+    pub ip_bytes: u64,
+    /// Payload bytes (new data for TCP).
+    pub payload_bytes: u64,
+}
+
+/// One flow in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    /// Index (flows are numbered in order of first packet).
+    pub id: usize,
+    /// Protocol, client and server.
+    #[serde(flatten)]
+    pub name: FlowName,
+    /// First packet (epoch ns).
+    pub first_ns: i64,
+    /// Last packet.
+    pub last_ns: i64,
+    /// Client to server.
+    pub client_to_server: Traffic,
+    /// Server to client.
+    pub server_to_client: Traffic,
+    /// TCP details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSummary>,
+}
+
+/// The whole capture's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaptureReport {
+    /// Frames read.
+    pub packets: u64,
+    /// Wire bytes (frame lengths).
+    pub wire_bytes: u64,
+    /// First and last timestamp (epoch ns).
+    pub first_ns: i64,
+    /// Last timestamp.
+    pub last_ns: i64,
+    /// Frames whose timestamp went backwards.
+    pub out_of_order: u64,
+    /// Frames not analysed, by reason (`not-ip`, `truncated`, ...).
+    pub skipped: BTreeMap<String, u64>,
+    /// Bin width, ns.
+    pub bin_ns: i64,
+    /// Link rate, when given.
+    pub link_rate_bps: Option<u64>,
+    /// Channels (to/from each host), busiest first.
+    pub channels: Vec<ChannelSummary>,
+    /// Burst episodes, in time order.
+    pub bursts: Vec<Burst>,
+    /// Flows, in order of first packet.
+    pub flows: Vec<FlowSummary>,
+    /// Nagle stalls (at most 1000 kept; each flow counts all of its own).
+    pub stalls: Vec<NagleStall>,
+}
+
+/// The streaming analysis.
+pub struct Analyzer {
+    cfg: AnalysisConfig,
+    packets: u64,
+    wire_bytes: u64,
+    first_ns: Option<i64>,
+    last_ns: i64,
+    out_of_order: u64,
+    skipped: BTreeMap<String, u64>,
+    channels: HashMap<(Dir, IpAddr), SparseBins>,
+    flows: Vec<Flow>,
+    index: HashMap<FlowKey, usize>,
+    stalls: Vec<NagleStall>,
+    /// Events of the packets pushed since the caller last drained them.
+    pub events: FlowEvents,
+}
+
+impl Analyzer {
+    /// A new analysis.
+    pub fn new(cfg: AnalysisConfig) -> Analyzer {
+        Analyzer {
+            cfg,
+            packets: 0,
+            wire_bytes: 0,
+            first_ns: None,
+            last_ns: i64::MIN,
+            out_of_order: 0,
+            skipped: BTreeMap::new(),
+            channels: HashMap::new(),
+            flows: Vec::new(),
+            index: HashMap::new(),
+            stalls: Vec::new(),
+            events: FlowEvents::default(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &AnalysisConfig {
+        &self.cfg
+    }
+
+    /// Counts a frame that did not decode.
+    pub fn skip(&mut self, ts_ns: i64, wire_len: u32, why: Skip) {
+        self.count_frame(ts_ns, wire_len);
+        *self.skipped.entry(why.name().to_string()).or_default() += 1;
+    }
+
+    fn count_frame(&mut self, ts: i64, wire_len: u32) {
+        self.packets += 1;
+        self.wire_bytes += wire_len as u64;
+        self.first_ns.get_or_insert(ts);
+        if ts < self.last_ns {
+            self.out_of_order += 1;
+        }
+        self.last_ns = self.last_ns.max(ts);
+    }
+
+    /// Frames seen so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Analyses one decoded frame.
+    pub fn push(&mut self, p: &Decoded<'_>) {
+        self.count_frame(p.ts_ns, p.wire_len);
+        let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
+        let bytes = p.wire_len as u64;
+        self.channels
+            .entry((Dir::To, p.dst))
+            .or_default()
+            .add(bin, bytes);
+        self.channels
+            .entry((Dir::From, p.src))
+            .or_default()
+            .add(bin, bytes);
+        match &p.transport {
+            Transport::Tcp(tcp) => {
+                let src = SocketAddr::new(p.src, tcp.src_port);
+                let dst = SocketAddr::new(p.dst, tcp.dst_port);
+                let (key, side) = FlowKey::of(Proto::Tcp, src, dst);
+                let i = self.tcp_flow(key, side, p.ts_ns, tcp);
+                let before = self.events.stalls.len();
+                if let Flow::Tcp(f) = &mut self.flows[i] {
+                    f.on_packet(p, side, tcp, &mut self.events);
+                }
+                let new = &self.events.stalls[before..];
+                let room = MAX_STALLS_KEPT.saturating_sub(self.stalls.len());
+                self.stalls.extend_from_slice(&new[..room.min(new.len())]);
+            }
+            Transport::Udp(udp) => {
+                let src = SocketAddr::new(p.src, udp.src_port);
+                let dst = SocketAddr::new(p.dst, udp.dst_port);
+                let (key, side) = FlowKey::of(Proto::Udp, src, dst);
+                let n = self.flows.len();
+                let i = *self.index.entry(key).or_insert(n);
+                if i == n {
+                    self.flows.push(Flow::Udp(UdpFlow {
+                        key,
+                        first_ns: p.ts_ns,
+                        last_ns: p.ts_ns,
+                        packets: [0; 2],
+                        ip_bytes: [0; 2],
+                        payload: [0; 2],
+                        bins: Default::default(),
+                    }));
+                }
+                if let Flow::Udp(f) = &mut self.flows[i] {
+                    f.last_ns = f.last_ns.max(p.ts_ns);
+                    f.packets[side] += 1;
+                    f.ip_bytes[side] += p.ip_len as u64;
+                    f.payload[side] += udp.payload_len as u64;
+                    f.bins[side].add(bin, bytes);
+                }
+            }
+            Transport::Other(_) => {}
+        }
+    }
+
+    fn tcp_flow(&mut self, key: FlowKey, side: usize, ts: i64, tcp: &crate::Tcp<'_>) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            let reuse = matches!(&self.flows[i], Flow::Tcp(f) if f.is_reuse(side, tcp));
+            if !reuse {
+                return i;
+            }
+            if let Flow::Tcp(old) = &mut self.flows[i] {
+                old.reused = true;
+                old.finish(&mut self.events);
+            }
+        }
+        let i = self.flows.len();
+        self.flows.push(Flow::Tcp(Box::new(TcpFlow::new(
+            key,
+            i,
+            ts,
+            self.cfg.bin_ns,
+        ))));
+        self.index.insert(key, i);
+        i
+    }
+
+    /// Ends every flow (their last exchanges land in `events`) and builds the report.
+    pub fn finish(&mut self) -> CaptureReport {
+        for f in &mut self.flows {
+            if let Flow::Tcp(t) = f {
+                t.finish(&mut self.events);
+            }
+        }
+        let cfg = BurstConfig {
+            bin_ns: self.cfg.bin_ns,
+            link_rate_bps: self.cfg.link_rate_bps,
+            threshold: self.cfg.burst_threshold,
+        };
+        let flow_bins: Vec<FlowBins<'_>> = self
+            .flows
+            .iter()
+            .flat_map(|f| {
+                let name = f.name().to_string();
+                let k = *f.key();
+                (0..2).map(move |side| (name.clone(), k, side, f))
+            })
+            .map(|(name, k, side, f)| FlowBins {
+                name,
+                src: k.endpoint(side).ip(),
+                dst: k.endpoint(1 - side).ip(),
+                bins: &f.bins()[side],
+            })
+            .collect();
+        let mut channels = Vec::new();
+        let mut bursts = Vec::new();
+        let mut keys: Vec<_> = self.channels.keys().copied().collect();
+        keys.sort();
+        for (dir, host) in keys {
+            let (summary, b) =
+                analyse_channel(dir, host, &self.channels[&(dir, host)], &flow_bins, &cfg);
+            channels.push(summary);
+            bursts.extend(b);
+        }
+        channels.sort_by_key(|c| std::cmp::Reverse(c.bytes));
+        bursts.sort_by_key(|b| (b.start_ns, b.dir, b.host.clone()));
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| summarise(i, f))
+            .collect();
+        CaptureReport {
+            packets: self.packets,
+            wire_bytes: self.wire_bytes,
+            first_ns: self.first_ns.unwrap_or(0),
+            last_ns: self.last_ns.max(self.first_ns.unwrap_or(0)),
+            out_of_order: self.out_of_order,
+            skipped: self.skipped.clone(),
+            bin_ns: self.cfg.bin_ns,
+            link_rate_bps: self.cfg.link_rate_bps,
+            channels,
+            bursts,
+            flows,
+            stalls: self.stalls.clone(),
+        }
+    }
+
+    /// The bins of a channel (for storing as a series).
+    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<&SparseBins> {
+        self.channels.get(&(dir, host))
+    }
+
+    /// `(inflight, window)` points of a TCP flow's main sender, at most one per bin.
+    pub fn window_points(&self, flow: usize) -> Option<&[(i64, u32, u32)]> {
+        match self.flows.get(flow)? {
+            Flow::Tcp(f) => {
+                let c = f.client();
+                let main = if f.halves[1 - c].payload_bytes >= f.halves[c].payload_bytes {
+                    1 - c
+                } else {
+                    c
+                };
+                Some(&f.window_points[main])
+            }
+            Flow::Udp(_) => None,
+        }
+    }
+
+    /// Last packet of flow `i` (epoch ns).
+    pub fn flow_last_ns(&self, i: usize) -> i64 {
+        match self.flows.get(i) {
+            Some(Flow::Tcp(f)) => f.last_ns,
+            Some(Flow::Udp(f)) => f.last_ns,
+            None => 0,
+        }
+    }
+
+    /// Display name of flow `i`.
+    pub fn flow_name(&self, i: usize) -> Option<FlowName> {
+        self.flows.get(i).map(Flow::name)
+    }
+}
+
+fn summarise(id: usize, f: &Flow) -> FlowSummary {
+    let name = f.name();
+    let c = f.client();
+    match f {
+        Flow::Tcp(t) => {
+            let tcp = t.summary();
+            let traffic = |s: &crate::tcp::summary::SideSummary| Traffic {
+                packets: s.packets,
+                ip_bytes: s.ip_bytes,
+                payload_bytes: s.payload_bytes,
+            };
+            FlowSummary {
+                id,
+                name,
+                first_ns: t.first_ns,
+                last_ns: t.last_ns,
+                client_to_server: traffic(&tcp.client),
+                server_to_client: traffic(&tcp.server),
+                tcp: Some(tcp),
+            }
+        }
+        Flow::Udp(u) => {
+            let traffic = |s: usize| Traffic {
+                packets: u.packets[s],
+                ip_bytes: u.ip_bytes[s],
+                payload_bytes: u.payload[s],
+            };
+            FlowSummary {
+                id,
+                name,
+                first_ns: u.first_ns,
+                last_ns: u.last_ns,
+                client_to_server: traffic(c),
+                server_to_client: traffic(1 - c),
+                tcp: None,
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Bytes and packets per time bin, sparse, tolerant of out-of-order timestamps.
+//!
+//! In: `(timestamp, bytes)` per packet. Out: the non-empty bins in time order. A bin is the
+//! half-open interval `[i * width, (i + 1) * width)` of epoch nanoseconds, so bins of different
+//! channels (and of different captures) line up on the wall clock.
+//!
+//! Memory is proportional to the number of non-empty bins (the capture's duration), never to
+//! the number of packets. Packets arrive nearly in time order: the common case appends to or
+//! adds into the last bin; an earlier timestamp (captures from `-i any` interleave per-CPU
+//! buffers) is placed by binary search.
+
+use serde::Serialize;
+
+/// One non-empty bin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Bin {
+    /// Bin index: the bin starts at `index * width_ns` (epoch ns).
+    pub index: i64,
+    /// Bytes on the wire (frame lengths) in the bin.
+    pub bytes: u64,
+    /// Packets in the bin.
+    pub packets: u32,
+}
+
+/// A sparse series of bins of one width.
+#[derive(Debug, Clone, Default)]
+pub struct SparseBins {
+    bins: Vec<Bin>,
+}
+
+impl SparseBins {
+    /// Adds a packet of `bytes` to bin `index`.
+    #[inline]
+    pub fn add(&mut self, index: i64, bytes: u64) {
+        match self.bins.last_mut() {
+            Some(last) if last.index == index => {
+                last.bytes += bytes;
+                last.packets += 1;
+            }
+            Some(last) if last.index > index => self.add_out_of_order(index, bytes),
+            _ => self.bins.push(Bin {
+                index,
+                bytes,
+                packets: 1,
+            }),
+        }
+    }
+
+    fn add_out_of_order(&mut self, index: i64, bytes: u64) {
+        match self.bins.binary_search_by_key(&index, |b| b.index) {
+            Ok(i) => {
+                self.bins[i].bytes += bytes;
+                self.bins[i].packets += 1;
+            }
+            Err(i) => self.bins.insert(
+                i,
+                Bin {
+                    index,
+                    bytes,
+                    packets: 1,
+                },
+            ),
+        }
+    }
+
+    /// The non-empty bins, in time order.
+    pub fn bins(&self) -> &[Bin] {
+        &self.bins
+    }
+
+    /// Bytes in bins `[from, to]` (inclusive indexes).
+    pub fn bytes_between(&self, from: i64, to: i64) -> u64 {
+        let start = self.bins.partition_point(|b| b.index < from);
+        self.bins[start..]
+            .iter()
+            .take_while(|b| b.index <= to)
+            .map(|b| b.bytes)
+            .sum()
+    }
+
+    /// Total bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.bins.iter().map(|b| b.bytes).sum()
+    }
+}
+
+/// Bytes per second that fill a bin of `width_ns` at `rate_bps` bits per second.
+pub fn bin_capacity_bytes(rate_bps: u64, width_ns: i64) -> f64 {
+    rate_bps as f64 / 8.0 * width_ns as f64 / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_order_packets_land_in_their_bins() {
+        let mut b = SparseBins::default();
+        for (i, bytes) in [(5, 100), (5, 50), (7, 10), (6, 1), (5, 2), (2, 3), (9, 4)] {
+            b.add(i, bytes);
+        }
+        let got: Vec<(i64, u64, u32)> = b
+            .bins()
+            .iter()
+            .map(|b| (b.index, b.bytes, b.packets))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(2, 3, 1), (5, 152, 3), (6, 1, 1), (7, 10, 1), (9, 4, 1)]
+        );
+        assert_eq!(b.bytes_between(5, 7), 163);
+        assert_eq!(b.total_bytes(), 170);
+    }
+
+    #[test]
+    fn capacity_of_a_millisecond_at_a_gigabit() {
+        assert_eq!(bin_capacity_bytes(1_000_000_000, 1_000_000), 125_000.0);
+    }
+}

@@ -1,0 +1,312 @@
+//! Millisecond bandwidth per channel and the burst episodes in it.
+//!
+//! A *channel* is the traffic towards one host, or from one host: on a host's interface these
+//! are the two directions of its full-duplex link, which fill up independently. In: the sparse
+//! bins of each channel and of each flow direction. Out: a [`ChannelSummary`] per channel (peak
+//! bin, time above the threshold, the busiest second's average) and [`Burst`] episodes: runs of
+//! bins at or above `threshold` x link rate (gaps of one bin are bridged), each with the flows
+//! whose bytes made it.
+//!
+//! Without `--link-rate` the capacity is unknown: channels still get their peaks and
+//! busiest seconds in bytes, but no bursts are reported (a capture cannot tell a 1 Gbit/s link
+//! from a 10 Gbit/s one), and the summary's `threshold_basis` says `none`.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bins::{bin_capacity_bytes, Bin, SparseBins};
+
+/// Direction of a channel relative to its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Bytes addressed to the host.
+    To,
+    /// Bytes sent by the host.
+    From,
+}
+
+impl Dir {
+    /// `to` or `from`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::To => "to",
+            Dir::From => "from",
+        }
+    }
+}
+
+/// Settings of burst detection.
+#[derive(Debug, Clone, Copy)]
+pub struct BurstConfig {
+    /// Bin width, ns.
+    pub bin_ns: i64,
+    /// Link rate, bits per second, when known.
+    pub link_rate_bps: Option<u64>,
+    /// Share of capacity (or of the channel's peak) a bin must reach, 0..1.
+    pub threshold: f64,
+}
+
+/// A flow's bytes in one channel.
+pub struct FlowBins<'a> {
+    /// The flow's display name.
+    pub name: String,
+    /// Sending host of this direction.
+    pub src: IpAddr,
+    /// Receiving host.
+    pub dst: IpAddr,
+    /// Its bins.
+    pub bins: &'a SparseBins,
+}
+
+/// Per-channel summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelSummary {
+    /// `to` or `from`.
+    pub dir: Dir,
+    /// The host.
+    pub host: String,
+    /// Wire bytes.
+    pub bytes: u64,
+    /// Packets.
+    pub packets: u64,
+    /// The fullest bin's bytes.
+    pub peak_bin_bytes: u64,
+    /// When it started (epoch ns).
+    pub peak_t_ns: i64,
+    /// The fullest bin as a share of the link rate (when known).
+    pub peak_utilisation: Option<f64>,
+    /// Time spent at or above the burst threshold, ns.
+    pub time_above_ns: i64,
+    /// The busiest one-second window's average utilisation (when the link rate is known): what
+    /// a 1 s bandwidth graph would show.
+    pub max_second_utilisation: Option<f64>,
+    /// `link-rate`, or `none` when no link rate was given (no bursts then).
+    pub threshold_basis: String,
+}
+
+/// A flow's part in a burst.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BurstFlow {
+    /// Flow name.
+    pub flow: String,
+    /// Its bytes in this channel during the burst.
+    pub bytes: u64,
+    /// Share of the burst's bytes.
+    pub share: f64,
+}
+
+/// One burst episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    /// `to` or `from`.
+    pub dir: Dir,
+    /// The host.
+    pub host: String,
+    /// Start of the first bin at the threshold (epoch ns).
+    pub start_ns: i64,
+    /// End of the last such bin (epoch ns).
+    pub end_ns: i64,
+    /// Fullest bin, bytes.
+    pub peak_bin_bytes: u64,
+    /// Fullest bin as a share of the link rate (when known).
+    pub peak_utilisation: Option<f64>,
+    /// Bytes in the episode.
+    pub bytes: u64,
+    /// Average utilisation of the one-second window holding the burst's start (when the link
+    /// rate is known): how the burst looks on a 1 s graph.
+    pub second_utilisation: Option<f64>,
+    /// The flows that made it, largest first (at most 8).
+    pub flows: Vec<BurstFlow>,
+}
+
+/// Summarises one channel and finds its bursts.
+pub fn analyse_channel(
+    dir: Dir,
+    host: IpAddr,
+    bins: &SparseBins,
+    flows: &[FlowBins<'_>],
+    cfg: &BurstConfig,
+) -> (ChannelSummary, Vec<Burst>) {
+    let all = bins.bins();
+    let bytes: u64 = all.iter().map(|b| b.bytes).sum();
+    let packets: u64 = all.iter().map(|b| b.packets as u64).sum();
+    let peak = all.iter().max_by_key(|b| (b.bytes, -b.index)).copied();
+    let capacity = cfg.link_rate_bps.map(|r| bin_capacity_bytes(r, cfg.bin_ns));
+    let bins_per_second = (1_000_000_000 / cfg.bin_ns.max(1)).max(1);
+    let (threshold, basis) = match capacity {
+        Some(c) => (c * cfg.threshold, "link-rate"),
+        // Without the link's rate "near link rate" cannot be judged: no bursts, only peaks.
+        None => (f64::INFINITY, "none"),
+    };
+    let utilisation = |b: u64| capacity.map(|c| b as f64 / c);
+    let second_util = |start_index: i64| {
+        capacity.map(|c| {
+            let from = start_index.div_euclid(bins_per_second) * bins_per_second;
+            bins.bytes_between(from, from + bins_per_second - 1) as f64
+                / (c * bins_per_second as f64)
+        })
+    };
+    let max_second_utilisation = capacity.map(|_| {
+        let mut best = 0u64;
+        let (mut lo, mut sum) = (0usize, 0u64);
+        for b in all {
+            sum += b.bytes;
+            while all[lo].index <= b.index - bins_per_second {
+                sum -= all[lo].bytes;
+                lo += 1;
+            }
+            best = best.max(sum);
+        }
+        utilisation(best).unwrap_or(0.0) / bins_per_second as f64
+    });
+    let above: Vec<&Bin> = all.iter().filter(|b| b.bytes as f64 >= threshold).collect();
+    let mut bursts = Vec::new();
+    let mut i = 0;
+    while i < above.len() {
+        let mut j = i;
+        while j + 1 < above.len() && above[j + 1].index - above[j].index <= 2 {
+            j += 1;
+        }
+        let (first, last) = (above[i].index, above[j].index);
+        let episode_bytes = bins.bytes_between(first, last);
+        let peak_bin = above[i..=j].iter().map(|b| b.bytes).max().unwrap_or(0);
+        bursts.push(Burst {
+            dir,
+            host: host.to_string(),
+            start_ns: first * cfg.bin_ns,
+            end_ns: (last + 1) * cfg.bin_ns,
+            peak_bin_bytes: peak_bin,
+            peak_utilisation: utilisation(peak_bin),
+            bytes: episode_bytes,
+            second_utilisation: second_util(first),
+            flows: burst_flows(dir, host, flows, first, last, episode_bytes),
+        });
+        i = j + 1;
+    }
+    let summary = ChannelSummary {
+        dir,
+        host: host.to_string(),
+        bytes,
+        packets,
+        peak_bin_bytes: peak.map_or(0, |p| p.bytes),
+        peak_t_ns: peak.map_or(0, |p| p.index * cfg.bin_ns),
+        peak_utilisation: peak.and_then(|p| utilisation(p.bytes)),
+        time_above_ns: above.len() as i64 * cfg.bin_ns,
+        max_second_utilisation,
+        threshold_basis: basis.to_string(),
+    };
+    (summary, bursts)
+}
+
+fn burst_flows(
+    dir: Dir,
+    host: IpAddr,
+    flows: &[FlowBins<'_>],
+    first: i64,
+    last: i64,
+    total: u64,
+) -> Vec<BurstFlow> {
+    let mut out: Vec<BurstFlow> = flows
+        .iter()
+        .filter(|f| match dir {
+            Dir::To => f.dst == host,
+            Dir::From => f.src == host,
+        })
+        .filter_map(|f| {
+            let bytes = f.bins.bytes_between(first, last);
+            (bytes > 0).then(|| BurstFlow {
+                flow: f.name.clone(),
+                bytes,
+                share: bytes as f64 / total.max(1) as f64,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.flow.cmp(&b.flow)));
+    out.truncate(8);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 100 Mbit/s link (12,500 bytes per ms) idling at 5% with one 10 ms burst at 95% made by
+    /// two flows: one episode, the right flows, and a 1 s average that hides it.
+    #[test]
+    fn a_ten_millisecond_burst_is_one_episode_with_its_flows() {
+        let host: IpAddr = "198.18.0.1".parse().unwrap();
+        let (db1, db2, api): (IpAddr, IpAddr, IpAddr) = (
+            "198.18.0.11".parse().unwrap(),
+            "198.18.0.12".parse().unwrap(),
+            "198.18.0.20".parse().unwrap(),
+        );
+        let (mut chan, mut f1, mut f2, mut f3) = Default::default();
+        for i in 0..2000i64 {
+            let (a, b) = if (1000..1010).contains(&i) {
+                (6000, 5875)
+            } else {
+                (0, 0)
+            };
+            let background = 625;
+            SparseBins::add(&mut f3, i, background);
+            SparseBins::add(&mut chan, i, background);
+            if a > 0 {
+                SparseBins::add(&mut f1, i, a);
+                SparseBins::add(&mut f2, i, b);
+                SparseBins::add(&mut chan, i, a + b);
+            }
+        }
+        let flows = [
+            FlowBins {
+                name: "db1".into(),
+                src: db1,
+                dst: host,
+                bins: &f1,
+            },
+            FlowBins {
+                name: "db2".into(),
+                src: db2,
+                dst: host,
+                bins: &f2,
+            },
+            FlowBins {
+                name: "api".into(),
+                src: api,
+                dst: host,
+                bins: &f3,
+            },
+        ];
+        let cfg = BurstConfig {
+            bin_ns: 1_000_000,
+            link_rate_bps: Some(100_000_000),
+            threshold: 0.8,
+        };
+        let (summary, bursts) = analyse_channel(Dir::To, host, &chan, &flows, &cfg);
+        assert_eq!(bursts.len(), 1, "{bursts:?}");
+        let b = &bursts[0];
+        assert_eq!((b.start_ns, b.end_ns), (1_000_000_000, 1_010_000_000));
+        assert!(b.peak_utilisation.unwrap() > 0.99);
+        assert_eq!(b.flows[0].flow, "db1");
+        assert_eq!(b.flows[1].flow, "db2");
+        assert!(b.second_utilisation.unwrap() < 0.2, "{b:?}");
+        assert_eq!(summary.time_above_ns, 10_000_000);
+        assert!(summary.max_second_utilisation.unwrap() < 0.2);
+    }
+
+    #[test]
+    fn without_a_link_rate_there_are_no_bursts() {
+        let host: IpAddr = "198.18.0.1".parse().unwrap();
+        let mut chan = SparseBins::default();
+        (0..5000).for_each(|i| chan.add(i, 1000 + (i as u64 % 7) * 10));
+        let cfg = BurstConfig {
+            bin_ns: 1_000_000,
+            link_rate_bps: None,
+            threshold: 0.8,
+        };
+        let (summary, bursts) = analyse_channel(Dir::To, host, &chan, &[], &cfg);
+        assert!(bursts.is_empty());
+        assert_eq!(summary.threshold_basis, "none");
+    }
+}

@@ -1,0 +1,93 @@
+//! Naming connections: endpoints and direction-free flow keys.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+/// Transport protocol of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+/// A connection regardless of direction: endpoint `a` is the smaller of the two, so both
+/// directions of a connection map to the same key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    /// Protocol.
+    pub proto: Proto,
+    /// The smaller endpoint.
+    pub a: SocketAddr,
+    /// The larger endpoint.
+    pub b: SocketAddr,
+}
+
+impl FlowKey {
+    /// The key of a packet from `src` to `dst`, and the side (0 = `a`, 1 = `b`) that sent it.
+    pub fn of(proto: Proto, src: SocketAddr, dst: SocketAddr) -> (FlowKey, usize) {
+        if (src.ip(), src.port()) <= (dst.ip(), dst.port()) {
+            (
+                FlowKey {
+                    proto,
+                    a: src,
+                    b: dst,
+                },
+                0,
+            )
+        } else {
+            (
+                FlowKey {
+                    proto,
+                    a: dst,
+                    b: src,
+                },
+                1,
+            )
+        }
+    }
+
+    /// Endpoint of `side` (0 = `a`, 1 = `b`).
+    pub fn endpoint(&self, side: usize) -> SocketAddr {
+        if side == 0 {
+            self.a
+        } else {
+            self.b
+        }
+    }
+}
+
+/// A socket address as users write it (`198.18.0.1:80`, `[::1]:80`).
+pub fn endpoint_name(addr: SocketAddr) -> String {
+    addr.to_string()
+}
+
+/// `client -> server`, or `a <-> b` when the roles are unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowName {
+    /// Protocol.
+    pub proto: Proto,
+    /// The side that opened the connection (sent the SYN), or the one with the higher port.
+    pub client: String,
+    /// The other side.
+    pub server: String,
+}
+
+impl fmt::Display for FlowName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let proto = match self.proto {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        };
+        write!(f, "{proto} {} -> {}", self.client, self.server)
+    }
+}
+
+/// Host (address only) of an endpoint, as text.
+pub fn host_name(ip: IpAddr) -> String {
+    ip.to_string()
+}

@@ -1,0 +1,559 @@
+//! One TCP connection followed packet by packet.
+//!
+//! In: the connection's packets in capture order, each with the side (0 or 1 of the
+//! [`FlowKey`]) that sent it. Out: [`FlowEvents`] as they happen, and at the end a
+//! [`TcpSummary`](super::summary::TcpSummary) built from the state kept here.
+//!
+//! Roles: the side that sent a SYN without ACK is the client; without a handshake in the
+//! capture, the side with the higher port.
+
+use crate::bins::SparseBins;
+use crate::decode::{flags, Decoded, Tcp};
+use crate::flowkey::FlowKey;
+
+use super::events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
+use super::half::{Half, SegmentKind};
+use super::seq::{after, distance};
+use super::states::{SenderState, StateTimes};
+
+/// Minimum retransmission timeout of Linux (`TCP_RTO_MIN`, 200 ms): a resend after a silence
+/// this long (less 10% for timer slack) without duplicate ACKs was a timeout.
+const RTO_MIN_NS: i64 = 180_000_000;
+/// Shortest ACK delay taken as a delayed-ACK timer rather than a slow path (Linux's minimum
+/// delayed ACK is 40 ms, `TCP_DELACK_MIN`; quick-ACK mode and small RTTs shorten it, hence 20).
+const DELAYED_ACK_MIN_NS: i64 = 20_000_000;
+/// Longest: Windows' default delayed-ACK timer is 200 ms; allow its slack.
+const DELAYED_ACK_MAX_NS: i64 = 500_000_000;
+
+/// Per-leg RTT statistics (capture point -> receiver of side `s`'s data -> capture point).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RttStats {
+    /// Samples.
+    pub count: u64,
+    /// Smallest, ns.
+    pub min_ns: i64,
+    /// Largest, ns.
+    pub max_ns: i64,
+    /// Sum, ns.
+    pub sum_ns: i64,
+    /// Smoothed (RFC 6298 alpha 1/8), ns.
+    pub srtt_ns: i64,
+}
+
+impl RttStats {
+    fn add(&mut self, rtt: i64) {
+        if self.count == 0 {
+            self.min_ns = rtt;
+            self.max_ns = rtt;
+            self.srtt_ns = rtt;
+        } else {
+            self.min_ns = self.min_ns.min(rtt);
+            self.max_ns = self.max_ns.max(rtt);
+            self.srtt_ns += (rtt - self.srtt_ns) / 8;
+        }
+        self.count += 1;
+        self.sum_ns += rtt;
+    }
+}
+
+/// The request/response turn in progress.
+#[derive(Debug, Default, Clone, Copy)]
+struct Turn {
+    current: Option<Exchange>,
+}
+
+/// A Nagle candidate: a small segment whose ACK came late and as a pure ACK.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    small_ns: i64,
+    small_len: u32,
+    ack_ns: i64,
+}
+
+/// A TCP connection's state.
+#[derive(Debug)]
+pub struct TcpFlow {
+    /// Its key.
+    pub key: FlowKey,
+    /// Index in the analysis' flow list.
+    pub index: usize,
+    /// Client side (0 or 1) once known from the SYN.
+    pub syn_client: Option<usize>,
+    /// First SYN seen.
+    pub syn_ns: Option<i64>,
+    /// SYN-ACK seen.
+    pub synack_ns: Option<i64>,
+    /// The client's first ACK after the SYN-ACK.
+    pub handshake_ack_ns: Option<i64>,
+    /// The two directions.
+    pub halves: [Half; 2],
+    /// RTT per leg, indexed by the side whose data was acknowledged.
+    pub rtt: [RttStats; 2],
+    /// Wire bytes per bin, per sending side.
+    pub bins: [SparseBins; 2],
+    /// Time by sender state, per sending side.
+    pub states: [StateTimes; 2],
+    /// Window scale shift inferred for a side (no SYN seen), as a lower bound.
+    pub inferred_wscale: [u8; 2],
+    /// First and last packet.
+    pub first_ns: i64,
+    /// Last packet.
+    pub last_ns: i64,
+    /// Exchanges completed.
+    pub exchanges: u64,
+    /// Nagle stalls found.
+    pub stalls: u64,
+    /// The connection was opened again on the same ports after it closed.
+    pub reused: bool,
+    /// `(side, is_rst, ts)` of the first FIN or RST.
+    pub first_close: Option<(usize, bool, i64)>,
+    /// Each side's last payload before the first FIN or RST.
+    pub data_at_close: [Option<i64>; 2],
+    /// Samples of `(ts, inflight, window)` per sending side, at most one per bin.
+    pub window_points: [Vec<(i64, u32, u32)>; 2],
+    turn: Turn,
+    held: [Option<Held>; 2],
+    bin_ns: i64,
+}
+
+impl TcpFlow {
+    /// A new flow whose first packet is at `ts`.
+    pub fn new(key: FlowKey, index: usize, ts: i64, bin_ns: i64) -> TcpFlow {
+        TcpFlow {
+            key,
+            index,
+            syn_client: None,
+            syn_ns: None,
+            synack_ns: None,
+            handshake_ack_ns: None,
+            halves: Default::default(),
+            rtt: Default::default(),
+            bins: Default::default(),
+            states: Default::default(),
+            inferred_wscale: [0; 2],
+            first_ns: ts,
+            last_ns: ts,
+            exchanges: 0,
+            stalls: 0,
+            reused: false,
+            first_close: None,
+            data_at_close: [None; 2],
+            window_points: Default::default(),
+            turn: Turn::default(),
+            held: [None; 2],
+            bin_ns,
+        }
+    }
+
+    /// The client side: from the SYN, else the side with the higher port.
+    pub fn client(&self) -> usize {
+        self.syn_client
+            .unwrap_or(if self.key.a.port() > self.key.b.port() {
+                0
+            } else {
+                1
+            })
+    }
+
+    /// True when a new SYN on this key starts a new connection (port reuse).
+    pub fn is_reuse(&self, side: usize, tcp: &Tcp<'_>) -> bool {
+        let closed = self.first_close.is_some();
+        let other_isn = self.halves[side].isn.is_some_and(|isn| isn != tcp.seq);
+        tcp.flags & flags::SYN != 0 && tcp.flags & flags::ACK == 0 && (closed || other_isn)
+    }
+
+    /// Window-scale shift applied to `side`'s advertised windows.
+    pub fn wscale(&self, side: usize) -> u8 {
+        match (self.halves[0].isn, self.halves[1].isn) {
+            (Some(_), Some(_)) => {
+                match (self.halves[0].wscale_offered, self.halves[1].wscale_offered) {
+                    (Some(_), Some(_)) => self.halves[side].wscale_offered.unwrap_or(0).min(14),
+                    _ => 0,
+                }
+            }
+            _ => self.inferred_wscale[side],
+        }
+    }
+
+    /// The scale was inferred rather than read from both SYNs.
+    pub fn wscale_inferred(&self) -> bool {
+        self.halves[0].isn.is_none() || self.halves[1].isn.is_none()
+    }
+
+    /// Window `side` advertises, bytes (scaled).
+    pub fn window(&self, side: usize) -> Option<u32> {
+        let h = &self.halves[side];
+        h.has_window
+            .then(|| (h.window_raw as u32) << self.wscale(side))
+    }
+
+    /// MSS of `side`'s segments: from its peer's SYN, else the largest seen, else 1460.
+    pub fn mss(&self, side: usize) -> u32 {
+        let offered = self.halves[1 - side].mss.map(u32::from);
+        offered
+            .or((self.halves[side].max_payload > 0).then_some(self.halves[side].max_payload))
+            .unwrap_or(1460)
+    }
+
+    /// Processes one packet `p` (whose TCP header is `tcp`) sent by `side`.
+    pub fn on_packet(&mut self, p: &Decoded<'_>, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
+        let (ts, wire_len, ip_len, ip_id) = (p.ts_ns, p.wire_len, p.ip_len, p.ip_id);
+        self.account_time(ts);
+        self.last_ns = self.last_ns.max(ts);
+        self.bins[side].add(ts.div_euclid(self.bin_ns), wire_len as u64);
+        let h = &mut self.halves[side];
+        h.packets += 1;
+        h.ip_bytes += ip_len as u64;
+        if tcp.flags & flags::SYN != 0 {
+            self.on_syn(ts, side, tcp, ev);
+        } else if self.handshake_ack_ns.is_none()
+            && self.synack_ns.is_some()
+            && Some(side) == self.syn_client
+            && tcp.flags & flags::ACK != 0
+        {
+            self.handshake_ack_ns = Some(ts);
+            if let Some(sa) = self.synack_ns {
+                self.add_rtt(ev, ts, 1 - side, ts - sa, RttMethod::Handshake);
+            }
+        }
+        if tcp.flags & flags::ACK != 0 {
+            self.on_ack(ts, side, tcp, ev);
+        }
+        if tcp.payload_len > 0 && tcp.flags & flags::SYN == 0 {
+            self.on_data(ts, side, tcp, ip_id, ev);
+        }
+        self.on_close_flags(ts, side, tcp);
+        self.note_window_point(ts, 1 - side);
+    }
+
+    fn on_syn(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
+        let h = &mut self.halves[side];
+        if h.isn.is_none() {
+            h.isn = Some(tcp.seq);
+            h.wscale_offered = tcp.options.wscale;
+            h.mss = tcp.options.mss;
+            h.has_seq = true;
+            h.next_seq = tcp.seq.wrapping_add(1);
+        }
+        if tcp.flags & flags::ACK == 0 {
+            if self.syn_client.is_none() {
+                self.syn_client = Some(side);
+                self.syn_ns = Some(ts);
+            }
+        } else if self.synack_ns.is_none() {
+            self.synack_ns = Some(ts);
+            if let Some(syn) = self.syn_ns {
+                self.add_rtt(ev, ts, 1 - side, ts - syn, RttMethod::Handshake);
+            }
+        }
+    }
+
+    fn add_rtt(&mut self, ev: &mut FlowEvents, ts: i64, acked_side: usize, rtt: i64, m: RttMethod) {
+        if rtt < 0 {
+            return;
+        }
+        self.rtt[acked_side].add(rtt);
+        let leg = if acked_side == self.client() {
+            Leg::Server
+        } else {
+            Leg::Client
+        };
+        ev.rtt.push(RttSample {
+            flow: self.index,
+            ts_ns: ts,
+            rtt_ns: rtt,
+            leg,
+            method: m,
+        });
+    }
+
+    /// An ACK from `side` about the data of `1 - side`.
+    fn on_ack(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
+        let d = 1 - side;
+        let ack = tcp.ack;
+        let pure = tcp.payload_len == 0 && tcp.flags & (flags::SYN | flags::FIN | flags::RST) == 0;
+        // The window this side advertises for the peer's data.
+        let w = &mut self.halves[side];
+        let raw = tcp.window;
+        if tcp.flags & flags::RST == 0 {
+            if raw == 0 && (!w.has_window || w.window_raw != 0) {
+                w.zero_windows += 1;
+                w.zero_since = Some(ts);
+            } else if raw != 0 {
+                if let Some(since) = w.zero_since.take() {
+                    w.zero_window_ns += ts - since;
+                }
+            }
+            w.window_raw = raw;
+            w.has_window = true;
+        }
+        let h = &mut self.halves[d];
+        let new_ack = !h.has_ack || after(ack, h.acked);
+        let mut sample = None;
+        if new_ack {
+            sample = h.on_new_ack(ts, ack);
+            if tcp.options.sack_count == 0 {
+                h.sacked = 0;
+            }
+        } else if ack == h.acked && pure && h.inflight() > 0 {
+            h.dupacks += 1;
+        }
+        if tcp.options.sack_count > 0 {
+            let acked = h.acked;
+            h.sacked = tcp.options.sack[..tcp.options.sack_count as usize]
+                .iter()
+                .filter(|(l, _)| after(*l, acked))
+                .map(|&(l, r)| distance(r, l))
+                .sum();
+        }
+        // Timestamp echo: a sample only when the ACK covers new data (an old echo on a
+        // duplicate ACK would measure the wait, not the path).
+        if let Some((tsval, tsecr)) = tcp.options.timestamps {
+            self.halves[side].note_tsval(tsval, ts);
+            if new_ack {
+                let echo = self.halves[d].echo_rtt(tsecr, ts);
+                if sample.is_none() {
+                    if let Some(rtt) = echo {
+                        self.add_rtt(ev, ts, d, rtt, RttMethod::Timestamp);
+                    }
+                }
+            }
+        }
+        if let Some(rtt) = sample {
+            self.add_rtt(ev, ts, d, rtt, RttMethod::Seq);
+        }
+        self.infer_wscale(side);
+        // Nagle: a late, pure ACK that leaves nothing in flight after a sub-MSS segment.
+        let h = &self.halves[d];
+        if new_ack && pure && h.inflight() == 0 {
+            if let Some((small_ns, _, len, _)) = h.last_segment {
+                let delay = ts - small_ns;
+                let path = self.rtt[d].min_ns.max(0);
+                if len < self.mss(d)
+                    && (DELAYED_ACK_MIN_NS..=DELAYED_ACK_MAX_NS).contains(&delay)
+                    && delay >= 4 * path
+                {
+                    self.held[d] = Some(Held {
+                        small_ns,
+                        small_len: len,
+                        ack_ns: ts,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Without the SYNs the window scale is unknown: take the smallest shift under which the
+    /// advertised window covers the bytes the sender had outstanding (a lower bound).
+    fn infer_wscale(&mut self, receiver: usize) {
+        if !self.wscale_inferred() {
+            return;
+        }
+        let h = &self.halves[1 - receiver];
+        let raw = self.halves[receiver].window_raw as u32;
+        let outstanding = distance(h.next_seq, h.acked);
+        let mut shift = self.inferred_wscale[receiver];
+        while raw > 0 && shift < 14 && (raw << shift) < outstanding {
+            shift += 1;
+        }
+        self.inferred_wscale[receiver] = shift;
+    }
+
+    fn on_data(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ip_id: u16, ev: &mut FlowEvents) {
+        let previous_send = self.halves[side].last_send_ns;
+        let kind = self.halves[side].on_data(ts, tcp.seq, tcp.payload_len, ip_id);
+        if kind == SegmentKind::Duplicate {
+            return;
+        }
+        let h = &mut self.halves[side];
+        h.max_inflight = h.max_inflight.max(h.inflight());
+        if kind == SegmentKind::Resent {
+            let end = tcp.seq.wrapping_add(tcp.payload_len);
+            let srtt = self.rtt[side].srtt_ns;
+            let h = &mut self.halves[side];
+            let silence = previous_send.map_or(0, |p| ts - p);
+            let r = &mut h.retrans;
+            if h.has_ack && !after(end, h.acked) {
+                r.spurious += 1;
+            } else if h.dupacks >= 2 || h.sacked > 0 {
+                r.fast += 1;
+            } else if silence >= RTO_MIN_NS.min(3 * srtt.max(1)).max(RTO_MIN_NS / 4) {
+                r.rto += 1;
+            } else {
+                r.other += 1;
+            }
+            r.bytes += tcp.payload_len as u64;
+            h.last_retrans_ns = Some(ts);
+        }
+        if let Some(held) = self.held[side].take() {
+            let back = self.rtt[1 - side].min_ns.max(0) + 2_000_000;
+            if kind == SegmentKind::New && ts - held.ack_ns <= back {
+                self.stalls += 1;
+                ev.stalls.push(NagleStall {
+                    flow: self.index,
+                    sender_is_client: side == self.client(),
+                    small_ns: held.small_ns,
+                    small_len: held.small_len,
+                    ack_ns: held.ack_ns,
+                    release_ns: ts,
+                    ack_delay_ns: held.ack_ns - held.small_ns,
+                });
+            }
+        }
+        if kind == SegmentKind::New {
+            self.on_turn(ts, side, tcp.payload_len, ev);
+        }
+    }
+
+    fn on_turn(&mut self, ts: i64, side: usize, len: u32, ev: &mut FlowEvents) {
+        let client = self.client();
+        let server_port = self.key.endpoint(1 - client).port();
+        let leg = (self.rtt[client].count > 0).then_some(self.rtt[client].min_ns);
+        if side == client {
+            match &mut self.turn.current {
+                Some(x) if x.response_start_ns.is_none() => {
+                    x.request_end_ns = ts;
+                    x.request_bytes += len as u64;
+                }
+                _ => {
+                    if let Some(done) = self.turn.current.take() {
+                        self.exchanges += 1;
+                        ev.exchanges.push(done);
+                    }
+                    self.turn.current = Some(Exchange {
+                        flow: self.index,
+                        server_port,
+                        request_start_ns: ts,
+                        request_end_ns: ts,
+                        response_start_ns: None,
+                        response_end_ns: None,
+                        request_bytes: len as u64,
+                        response_bytes: 0,
+                        server_leg_rtt_ns: leg,
+                    });
+                }
+            }
+        } else if let Some(x) = &mut self.turn.current {
+            x.response_start_ns.get_or_insert(ts);
+            x.response_end_ns = Some(ts);
+            x.response_bytes += len as u64;
+            x.server_leg_rtt_ns = leg;
+        }
+    }
+
+    fn on_close_flags(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>) {
+        if self.first_close.is_none() && tcp.flags & (flags::FIN | flags::RST) != 0 {
+            self.data_at_close = [self.halves[0].last_data_ns, self.halves[1].last_data_ns];
+        }
+        let h = &mut self.halves[side];
+        if tcp.flags & flags::FIN != 0 && h.fin_ns.is_none() {
+            h.fin_ns = Some(ts);
+            h.next_seq = tcp
+                .seq
+                .wrapping_add(tcp.payload_len)
+                .wrapping_add(1)
+                .max_after(h.next_seq);
+            self.first_close.get_or_insert((side, false, ts));
+        }
+        if tcp.flags & flags::RST != 0 {
+            h.rsts += 1;
+            h.rst_ns.get_or_insert(ts);
+            self.first_close.get_or_insert((side, true, ts));
+        }
+    }
+
+    fn note_window_point(&mut self, ts: i64, sender: usize) {
+        let Some(window) = self.window(1 - sender) else {
+            return;
+        };
+        if !self.halves[sender].has_seq {
+            return;
+        }
+        let inflight = self.halves[sender].inflight();
+        let pts = &mut self.window_points[sender];
+        let bin = ts.div_euclid(self.bin_ns);
+        match pts.last_mut() {
+            Some(last) if last.0.div_euclid(self.bin_ns) == bin => *last = (ts, inflight, window),
+            _ => pts.push((ts, inflight, window)),
+        }
+    }
+
+    /// Attributes the time since the previous packet to each sending side's state then.
+    fn account_time(&mut self, ts: i64) {
+        let dt = ts - self.last_ns;
+        if dt <= 0 {
+            return;
+        }
+        for d in 0..2 {
+            if self.halves[d].first_data_ns.is_none() {
+                continue;
+            }
+            let state = self.sender_state(d, dt);
+            self.states[d].add(state, dt);
+        }
+    }
+
+    /// What limited side `d`'s sending over a gap of `dt` after the last packet.
+    pub fn sender_state(&self, d: usize, dt: i64) -> SenderState {
+        let h = &self.halves[d];
+        let peer = &self.halves[1 - d];
+        if peer.has_window && peer.window_raw == 0 {
+            return SenderState::ZeroWindow;
+        }
+        let inflight = h.inflight();
+        let srtt = self.rtt[d].srtt_ns.max(self.rtt[1 - d].srtt_ns);
+        if inflight == 0 {
+            return if dt > (10 * srtt).max(10_000_000) {
+                SenderState::Idle
+            } else {
+                SenderState::ApplicationLimited
+            };
+        }
+        let mss = self.mss(d);
+        let outstanding = distance(h.next_seq, h.acked);
+        if let Some(w) = self.window(1 - d) {
+            if outstanding.saturating_add(mss) > w {
+                return SenderState::ReceiveWindowLimited;
+            }
+        }
+        let recovering = h
+            .last_retrans_ns
+            .is_some_and(|t| self.last_ns - t <= srtt.max(1_000_000) * 2);
+        let full_sized = h.last_segment.is_some_and(|(_, _, len, _)| len >= mss);
+        if recovering || full_sized {
+            SenderState::CongestionOrLoss
+        } else {
+            SenderState::ApplicationLimited
+        }
+    }
+
+    /// Ends the flow (end of capture, or a new connection on the same ports): the exchange in
+    /// progress is reported, with or without its response.
+    pub fn finish(&mut self, ev: &mut FlowEvents) {
+        if let Some(x) = self.turn.current.take() {
+            if x.response_start_ns.is_some() {
+                self.exchanges += 1;
+            }
+            ev.exchanges.push(x);
+        }
+        for h in &mut self.halves {
+            if let Some(since) = h.zero_since.take() {
+                h.zero_window_ns += self.last_ns - since;
+            }
+        }
+    }
+}
+
+trait MaxAfter {
+    fn max_after(self, other: u32) -> u32;
+}
+
+impl MaxAfter for u32 {
+    fn max_after(self, other: u32) -> u32 {
+        if after(other, self) {
+            other
+        } else {
+            self
+        }
+    }
+}

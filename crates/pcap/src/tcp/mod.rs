@@ -1,0 +1,19 @@
+//! TCP connections: sequence/ACK tracking, RTT, windows, retransmissions, closes, sender
+//! states, request/response turns and Nagle stalls.
+//!
+//! In: decoded TCP segments of one connection, in capture order. Out: [`FlowEvents`] as they
+//! happen (RTT samples, exchanges, stalls) and a [`TcpSummary`] per connection. State per
+//! connection is bounded (at most 512 outstanding segments and 64 TSvals are remembered), so
+//! memory grows with the number of open connections, not with packets.
+
+pub mod events;
+pub mod flow;
+pub mod half;
+pub mod seq;
+pub mod states;
+pub mod summary;
+
+pub use events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
+pub use flow::TcpFlow;
+pub use states::{SenderState, StateFractions, StateTimes};
+pub use summary::{CloseSummary, TcpSummary};

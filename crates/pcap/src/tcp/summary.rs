@@ -1,0 +1,303 @@
+//! The per-connection report: what a user reads, what detectors weigh, what is stored.
+
+use serde::{Deserialize, Serialize};
+
+use super::flow::{RttStats, TcpFlow};
+use super::half::Retransmissions;
+use super::states::{StateFractions, StateTimes};
+
+/// Round numbers of seconds that application timeouts are usually set to.
+const ROUND_SECONDS: [f64; 16] = [
+    1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0,
+];
+
+/// The handshake's two legs as seen from the capture point.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Handshake {
+    /// When the SYN was seen (epoch ns).
+    pub syn_ns: i64,
+    /// SYN -> SYN-ACK: capture point -> server -> capture point, ns.
+    pub server_leg_ns: Option<i64>,
+    /// SYN-ACK -> ACK: capture point -> client -> capture point, ns.
+    pub client_leg_ns: Option<i64>,
+}
+
+/// RTT samples of one leg.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RttSummary {
+    /// Samples.
+    pub count: u64,
+    /// Smallest, ns.
+    pub min_ns: i64,
+    /// Mean, ns.
+    pub mean_ns: i64,
+    /// Largest, ns.
+    pub max_ns: i64,
+}
+
+impl RttSummary {
+    fn of(s: &RttStats) -> Option<RttSummary> {
+        (s.count > 0).then(|| RttSummary {
+            count: s.count,
+            min_ns: s.min_ns,
+            mean_ns: s.sum_ns / s.count as i64,
+            max_ns: s.max_ns,
+        })
+    }
+}
+
+/// One side's sending.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SideSummary {
+    /// Packets.
+    pub packets: u64,
+    /// IP bytes.
+    pub ip_bytes: u64,
+    /// New payload bytes.
+    pub payload_bytes: u64,
+    /// Window-scale shift applied to this side's advertised windows.
+    pub wscale: u8,
+    /// Last window this side advertised, bytes (scaled).
+    pub last_window: Option<u32>,
+    /// Largest bytes in flight of this side's data.
+    pub max_inflight: u32,
+    /// Retransmissions of this side's data.
+    pub retransmissions: Retransmissions,
+    /// Bytes the capture never saw although the sender moved past them (capture drops).
+    pub unseen_bytes: u64,
+    /// ACKs from the peer for data the capture never saw.
+    pub acked_unseen: u64,
+    /// Frames captured twice.
+    pub duplicate_frames: u64,
+    /// Zero windows this side advertised.
+    pub zero_windows: u64,
+    /// Time it advertised a zero window, ns.
+    pub zero_window_ns: i64,
+    /// Fractions of this side's sending time by state (when it sent data).
+    pub states: Option<StateFractions>,
+    /// First and last payload (epoch ns).
+    pub first_data_ns: Option<i64>,
+    /// Last payload.
+    pub last_data_ns: Option<i64>,
+    /// RSTs sent.
+    pub resets: u64,
+}
+
+/// How the connection ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CloseSummary {
+    /// `client` or `server`: who closed first.
+    pub by: String,
+    /// `fin` or `rst`.
+    pub how: String,
+    /// When (epoch ns).
+    pub at_ns: i64,
+    /// Time since the client's last request data, ns.
+    pub after_last_request_ns: Option<i64>,
+    /// Time since the server's last response data, ns.
+    pub after_last_response_ns: Option<i64>,
+    /// The gap since the closer's last data is a round number of seconds (within 1.5% or
+    /// 10 ms): the signature of an application timeout.
+    pub round_gap_s: Option<f64>,
+    /// The peer kept sending data after the close.
+    pub peer_sent_after_close: bool,
+    /// RSTs the closer sent after closing (answers to data it no longer wanted).
+    pub resets_after_close: u64,
+    /// For people: "client closed 30.0 s after its request: application timeout?".
+    pub note: String,
+}
+
+/// A TCP connection's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TcpSummary {
+    /// Handshake, when captured.
+    pub handshake: Option<Handshake>,
+    /// RTT capture point -> server -> capture point.
+    pub rtt_server_leg: Option<RttSummary>,
+    /// RTT capture point -> client -> capture point.
+    pub rtt_client_leg: Option<RttSummary>,
+    /// Window scale read from both SYNs (false: inferred as a lower bound, SYN not captured).
+    pub wscale_from_syn: bool,
+    /// The client's sending.
+    pub client: SideSummary,
+    /// The server's sending.
+    pub server: SideSummary,
+    /// `client` or `server`: who sent more payload.
+    pub main_sender: String,
+    /// Main sender's payload rate over its busy (non-idle) time, bits/s.
+    pub throughput_bps: Option<f64>,
+    /// Share of the main sender's busy time limited by the receive window.
+    pub rwnd_limited_share: f64,
+    /// Mean window the receiver advertised while data flowed, bytes.
+    pub mean_window: Option<f64>,
+    /// `mean_window / mean RTT` of the receiver's leg: the rate a window-limited transfer
+    /// gets, bits/s.
+    pub window_bound_bps: Option<f64>,
+    /// Requests answered (data turns).
+    pub exchanges: u64,
+    /// Small segments held until a late pure ACK (Nagle + delayed ACK).
+    pub nagle_stalls: u64,
+    /// How it ended (absent: still open at the end of the capture).
+    pub close: Option<CloseSummary>,
+    /// A later connection reused these ports.
+    pub ports_reused: bool,
+}
+
+impl TcpFlow {
+    /// The report of this connection.
+    pub fn summary(&self) -> TcpSummary {
+        let c = self.client();
+        let s = 1 - c;
+        let side = |i: usize| {
+            let h = &self.halves[i];
+            SideSummary {
+                packets: h.packets,
+                ip_bytes: h.ip_bytes,
+                payload_bytes: h.payload_bytes,
+                wscale: self.wscale(i),
+                last_window: self.window(i),
+                max_inflight: h.max_inflight,
+                retransmissions: h.retrans,
+                unseen_bytes: h.unseen_bytes,
+                acked_unseen: h.acked_unseen,
+                duplicate_frames: h.duplicate_frames,
+                zero_windows: h.zero_windows,
+                zero_window_ns: h.zero_window_ns,
+                states: h.first_data_ns.map(|_| self.states[i].fractions()),
+                first_data_ns: h.first_data_ns,
+                last_data_ns: h.last_data_ns,
+                resets: h.rsts,
+            }
+        };
+        let main = if self.halves[s].payload_bytes >= self.halves[c].payload_bytes {
+            s
+        } else {
+            c
+        };
+        let busy = self.states[main].busy_ns();
+        let throughput = (busy > 0 && self.halves[main].payload_bytes > 0)
+            .then(|| self.halves[main].payload_bytes as f64 * 8.0 / (busy as f64 / 1e9));
+        let pts = &self.window_points[main];
+        let busy_pts: Vec<_> = pts.iter().filter(|p| p.1 > 0).collect();
+        let mean_window = (!busy_pts.is_empty())
+            .then(|| busy_pts.iter().map(|p| p.2 as f64).sum::<f64>() / busy_pts.len() as f64);
+        let rtt = RttSummary::of(&self.rtt[main]);
+        let window_bound = match (mean_window, rtt) {
+            (Some(w), Some(r)) if r.mean_ns > 0 => Some(w * 8.0 / (r.mean_ns as f64 / 1e9)),
+            _ => None,
+        };
+        TcpSummary {
+            handshake: self.syn_ns.map(|syn| Handshake {
+                syn_ns: syn,
+                server_leg_ns: self.synack_ns.map(|t| t - syn),
+                client_leg_ns: match (self.synack_ns, self.handshake_ack_ns) {
+                    (Some(a), Some(b)) => Some(b - a),
+                    _ => None,
+                },
+            }),
+            rtt_server_leg: RttSummary::of(&self.rtt[c]),
+            rtt_client_leg: RttSummary::of(&self.rtt[s]),
+            wscale_from_syn: !self.wscale_inferred(),
+            client: side(c),
+            server: side(s),
+            main_sender: if main == c { "client" } else { "server" }.into(),
+            throughput_bps: throughput,
+            rwnd_limited_share: self.states[main].rwnd_share(),
+            mean_window,
+            window_bound_bps: window_bound,
+            exchanges: self.exchanges,
+            nagle_stalls: self.stalls,
+            close: self.close_summary(),
+            ports_reused: self.reused,
+        }
+    }
+
+    fn close_summary(&self) -> Option<CloseSummary> {
+        let (side, rst, at) = self.first_close?;
+        let c = self.client();
+        let closer = &self.halves[side];
+        let peer = &self.halves[1 - side];
+        let by = if side == c { "client" } else { "server" };
+        let since = |t: Option<i64>| t.filter(|&t| t <= at).map(|t| at - t);
+        let after_request = since(self.data_at_close[c]);
+        let after_response = since(self.data_at_close[1 - c]);
+        let own_gap = if side == c {
+            after_request
+        } else {
+            after_response
+        };
+        let round = own_gap.and_then(round_seconds);
+        let peer_sent_after = peer.last_data_ns.is_some_and(|t| t > at);
+        let resets_after = if rst {
+            closer.rsts.saturating_sub(1)
+        } else {
+            closer.rsts
+        };
+        let what = if side == c {
+            "its request"
+        } else {
+            "its last response"
+        };
+        let mut note = match own_gap {
+            Some(g) => format!(
+                "{by} {} {:.1} s after {what}",
+                if rst {
+                    "reset the connection"
+                } else {
+                    "closed"
+                },
+                g as f64 / 1e9
+            ),
+            None => format!(
+                "{by} {} the connection",
+                if rst { "reset" } else { "closed" }
+            ),
+        };
+        if round.is_some() {
+            note.push_str(": application timeout?");
+        }
+        if peer_sent_after && resets_after > 0 {
+            note.push_str(&format!(
+                " The peer kept sending; {by} answered with {resets_after} RST(s)."
+            ));
+        }
+        Some(CloseSummary {
+            by: by.into(),
+            how: if rst { "rst" } else { "fin" }.into(),
+            at_ns: at,
+            after_last_request_ns: after_request,
+            after_last_response_ns: after_response,
+            round_gap_s: round,
+            peer_sent_after_close: peer_sent_after,
+            resets_after_close: resets_after,
+            note,
+        })
+    }
+}
+
+/// The round number of seconds `gap_ns` is, if it is one (within 1.5% or 10 ms).
+pub fn round_seconds(gap_ns: i64) -> Option<f64> {
+    let g = gap_ns as f64 / 1e9;
+    ROUND_SECONDS
+        .iter()
+        .copied()
+        .find(|&r| (g - r).abs() <= (0.015 * r).max(0.010))
+}
+
+impl StateTimes {
+    /// Fractions, when any time was accounted.
+    pub fn fractions_if_any(&self) -> Option<StateFractions> {
+        (self.total_ns() > 0).then(|| self.fractions())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn round_gaps() {
+        assert_eq!(super::round_seconds(30_000_000_000), Some(30.0));
+        assert_eq!(super::round_seconds(2_012_000_000), Some(2.0));
+        assert_eq!(super::round_seconds(29_000_000_000), None);
+        assert_eq!(super::round_seconds(1_500_000_000), None);
+    }
+}

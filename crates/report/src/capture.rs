@@ -1,0 +1,280 @@
+//! `tailhunt pcap` and `tailhunt capture`: the capture document and its terminal rendering.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+use tailhunt_model::{format_duration_ns, Finding, RunStatus};
+use tailhunt_pcap::analysis::{CaptureReport, FlowSummary};
+
+use crate::terminal::{render_findings, render_time, table, thousands};
+
+/// Request latency of one server port.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortLatency {
+    /// Series (`latency{server_port=80}`).
+    pub series: String,
+    /// Server port.
+    pub server_port: u16,
+    /// Exchanges answered.
+    pub answered: u64,
+    /// Requests without a response before the connection ended.
+    pub unanswered: u64,
+    /// p50, ns.
+    pub p50_ns: Option<u64>,
+    /// p99, ns.
+    pub p99_ns: Option<u64>,
+    /// Largest, ns.
+    pub max_ns: Option<u64>,
+    /// p50 of the server's own time, ns.
+    pub server_p50_ns: Option<u64>,
+    /// p99 of the server's own time, ns.
+    pub server_p99_ns: Option<u64>,
+}
+
+/// The capture document.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaptureDoc {
+    /// Run id.
+    pub run_id: String,
+    /// `complete`, or `partial` when the input stopped early.
+    pub status: RunStatus,
+    /// Inputs (files, or `live:IFACE`).
+    pub inputs: Vec<String>,
+    /// Why the input stopped early, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// The analysis.
+    pub report: CaptureReport,
+    /// Request latency per server port.
+    pub ports: Vec<PortLatency>,
+    /// Detector findings.
+    pub findings: Vec<Finding>,
+    /// Detectors that ran.
+    pub detectors: Vec<String>,
+    /// Rows shown per table in text output.
+    #[serde(skip)]
+    pub top: usize,
+}
+
+fn opt_ns(v: Option<u64>) -> String {
+    v.map_or("-".into(), |v| format_duration_ns(v as f64))
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.0}%", v * 100.0))
+}
+
+fn mbit(bytes: u64, bin_ns: i64) -> String {
+    format!("{:.1}", bytes as f64 * 8.0 / (bin_ns as f64 / 1e9) / 1e6)
+}
+
+/// Renders a capture document.
+pub fn render_capture(d: &CaptureDoc) -> String {
+    let r = &d.report;
+    let mut out = String::new();
+    let span = (r.last_ns - r.first_ns).max(0);
+    let _ = writeln!(
+        out,
+        "run {} ({}): {} packets, {} bytes over {} from {}; {} flows{}",
+        d.run_id,
+        d.status.name(),
+        thousands(r.packets),
+        thousands(r.wire_bytes),
+        format_duration_ns(span as f64),
+        render_time(r.first_ns),
+        r.flows.len(),
+        if r.out_of_order > 0 {
+            format!(", {} out-of-order timestamps", r.out_of_order)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(s) = &d.stopped {
+        let _ = writeln!(
+            out,
+            "stopped early: {s} (what was read is analysed and kept)"
+        );
+    }
+    if !r.skipped.is_empty() {
+        let parts: Vec<String> = r.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let _ = writeln!(out, "not analysed: {}", parts.join(", "));
+    }
+    let bin = format_duration_ns(r.bin_ns as f64);
+    let _ = writeln!(
+        out,
+        "\nbandwidth per {bin} bin{}:",
+        r.link_rate_bps.map_or(
+            " (no --link-rate: utilisation unknown)".into(),
+            |l| format!(", link {:.0} Mbit/s", l as f64 / 1e6)
+        )
+    );
+    let rows: Vec<Vec<String>> = r
+        .channels
+        .iter()
+        .take(d.top)
+        .map(|c| {
+            vec![
+                format!("{} {}", c.dir.name(), c.host),
+                thousands(c.bytes),
+                mbit(c.peak_bin_bytes, r.bin_ns),
+                pct(c.peak_utilisation),
+                pct(c.max_second_utilisation),
+                format_duration_ns(c.time_above_ns as f64),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "channel",
+            "bytes",
+            "peak Mbit/s",
+            "peak",
+            "busiest 1s",
+            "time in bursts",
+        ],
+        &rows,
+        "lrrrrr",
+    ));
+    if !r.bursts.is_empty() {
+        let _ = writeln!(out, "\n{} burst episode(s):", r.bursts.len());
+        let rows: Vec<Vec<String>> = r
+            .bursts
+            .iter()
+            .take(d.top)
+            .map(|b| {
+                vec![
+                    render_time(b.start_ns)
+                        + &format!("+{:03}ms", (b.start_ns % 1_000_000_000) / 1_000_000),
+                    format!("{} {}", b.dir.name(), b.host),
+                    format_duration_ns((b.end_ns - b.start_ns) as f64),
+                    pct(b.peak_utilisation),
+                    pct(b.second_utilisation),
+                    b.flows
+                        .iter()
+                        .take(3)
+                        .map(|f| format!("{} {:.0}%", f.flow, f.share * 100.0))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["start", "channel", "length", "peak", "its 1s avg", "flows"],
+            &rows,
+            "llrrrl",
+        ));
+    }
+    if !d.ports.is_empty() {
+        out.push_str("\nrequest latency (data turns, first request byte -> last response byte):\n");
+        let rows: Vec<Vec<String>> = d
+            .ports
+            .iter()
+            .map(|p| {
+                vec![
+                    p.server_port.to_string(),
+                    thousands(p.answered),
+                    thousands(p.unanswered),
+                    opt_ns(p.p50_ns),
+                    opt_ns(p.p99_ns),
+                    opt_ns(p.max_ns),
+                    opt_ns(p.server_p50_ns),
+                    opt_ns(p.server_p99_ns),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "port",
+                "answered",
+                "unanswered",
+                "p50",
+                "p99",
+                "max",
+                "server p50",
+                "server p99",
+            ],
+            &rows,
+            "rrrrrrrr",
+        ));
+    }
+    render_flows(&r.flows, d.top, &mut out);
+    let _ = writeln!(out, "\ndetectors: {}", d.detectors.join(", "));
+    if d.findings.is_empty() {
+        out.push_str("no findings: none of these detectors sees its cause in this capture\n");
+    }
+    render_findings(&d.findings, &mut out);
+    out
+}
+
+fn render_flows(flows: &[FlowSummary], top: usize, out: &mut String) {
+    let mut tcp: Vec<&FlowSummary> = flows.iter().filter(|f| f.tcp.is_some()).collect();
+    if tcp.is_empty() {
+        return;
+    }
+    tcp.sort_by_key(|f| {
+        std::cmp::Reverse(f.client_to_server.payload_bytes + f.server_to_client.payload_bytes)
+    });
+    let _ = writeln!(
+        out,
+        "\nTCP flows (largest {} of {}):",
+        top.min(tcp.len()),
+        tcp.len()
+    );
+    let rows: Vec<Vec<String>> = tcp
+        .iter()
+        .take(top)
+        .filter_map(|f| {
+            let t = f.tcp.as_ref()?;
+            let hs = t.handshake.map_or("-".into(), |h| {
+                format!(
+                    "{}/{}",
+                    opt_ns(h.server_leg_ns.map(|v| v as u64)),
+                    opt_ns(h.client_leg_ns.map(|v| v as u64))
+                )
+            });
+            let main = if t.main_sender == "server" {
+                &t.server
+            } else {
+                &t.client
+            };
+            let states = main.states.map_or("-".into(), |s| {
+                format!(
+                    "rwnd {:.0}% zero {:.0}% cong {:.0}% app {:.0}% idle {:.0}%",
+                    s.receive_window_limited * 100.0,
+                    s.zero_window * 100.0,
+                    s.congestion_or_loss_limited * 100.0,
+                    s.application_limited * 100.0,
+                    s.idle * 100.0
+                )
+            });
+            let rt = t.client.retransmissions.total() + t.server.retransmissions.total();
+            Some(vec![
+                f.id.to_string(),
+                format!("{} -> {}", f.name.client, f.name.server),
+                thousands(f.client_to_server.payload_bytes),
+                thousands(f.server_to_client.payload_bytes),
+                hs,
+                t.throughput_bps
+                    .map_or("-".into(), |b| format!("{:.1}", b / 1e6)),
+                rt.to_string(),
+                states,
+                t.close.as_ref().map_or("open".into(), |c| c.note.clone()),
+            ])
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "id",
+            "client -> server",
+            "bytes up",
+            "bytes down",
+            "handshake srv/cli",
+            "Mbit/s",
+            "retx",
+            "main sender's time",
+            "end",
+        ],
+        &rows,
+        "rlrrrrrll",
+    ));
+}

@@ -1,0 +1,89 @@
+//! `tailhunt capture`: a live interface through the same analysis, optionally written out.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tailhunt_pcap::{LiveCapture, PacketSource, PcapWriter, RawPacket, ReadError};
+
+use super::{config, ctrl_c, execute};
+use crate::cli::{CaptureArgs, Cli};
+use crate::progress;
+
+/// A live source that also writes every packet to a pcap file.
+struct Tee {
+    inner: LiveCapture,
+    out: Option<PcapWriter<BufWriter<File>>>,
+    path: String,
+}
+
+impl PacketSource for Tee {
+    fn next_packet(&mut self) -> Result<Option<RawPacket<'_>>, ReadError> {
+        let p = self.inner.next_packet()?;
+        if let (Some(p), Some(w)) = (&p, &mut self.out) {
+            w.write_packet(p.ts_ns, p.wire_len, p.data)
+                .map_err(|source| ReadError::Io {
+                    path: self.path.clone().into(),
+                    source,
+                })?;
+        }
+        Ok(p)
+    }
+
+    fn position(&self) -> u64 {
+        0
+    }
+}
+
+pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
+    let cfg = config(&a.analysis)?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| super::super::duration_flag("--duration", d))
+        .transpose()?;
+    let live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
+    let stop = live.stop_handle();
+    let out = match &a.write {
+        Some(p) => {
+            let f = File::create(p).with_context(|| format!("cannot write '{}'", p.display()))?;
+            Some(PcapWriter::new(BufWriter::new(f), live.link(), a.snaplen)?)
+        }
+        None => None,
+    };
+    let path = a
+        .write
+        .as_ref()
+        .map_or(String::new(), |p| p.display().to_string());
+    progress::catch_ctrl_c();
+    let start = Instant::now();
+    let watcher = std::thread::spawn(move || loop {
+        let done = duration.is_some_and(|d| start.elapsed() >= d);
+        if done || ctrl_c() {
+            stop.stop();
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    });
+    let tee = Tee {
+        inner: live,
+        out,
+        path,
+    };
+    let mut sources: Vec<Box<dyn PacketSource>> = vec![Box::new(tee)];
+    let inputs = vec![format!("live:{}", a.interface)];
+    let result = execute(
+        cli,
+        "capture",
+        inputs,
+        &mut sources,
+        cfg,
+        &a.analysis,
+        &mut |_| {},
+    );
+    // The analysis ended (duration, Ctrl-C or an error): make sure the watcher ends too.
+    drop(sources);
+    let _ = watcher.join();
+    result
+}
