@@ -1,0 +1,286 @@
+//! Real captures: tcpdump records a small TCP exchange on loopback five ways (Ethernet-framed
+//! `lo`, `any` as SLL2, `any -y LINUX_SLL`, `-s 128`, nanosecond precision); editcap and tshark
+//! convert each to pcapng / µs pcap / ns pcap, and gzip and zstd compress them. Every form must
+//! give the same packets, timestamps and byte totals as `tshark -T fields` says the original has.
+//! Needs root (tcpdump on a live interface); skips with a reason otherwise.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use tailhunt_pcap::{decode, open_file, PacketSource, Transport};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// A tcpdump process, killed (by its PID) if the test ends before stopping it.
+struct Tcpdump {
+    child: Child,
+}
+
+impl Tcpdump {
+    fn start(out: &Path, args: &[&str], port: u16) -> Tcpdump {
+        let mut child = Command::new("tcpdump")
+            .args(["-U", "--immediate-mode", "-Z", "root", "-w"])
+            .arg(out)
+            .args(args)
+            .arg(format!("tcp port {port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump runs (apt-get install tcpdump)");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let guard = Tcpdump { child };
+        // tcpdump prints "listening on ..." once the capture is open.
+        loop {
+            line.clear();
+            let n = err.read_line(&mut line).unwrap();
+            assert!(n > 0, "tcpdump {args:?} exited before listening");
+            if line.contains("listening on") {
+                break;
+            }
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        guard
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-INT", &pid]).status().unwrap();
+        assert!(ok.success());
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+const SIZES: [usize; 3] = [100, 5000, 70_000];
+
+/// Client sends each message, server echoes it; returns the payload bytes that crossed.
+fn exchange(listener: TcpListener) -> u64 {
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        for n in SIZES {
+            let mut buf = vec![0; n];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        }
+    });
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    for n in SIZES {
+        c.write_all(&vec![b'q'; n]).unwrap();
+        let mut back = vec![0; n];
+        c.read_exact(&mut back).unwrap();
+    }
+    server.join().unwrap();
+    drop(c);
+    2 * SIZES.iter().sum::<usize>() as u64
+}
+
+/// (timestamp ns, wire length) of every frame, as tshark reads the file.
+fn tshark_frames(path: &Path) -> Vec<(i64, u32)> {
+    let out = Command::new("tshark")
+        .args(["-r"])
+        .arg(path)
+        .args(["-T", "fields", "-e", "frame.len", "-e", "frame.time_epoch"])
+        .output()
+        .expect("tshark runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (len, ts) = l.split_once('\t').unwrap();
+            let (sec, frac) = ts.split_once('.').unwrap();
+            let frac = format!("{frac:0<9}");
+            (
+                sec.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap(),
+                len.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+struct Summary {
+    frames: Vec<(i64, u32)>,
+    max_caplen: usize,
+    payload: u64,
+    ip_bytes: u64,
+}
+
+fn read(path: &Path) -> Summary {
+    let mut r = open_file(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Summary {
+        frames: Vec::new(),
+        max_caplen: 0,
+        payload: 0,
+        ip_bytes: 0,
+    };
+    while let Some(p) = r.next_packet().unwrap_or_else(|e| panic!("{e}")) {
+        out.frames.push((p.ts_ns, p.wire_len));
+        out.max_caplen = out.max_caplen.max(p.data.len());
+        let d = decode(&p).unwrap_or_else(|s| {
+            panic!(
+                "{}: frame {} not decoded: {s:?}",
+                path.display(),
+                out.frames.len()
+            )
+        });
+        out.ip_bytes += u64::from(d.ip_len);
+        match d.transport {
+            Transport::Tcp(t) => out.payload += u64::from(t.payload_len),
+            other => panic!("not TCP: {other:?}"),
+        }
+    }
+    out
+}
+
+fn run(cmd: &str, args: &[&std::ffi::OsStr]) {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The original and its converted/compressed forms; `true` when the form keeps only µs.
+fn forms(orig: &Path, dir: &Path) -> Vec<(PathBuf, bool)> {
+    let stem = orig.file_stem().unwrap().to_string_lossy().to_string();
+    let mut v = vec![(orig.to_path_buf(), false)];
+    for (fmt, us) in [("pcapng", false), ("pcap", true), ("nsecpcap", false)] {
+        let out = dir.join(format!("{stem}.editcap.{fmt}"));
+        run(
+            "editcap",
+            &[
+                "-F".as_ref(),
+                fmt.as_ref(),
+                orig.as_os_str(),
+                out.as_os_str(),
+            ],
+        );
+        v.push((out, us));
+    }
+    let ng = dir.join(format!("{stem}.tshark.pcapng"));
+    run(
+        "tshark",
+        &[
+            "-r".as_ref(),
+            orig.as_os_str(),
+            "-w".as_ref(),
+            ng.as_os_str(),
+            "-F".as_ref(),
+            "pcapng".as_ref(),
+        ],
+    );
+    v.push((ng.clone(), false));
+    let plain = std::fs::read(orig).unwrap();
+    let gz = dir.join(format!("{stem}.pcap.gz"));
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&plain).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    v.push((gz, false));
+    let zst = dir.join(format!("{stem}.pcapng.zst"));
+    std::fs::write(
+        &zst,
+        zstd::encode_all(&std::fs::read(&ng).unwrap()[..], 3).unwrap(),
+    )
+    .unwrap();
+    v.push((zst, false));
+    v
+}
+
+#[test]
+fn tcpdump_captures_agree_with_tshark_in_every_form_root() {
+    if !is_root() {
+        eprintln!("skipped: tcpdump needs root (run the tests as root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let variants: [(&str, &[&str], bool); 5] = [
+        ("lo", &["-i", "lo"], true),
+        ("any_sll2", &["-i", "any"], false),
+        ("any_sll1", &["-i", "any", "-y", "LINUX_SLL"], false),
+        ("lo_snap128", &["-i", "lo", "-s", "128"], true),
+        (
+            "lo_nano",
+            &["-i", "lo", "--time-stamp-precision", "nano"],
+            true,
+        ),
+    ];
+    let dumps: Vec<Tcpdump> = variants
+        .iter()
+        .map(|(name, args, _)| Tcpdump::start(&dir.path().join(format!("{name}.pcap")), args, port))
+        .collect();
+    let sent = exchange(listener);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    for d in dumps {
+        d.stop();
+    }
+    for (name, _, on_lo) in variants {
+        let orig = dir.path().join(format!("{name}.pcap"));
+        let want = tshark_frames(&orig);
+        assert!(
+            want.len() >= 10,
+            "{name}: only {} frames captured",
+            want.len()
+        );
+        let first = read(&orig);
+        if on_lo {
+            assert_eq!(
+                first.payload, sent,
+                "{name}: TCP payload bytes from the IP lengths"
+            );
+        } else {
+            // `any` sees loopback traffic leaving and entering: each segment once or twice.
+            assert!(
+                first.payload == sent || first.payload == 2 * sent,
+                "{name}: {} vs {sent}",
+                first.payload
+            );
+        }
+        if name == "lo_snap128" {
+            assert!(first.max_caplen <= 128);
+        }
+        for (path, us) in forms(&orig, dir.path()) {
+            let got = read(&path);
+            let label = path.file_name().unwrap().to_string_lossy().to_string();
+            assert_eq!(got.frames.len(), want.len(), "{label}: packet count");
+            for (i, (g, w)) in got.frames.iter().zip(&want).enumerate() {
+                assert_eq!(g.1, w.1, "{label}: frame {i} length");
+                if us {
+                    assert_eq!(g.0 / 1000, w.0 / 1000, "{label}: frame {i} time (µs)");
+                } else {
+                    assert_eq!(g.0, w.0, "{label}: frame {i} time");
+                }
+            }
+            assert_eq!(
+                (got.payload, got.ip_bytes),
+                (first.payload, first.ip_bytes),
+                "{label}: byte totals"
+            );
+        }
+    }
+}
