@@ -6,7 +6,9 @@
 //! shape (log-normal, Pareto, mixtures, the trimodal "fragile p90" set). Tests use them as
 //! ground truth, the demo imports one, and benchmarks use them as load. Later issues add network
 //! namespaces, shaped links and scenarios here.
+//! [`link`] emulates a wide-area link (delay, jitter, rate, queue, loss) between two namespaces.
 #![deny(missing_docs)]
 
+pub mod link;
 pub mod netns;
 pub mod synth;

@@ -1,0 +1,182 @@
+//! The TUN link emulator between two real namespaces: delay accuracy, rate, loss, config
+//! errors, clean-up. Tests named `_root` need root and skip with a reason otherwise.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use tailhunt_lab::link::measure::{tcp_bulk, udp_ping_pong, UdpEcho};
+use tailhunt_lab::link::{EmulatedLink, LinkConfig, LinkError};
+use tailhunt_lab::netns::Netns;
+
+const MS: u64 = 1_000_000;
+const A: &str = "198.18.10.1/30";
+const B: &str = "198.18.10.2/30";
+
+fn namespaces(test: &str) -> Option<(Netns, Netns)> {
+    match (
+        Netns::new(&format!("{test}a")),
+        Netns::new(&format!("{test}b")),
+    ) {
+        (Ok(a), Ok(b)) => Some((a, b)),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn b_addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([198, 18, 10, 2], port))
+}
+
+/// 1k datagrams/s over 40 ms each way: the round trip is 80 ms to within 1 ms at p99, and
+/// never shorter than 80 ms.
+#[test]
+fn delay_80ms_rtt_p99_within_1ms_root() {
+    let Some((a, b)) = namespaces("acc") else {
+        return;
+    };
+    let cfg = LinkConfig::delay_ms(40);
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    let echo = UdpEcho::start(b.name(), b_addr(0)).unwrap();
+    let pp = udp_ping_pong(a.name(), echo.addr(), 1000, Duration::from_secs(4), 64).unwrap();
+    let (min, p50, p99) = (
+        pp.rtt_quantile_ns(0.0),
+        pp.rtt_quantile_ns(0.5),
+        pp.rtt_quantile_ns(0.99),
+    );
+    eprintln!(
+        "sent {} lost {} rtt min {min} p50 {p50} p99 {p99} ns; {:?}",
+        pp.sent,
+        pp.lost(),
+        link.stats()
+    );
+    assert_eq!(pp.sent, 4000);
+    assert_eq!(pp.lost(), 0);
+    assert!(min >= 80 * MS, "faster than the configured delay: {min} ns");
+    assert!(p99 <= 81 * MS, "p99 {p99} ns is more than 1 ms over 80 ms");
+    let s = link.stats();
+    assert_eq!(s.forward.packets_forwarded, 4000);
+    assert_eq!(s.reverse.packets_forwarded, 4000);
+}
+
+/// A bulk TCP transfer through a 20 Mbit/s link gets 15-21 Mbit/s.
+#[test]
+fn rate_20mbit_bulk_tcp_gets_15_to_21_mbit_root() {
+    let Some((a, b)) = namespaces("rate") else {
+        return;
+    };
+    let cfg = LinkConfig {
+        rate_bps: Some(20_000_000),
+        queue_bytes: 100_000,
+        ..LinkConfig::delay_ms(5)
+    };
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    let bulk = tcp_bulk(a.name(), b.name(), b_addr(0), Duration::from_secs(5)).unwrap();
+    let mbit = bulk.goodput_bps() / 1e6;
+    eprintln!("{bulk:?}: {mbit:.2} Mbit/s; {:?}", link.stats());
+    assert!((15.0..=21.0).contains(&mbit), "{mbit:.2} Mbit/s");
+    assert!(
+        link.stats().forward.dropped_queue > 0,
+        "the queue never filled"
+    );
+}
+
+/// Loss 0.1 on the forward direction drops about 10% of datagrams, and the stats count them.
+#[test]
+fn loss_10_percent_drops_about_10_percent_root() {
+    let Some((a, b)) = namespaces("loss") else {
+        return;
+    };
+    let forward = LinkConfig {
+        loss: 0.1,
+        seed: 42,
+        ..LinkConfig::delay_ms(1)
+    };
+    let link = EmulatedLink::start(&a, A, &b, B, forward, LinkConfig::delay_ms(1)).unwrap();
+    let echo = UdpEcho::start(b.name(), b_addr(0)).unwrap();
+    let pp = udp_ping_pong(a.name(), echo.addr(), 1000, Duration::from_secs(3), 64).unwrap();
+    let s = link.stats();
+    eprintln!("sent {} lost {}; {s:?}", pp.sent, pp.lost());
+    let share = pp.lost() as f64 / pp.sent as f64;
+    // 3000 draws of p = 0.1: the standard deviation is 0.55 points; allow 4 of them.
+    assert!((0.078..=0.122).contains(&share), "lost {share:.3}");
+    assert_eq!(s.forward.dropped_loss, pp.lost());
+    assert_eq!(s.reverse.dropped_loss, 0);
+}
+
+/// Impossible configurations are refused before anything is created, naming the value.
+#[test]
+fn bad_configs_give_clear_errors() {
+    let ok = LinkConfig::delay_ms(40);
+    let cases: [(LinkConfig, LinkConfig, &str); 4] = [
+        (
+            LinkConfig {
+                rate_bps: Some(0),
+                ..ok
+            },
+            ok,
+            "forward: rate 0 bit/s is impossible",
+        ),
+        (
+            ok,
+            LinkConfig {
+                rate_bps: Some(100_000_000_000),
+                ..ok
+            },
+            "reverse: rate 100000000000 bit/s is impossible",
+        ),
+        (
+            LinkConfig {
+                queue_bytes: 1000,
+                ..ok
+            },
+            ok,
+            "queue of 1000 bytes cannot hold one 1500-byte packet",
+        ),
+        (
+            LinkConfig { loss: 2.0, ..ok },
+            ok,
+            "loss probability 2 is outside 0..1",
+        ),
+    ];
+    for (f, r, want) in cases {
+        let e = EmulatedLink::start_in("no-such-a", A, "no-such-b", B, f, r).unwrap_err();
+        assert!(e.to_string().contains(want), "{e} should say {want:?}");
+    }
+    let e = EmulatedLink::start_in("x", "198.18.10.1", "y", B, ok, ok).unwrap_err();
+    assert!(matches!(e, LinkError::Address { .. }), "{e}");
+    assert!(e.to_string().contains("'198.18.10.1'"), "{e}");
+}
+
+/// After drop no TUN device is left, in the namespaces or outside; the namespaces stay.
+#[test]
+fn drop_removes_devices_and_keeps_namespaces_root() {
+    let Some((a, b)) = namespaces("drop") else {
+        return;
+    };
+    let cfg = LinkConfig::delay_ms(2);
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    a.run(&["ping", "-c", "2", "-i", "0.2", "-W", "2", "198.18.10.2"])
+        .unwrap();
+    let (da, db) = link.device_names();
+    assert!(a.run(&["ip", "link", "show", &da]).is_ok());
+    drop(link);
+    for (ns, dev) in [(&a, &da), (&b, &db)] {
+        assert!(
+            ns.run(&["ip", "link", "show", dev]).is_err(),
+            "{dev} left in {}",
+            ns.name()
+        );
+        let root = Command::new("ip")
+            .args(["link", "show", dev])
+            .output()
+            .unwrap();
+        assert!(!root.status.success(), "{dev} left in the root namespace");
+        assert!(
+            ns.run(&["ip", "link", "show", "lo"]).is_ok(),
+            "namespace gone"
+        );
+    }
+}
