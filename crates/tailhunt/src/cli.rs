@@ -176,6 +176,63 @@ pub struct LabArgs {
 pub enum LabCommand {
     /// Write a synthetic latency data set with known ground truth as CSV (latency_ns).
     Synth(SynthArgs),
+    /// Emulate a wide-area link (delay, jitter, rate, queue, loss) between two namespaces on
+    /// TUN devices, until Ctrl-C or --duration; then print what it forwarded and dropped.
+    Link(LinkArgs),
+}
+
+/// `tailhunt lab link`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example: tailhunt lab link --create --delay 40ms --rate 100mbit --duration 60s"
+)]
+pub struct LinkArgs {
+    /// Namespace of end A (`ip netns list`); the link's forward direction is A to B.
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "create",
+        conflicts_with = "create"
+    )]
+    pub a_ns: Option<String>,
+    /// Namespace of end B.
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "create",
+        conflicts_with = "create"
+    )]
+    pub b_ns: Option<String>,
+    /// Create two namespaces for the link (deleted on exit) and print how to use them.
+    #[arg(long)]
+    pub create: bool,
+    /// Address of end A, with prefix length.
+    #[arg(long, default_value = "198.18.10.1/30", value_name = "CIDR")]
+    pub a_addr: String,
+    /// Address of end B, with prefix length.
+    #[arg(long, default_value = "198.18.10.2/30", value_name = "CIDR")]
+    pub b_addr: String,
+    /// One-way delay, each direction (the round trip is twice this).
+    #[arg(long, default_value = "0ms")]
+    pub delay: String,
+    /// Jitter: each packet's delay is uniform in delay +/- jitter; packets are never reordered.
+    #[arg(long, default_value = "0ms")]
+    pub jitter: String,
+    /// Rate limit each way, e.g. 100mbit, 20mbit (default unlimited).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Drop-tail queue in front of the rate limit, e.g. 1MB, 64KiB.
+    #[arg(long, default_value = "1MB")]
+    pub queue: String,
+    /// Probability of dropping each packet, each way (0..1, e.g. 0.001).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Seed for loss and jitter.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<String>,
 }
 
 /// Shapes `lab synth` can generate.

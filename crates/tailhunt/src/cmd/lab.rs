@@ -1,13 +1,18 @@
-//! `tailhunt lab`.
+//! `tailhunt lab`: synthetic data sets (`synth`) and the link emulator (`link`).
 
 use std::io::Write;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use serde::Serialize;
+use tailhunt_lab::link::{units, DirectionStats, EmulatedLink, LinkConfig};
+use tailhunt_lab::netns::Netns;
 use tailhunt_lab::synth;
 use tailhunt_report::doc::WrittenDoc;
 
-use crate::cli::{Cli, Shape, SynthArgs};
+use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;
+use crate::progress;
 
 pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
     let median = tailhunt_model::parse_duration_ns(&a.median, None)
@@ -36,4 +41,135 @@ pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
         })?;
     }
     Ok(())
+}
+
+/// What `lab link` prints when it stops (`--json`: this document).
+#[derive(Debug, Serialize)]
+struct LinkDoc {
+    a_ns: String,
+    b_ns: String,
+    a_addr: String,
+    b_addr: String,
+    delay_ns: u64,
+    jitter_ns: u64,
+    rate_bps: Option<u64>,
+    queue_bytes: u64,
+    loss: f64,
+    ran_ns: u64,
+    forward: DirectionStats,
+    reverse: DirectionStats,
+}
+
+fn link_config(a: &LinkArgs) -> Result<LinkConfig> {
+    let ns = |flag: &str, text: &str| -> Result<u64> {
+        Ok(super::duration_flag(flag, text)?.as_nanos() as u64)
+    };
+    Ok(LinkConfig {
+        delay_ns: ns("--delay", &a.delay)?,
+        jitter_ns: ns("--jitter", &a.jitter)?,
+        rate_bps: a
+            .rate
+            .as_deref()
+            .map(units::parse_rate_bps)
+            .transpose()
+            .context("--rate")?,
+        queue_bytes: units::parse_bytes(&a.queue).context("--queue")?,
+        loss: a.loss,
+        seed: a.seed,
+    })
+}
+
+pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
+    let cfg = link_config(a)?;
+    // Check the flags before creating anything.
+    cfg.validate("link")?;
+    let until = a
+        .duration
+        .as_deref()
+        .map(|d| super::duration_flag("--duration", d))
+        .transpose()?;
+    // Namespaces made with --create live as long as this command.
+    let created = if a.create {
+        let na = Netns::new("link-a").context("--create: creating namespace A")?;
+        let nb = Netns::new("link-b").context("--create: creating namespace B")?;
+        Some((na, nb))
+    } else {
+        None
+    };
+    let (a_ns, b_ns) = match &created {
+        Some((na, nb)) => (na.name().to_string(), nb.name().to_string()),
+        None => (
+            a.a_ns.clone().unwrap_or_default(),
+            a.b_ns.clone().unwrap_or_default(),
+        ),
+    };
+    progress::catch_ctrl_c();
+    let emulator = EmulatedLink::start_in(&a_ns, &a.a_addr, &b_ns, &a.b_addr, cfg, cfg)
+        .with_context(|| format!("starting the link between '{a_ns}' and '{b_ns}'"))?;
+    let (ia, ib) = (emulator.a_addr(), emulator.b_addr());
+    let shape = match cfg.rate_bps {
+        Some(r) => format!("{}, queue {} bytes", units::format_rate(r), cfg.queue_bytes),
+        None => "no rate limit".to_string(),
+    };
+    // Status goes to stderr so that stdout holds only the final report (or JSON).
+    eprintln!(
+        "link up: {a_ns} ({ia}) <-> {b_ns} ({ib}): delay {} +/- {} one way, {shape}, loss {}",
+        a.delay, a.jitter, cfg.loss
+    );
+    if a.create {
+        eprintln!("try: ip netns exec {a_ns} ping {ib}");
+    }
+    eprintln!("Ctrl-C to stop");
+    let _ = std::io::stderr().flush();
+    let started = Instant::now();
+    while !progress::interrupted() && until.is_none_or(|u| started.elapsed() < u) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = emulator.stats();
+    drop(emulator);
+    let doc = LinkDoc {
+        a_ns,
+        b_ns,
+        a_addr: ia.to_string(),
+        b_addr: ib.to_string(),
+        delay_ns: cfg.delay_ns,
+        jitter_ns: cfg.jitter_ns,
+        rate_bps: cfg.rate_bps,
+        queue_bytes: cfg.queue_bytes,
+        loss: cfg.loss,
+        ran_ns: started.elapsed().as_nanos() as u64,
+        forward: stats.forward,
+        reverse: stats.reverse,
+    };
+    output::print(cli.json, &doc, link_text)
+}
+
+fn link_text(d: &LinkDoc) -> String {
+    let mut s = format!(
+        "ran {:.1} s\n{:<8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>12}\n",
+        d.ran_ns as f64 / 1e9,
+        "dir",
+        "pkts in",
+        "bytes in",
+        "forwarded",
+        "bytes fwd",
+        "drop q",
+        "drop loss",
+        "late p99",
+        "late max"
+    );
+    for (name, x) in [("a->b", &d.forward), ("b->a", &d.reverse)] {
+        s.push_str(&format!(
+            "{name:<8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}us {:>10}us\n",
+            x.packets_in,
+            x.bytes_in,
+            x.packets_forwarded,
+            x.bytes_forwarded,
+            x.dropped_queue,
+            x.dropped_loss,
+            x.lateness_p99_ns / 1000,
+            x.lateness_max_ns / 1000,
+        ));
+    }
+    s
 }

@@ -31,6 +31,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Capture(a) => pcap::run_live(cli, a),
         Command::Lab(l) => match &l.command {
             LabCommand::Synth(a) => lab::synth(cli, a),
+            LabCommand::Link(a) => lab::link(cli, a),
         },
     }
 }
