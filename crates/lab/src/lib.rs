@@ -7,8 +7,10 @@
 //! ground truth, the demo imports one, and benchmarks use them as load. Later issues add network
 //! namespaces, shaped links and scenarios here.
 //! [`link`] emulates a wide-area link (delay, jitter, rate, queue, loss) between two namespaces.
+//! [`scenario`] generates packet captures of the root causes with the ground truth recorded.
 #![deny(missing_docs)]
 
 pub mod link;
 pub mod netns;
+pub mod scenario;
 pub mod synth;

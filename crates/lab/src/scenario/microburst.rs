@@ -1,0 +1,156 @@
+//! Microburst (root cause #1): db replies fill the cache's shaped link while api requests wait.
+//!
+//! In: the output directory. Out: the truth (schema in the parent module's docs), after the
+//! cache, dbs and api client (`py/microburst.py`) ran for [`DURATION_MS`] and tcpdump recorded
+//! the cache's interface.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::procs::{Capture, Proc};
+use super::{median, python, read_part, Out, ScenarioError};
+use crate::netns::{veth, Netns};
+
+const CACHE: &str = "198.18.2.2";
+const FAR: &str = "198.18.2.1";
+const DBS: [&str; 4] = ["198.18.2.11", "198.18.2.12", "198.18.2.13", "198.18.2.14"];
+const API: &str = "198.18.2.21";
+const CACHE_PORT: &str = "7000";
+const DB_PORT: &str = "7100";
+const REPLY_BYTES: &str = "120000";
+const INTERVAL_MS: &str = "300";
+const API_PERIOD_US: &str = "2000";
+/// How long the api client sends.
+pub(crate) const DURATION_MS: u64 = 4000;
+const RATE_BPS: u64 = 100_000_000;
+// A 200 ms tbf queue holds 2.5 MB at 100 Mbit/s: far more than one burst (480 kB), so bursts
+// wait in the queue (delay) and are never dropped.
+const SHAPER: [&str; 7] = [
+    "tbf", "rate", "100mbit", "burst", "16kb", "latency", "200ms",
+];
+
+pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
+    let script = out.script("microburst.py", include_str!("../../py/microburst.py"))?;
+    let cache = Netns::new("mb-cache")?;
+    let far = Netns::new("mb-far")?;
+    let (cache_end, far_end) = veth(&cache, &format!("{CACHE}/24"), &far, &format!("{FAR}/24"))?;
+    for a in DBS.iter().chain([&API]) {
+        far.run(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{a}/24"),
+            "dev",
+            &far_end.iface,
+        ])?;
+    }
+    let mut tc = vec!["tc", "qdisc", "add", "dev", &far_end.iface, "root"];
+    tc.extend_from_slice(&SHAPER);
+    far.run(&tc)?;
+
+    let pcap = out.file("pcap");
+    let capture = Capture::start(&cache, &cache_end.iface, &pcap, 0)?;
+    let py = python();
+    let dbs = DBS.join(",");
+    let mut db = Proc::spawn(
+        &far,
+        "microburst db",
+        &[py, &script, "db", &dbs, DB_PORT, REPLY_BYTES],
+    )?;
+    db.wait_line("READY", Duration::from_secs(10))?;
+    let cache_part = out.part("cache")?;
+    let mut cache_proc = Proc::spawn(
+        &cache,
+        "microburst cache",
+        &[
+            py,
+            &script,
+            "cache",
+            CACHE,
+            CACHE_PORT,
+            &dbs,
+            DB_PORT,
+            INTERVAL_MS,
+            REPLY_BYTES,
+            &cache_part,
+        ],
+    )?;
+    cache_proc.wait_line("READY", Duration::from_secs(10))?;
+    let api_part = out.part("api")?;
+    let duration = DURATION_MS.to_string();
+    let mut api = Proc::spawn(
+        &far,
+        "microburst api",
+        &[
+            py,
+            &script,
+            "api",
+            CACHE,
+            CACHE_PORT,
+            API,
+            API_PERIOD_US,
+            &duration,
+            &api_part,
+        ],
+    )?;
+    api.wait_success(Duration::from_millis(DURATION_MS + 10_000))?;
+    cache_proc.wait_success(Duration::from_secs(5))?;
+    drop(db);
+    let capture = capture.stop("cache")?;
+    let (cache_truth, api_truth) = (read_part(&cache_part)?, read_part(&api_part)?);
+    Ok(truth(capture, &far_end.iface, cache_truth, api_truth))
+}
+
+fn truth(capture: Value, shaped_iface: &str, cache: Value, api: Value) -> Value {
+    let bursts = cache["bursts"].as_array().cloned().unwrap_or_default();
+    let requests = api["requests"].as_array().cloned().unwrap_or_default();
+    let slow: Vec<i64> = api["slow_seqs"]
+        .as_array()
+        .map(|v| v.iter().filter_map(Value::as_i64).collect())
+        .unwrap_or_default();
+    let slow_during_burst = slow
+        .iter()
+        .filter(|&&seq| {
+            let Some(r) = usize::try_from(seq).ok().and_then(|i| requests.get(i)) else {
+                return false;
+            };
+            let (send, reply) = (r["send_ns"].as_i64(), r["reply_ns"].as_i64());
+            let (Some(send), Some(reply)) = (send, reply) else {
+                return false;
+            };
+            bursts.iter().any(|b| {
+                let (start, end) = (b["request_ns"].as_i64(), b["end_ns"].as_i64());
+                matches!((start, end), (Some(s), Some(e)) if send <= e && reply >= s)
+            })
+        })
+        .count();
+    let latencies = requests
+        .iter()
+        .filter_map(|r| r["latency_ns"].as_i64())
+        .collect();
+    json!({
+        "capture": capture,
+        "link": {
+            "rate_bps": RATE_BPS,
+            "shaper": SHAPER.join(" "),
+            "shaped_iface": shaped_iface,
+            "direction": "far -> cache",
+        },
+        "cache": format!("{CACHE}:{CACHE_PORT}"),
+        "cache_pid": cache["cache_pid"],
+        "api_pid": api["api_pid"],
+        "db_flows": cache["db_flows"],
+        "api_flow": api["api_flow"],
+        "reply_bytes_per_db": cache["reply_bytes_per_db"],
+        "burst_interval_ns": cache["burst_interval_ns"],
+        "bursts": bursts,
+        "api_period_ns": api["period_ns"],
+        "api_requests": requests,
+        "api_unanswered": api["unanswered"],
+        "median_latency_ns": median(latencies),
+        "slow_threshold_ns": api["slow_threshold_ns"],
+        "slow_seqs": slow,
+        "slow_during_burst": slow_during_burst,
+    })
+}

@@ -1,0 +1,208 @@
+//! Each capture scenario generates a pcap tshark can read and a truth holding the planted
+//! event, and leaves no namespace behind. Needs root (CI has it); skips with a reason otherwise.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+use tailhunt_lab::scenario::{generate, CaptureScenario, GeneratedCapture};
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Generates `s` into a fresh directory, or None (with the reason printed) when not root.
+fn generated(s: CaptureScenario) -> Option<GeneratedCapture> {
+    if !is_root() {
+        eprintln!("skipped: capture scenarios need root (network namespaces, tcpdump)");
+        return None;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("scenario-{}", s.name()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let g = generate(s, &dir).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
+    assert_no_namespace_left();
+    assert!(g.pcap.exists(), "{} missing", g.pcap.display());
+    let text = std::fs::read_to_string(&g.truth_path).unwrap();
+    let reread: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        reread, g.truth,
+        "truth file differs from the returned truth"
+    );
+    assert_eq!(g.truth["scenario"], s.name());
+    assert_eq!(g.truth["capture"]["packets_dropped_by_kernel"], 0);
+    Some(g)
+}
+
+/// The namespaces of this test process (`th-<role>-<pid>-<n>`) are all gone. Each scenario
+/// removes its own before `generate` returns, so any left over is a leak.
+fn assert_no_namespace_left() {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    let pid = std::process::id();
+    for role in [
+        "mb-cache",
+        "mb-far",
+        "nagle-cli",
+        "nagle-srv",
+        "to-cli",
+        "to-srv",
+    ] {
+        let prefix = format!("th-{role}-{pid}-");
+        assert!(!list.contains(&prefix), "{prefix}* left behind: {list}");
+    }
+}
+
+/// `tshark -r PCAP -Y FILTER -T fields -e ...`: one Vec of fields per packet.
+fn tshark(g: &GeneratedCapture, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut c = Command::new("tshark");
+    c.arg("-r")
+        .arg(&g.pcap)
+        .args(["-Y", filter, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let out = c.output().expect("tshark runs (apt-get install tshark)");
+    assert!(
+        out.status.success(),
+        "tshark -r {}: {}",
+        g.pcap.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+fn epoch_ns(field: &str) -> i64 {
+    let (s, frac) = field.split_once('.').unwrap_or((field, "0"));
+    let frac = format!("{frac:0<9}");
+    s.parse::<i64>().unwrap() * 1_000_000_000 + frac[..9].parse::<i64>().unwrap()
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+fn median(mut v: Vec<i64>) -> i64 {
+    v.sort_unstable();
+    v[(v.len() - 1) / 2]
+}
+
+#[test]
+fn nagle_body_leaves_a_delayed_ack_after_the_header_root() {
+    let Some(g) = generated(CaptureScenario::Nagle) else {
+        return;
+    };
+    let t = &g.truth;
+    assert_eq!(t["client_nodelay"], false);
+    assert_eq!(t["server_nodelay"], false);
+    let reqs = t["requests"].as_array().unwrap();
+    assert!(reqs.len() >= 55, "only {} requests", reqs.len());
+    let med = int(&t["median_latency_ns"]);
+    assert!((30_000_000..=60_000_000).contains(&med), "median {med} ns");
+    // In the capture: each 20-byte header is followed by its 80-byte body ~40 ms later.
+    let client = t["flow"]["client"].as_str().unwrap();
+    let (addr, port) = client.split_once(':').unwrap();
+    let filter = format!("ip.src=={addr} && tcp.srcport=={port} && tcp.len>0");
+    let segs = tshark(&g, &filter, &["frame.time_epoch", "tcp.len"]);
+    let mut gaps = Vec::new();
+    for w in segs.windows(2) {
+        if w[0][1] == "20" && w[1][1] == "80" {
+            gaps.push(epoch_ns(&w[1][0]) - epoch_ns(&w[0][0]));
+        }
+    }
+    assert!(
+        gaps.len() >= 40,
+        "{} header/body pairs: {segs:?}",
+        gaps.len()
+    );
+    let gap = median(gaps);
+    assert!(
+        (30_000_000..=60_000_000).contains(&gap),
+        "body held {gap} ns"
+    );
+    // The truth's stall agrees with the capture within a few ms.
+    let stall = int(&t["median_body_stall_ns"]);
+    assert!(
+        (stall - gap).abs() < 5_000_000,
+        "truth {stall} vs capture {gap}"
+    );
+}
+
+#[test]
+fn microburst_slow_api_requests_wait_behind_bursts_root() {
+    let Some(g) = generated(CaptureScenario::Microburst) else {
+        return;
+    };
+    let t = &g.truth;
+    let bursts = t["bursts"].as_array().unwrap();
+    assert!(bursts.len() >= 10, "{} bursts", bursts.len());
+    for b in bursts {
+        let len = int(&b["end_ns"]) - int(&b["start_ns"]);
+        // 480 kB at 100 Mbit/s is 38 ms on the wire.
+        assert!(
+            (10_000_000..300_000_000).contains(&len),
+            "burst of {len} ns"
+        );
+        assert_eq!(b["per_db"].as_array().unwrap().len(), 4);
+    }
+    assert_eq!(t["api_unanswered"], 0);
+    let slow = t["slow_seqs"].as_array().unwrap();
+    let during = int(&t["slow_during_burst"]);
+    assert!(slow.len() >= 10, "{} slow api requests", slow.len());
+    assert!(
+        during * 10 >= slow.len() as i64 * 8,
+        "{during} of {} slow in bursts",
+        slow.len()
+    );
+    // The capture holds the db replies and the api requests.
+    let db = t["db_flows"][0]["server"].as_str().unwrap();
+    let (addr, port) = db.split_once(':').unwrap();
+    let db_bytes: i64 = tshark(
+        &g,
+        &format!("ip.src=={addr} && tcp.srcport=={port}"),
+        &["tcp.len"],
+    )
+    .iter()
+    .map(|f| f[0].parse::<i64>().unwrap_or(0))
+    .sum();
+    let want = int(&t["reply_bytes_per_db"]) * bursts.len() as i64;
+    assert!(
+        db_bytes >= want,
+        "{db_bytes} bytes from {db}, truth says {want}"
+    );
+}
+
+#[test]
+fn client_timeout_closes_after_two_seconds_and_resets_follow_root() {
+    let Some(g) = generated(CaptureScenario::ClientTimeout) else {
+        return;
+    };
+    let t = &g.truth;
+    let waited = int(&t["close_ns"]) - int(&t["request_ns"]);
+    let timeout = int(&t["timeout_ns"]);
+    assert_eq!(timeout, 2_000_000_000);
+    assert!(
+        (timeout..timeout + 300_000_000).contains(&waited),
+        "closed after {waited} ns"
+    );
+    assert!(int(&t["bytes_received"]) < int(&t["bytes_requested"]));
+    assert!(t["server"]["send_error"].is_string(), "{}", t["server"]);
+    let client = t["flow"]["client"].as_str().unwrap();
+    let (addr, port) = client.split_once(':').unwrap();
+    let resets = tshark(
+        &g,
+        &format!("ip.src=={addr} && tcp.srcport=={port} && tcp.flags.reset==1"),
+        &["frame.time_epoch"],
+    );
+    assert!(!resets.is_empty(), "no reset from the client");
+    assert!(epoch_ns(&resets[0][0]) >= int(&t["close_ns"]) - 1_000_000);
+}
