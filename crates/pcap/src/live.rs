@@ -194,7 +194,7 @@ impl PacketSource for LiveCapture {
                     self.buf.clear();
                     self.buf.extend_from_slice(p.data);
                     let ts = p.header.ts;
-                    let ts_ns = i64::from(ts.tv_sec) * 1_000_000_000 + i64::from(ts.tv_usec);
+                    let ts_ns = ts.tv_sec * 1_000_000_000 + ts.tv_usec;
                     break (ts_ns, p.header.len);
                 }
                 Err(pcap::Error::TimeoutExpired) => continue,

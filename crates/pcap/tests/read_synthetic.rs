@@ -288,3 +288,76 @@ fn missing_file_is_an_io_error_naming_it() {
     assert!(matches!(e, ReadError::Io { .. }));
     assert!(e.to_string().contains("/nonexistent/x.pcap"));
 }
+
+#[test]
+fn pcap_writer_output_reads_back_and_tshark_agrees() {
+    let frames = small_frames(5);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.pcap");
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut w =
+        tailhunt_pcap::PcapWriter::new(file, tailhunt_pcap::LinkType::Ethernet, 64).unwrap();
+    for (ts, wire, data) in &frames {
+        w.write_packet(*ts, *wire, data).unwrap();
+    }
+    assert_eq!(w.packets(), 5);
+    w.finish().unwrap();
+    let (pkts, err) = read_all(&std::fs::read(&path).unwrap());
+    assert!(err.is_none(), "{err:?}");
+    let got: Vec<(i64, u32, usize)> = pkts.iter().map(|p| (p.0, p.3, p.4.len())).collect();
+    let want: Vec<(i64, u32, usize)> = frames
+        .iter()
+        .map(|f| (f.0, f.1, f.2.len().min(64)))
+        .collect();
+    assert_eq!(got, want);
+    let out = std::process::Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+        ])
+        .output()
+        .expect("tshark runs (apt-get install tshark)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let want: Vec<String> = want
+        .iter()
+        .map(|(ts, wire, cap)| {
+            format!(
+                "{}.{:09}\t{wire}\t{cap}",
+                ts / 1_000_000_000,
+                ts % 1_000_000_000
+            )
+        })
+        .collect();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn open_reader_reads_a_stream_such_as_stdin() {
+    let plain = pcap_file(Order::Little, true, 1, &small_frames(3));
+    let gz = gzip(&plain);
+    let mut r = tailhunt_pcap::open_reader("-", Box::new(std::io::Cursor::new(gz))).unwrap();
+    use tailhunt_pcap::PacketSource;
+    let mut n = 0;
+    while r.next_packet().unwrap().is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 3);
+    assert_eq!(r.format_name(), "pcap");
+}

@@ -125,7 +125,7 @@ impl PcapngFormat {
                 }
             }
             let len = u32_at(input.available(), 4, self.big_endian) as usize;
-            if len < 12 || len % 4 != 0 {
+            if len < 12 || !len.is_multiple_of(4) {
                 return Err(input.corrupt(format!(
                     "block length {len} (must be a multiple of 4, at least 12)"
                 )));

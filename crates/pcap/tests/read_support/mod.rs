@@ -34,7 +34,7 @@ pub fn ipv4_tcp(
     payload: &[u8],
 ) -> Vec<u8> {
     let mut tcp_opts = opts.to_vec();
-    while tcp_opts.len() % 4 != 0 {
+    while !tcp_opts.len().is_multiple_of(4) {
         tcp_opts.push(1);
     }
     let thl = 20 + tcp_opts.len();
@@ -86,7 +86,7 @@ pub fn pcap_file(order: Order, nano: bool, link: u32, pkts: &[(i64, u32, Vec<u8>
 /// A pcapng block of `kind` with `body` (padded), both lengths filled in.
 pub fn block(order: Order, kind: u32, body: &[u8]) -> Vec<u8> {
     let mut body = body.to_vec();
-    while body.len() % 4 != 0 {
+    while !body.len().is_multiple_of(4) {
         body.push(0);
     }
     let len = (12 + body.len()) as u32;
@@ -182,13 +182,11 @@ pub fn small_frames(n: usize) -> Vec<(i64, u32, Vec<u8>)> {
         .collect()
 }
 
+/// One packet as read: (ts_ns, iface, link number, wire_len, data).
+pub type Pkt = (i64, u32, u32, u32, Vec<u8>);
+
 /// Reads every packet: (ts_ns, iface, link number, wire_len, data) and the final error, if any.
-pub fn read_all(
-    bytes: &[u8],
-) -> (
-    Vec<(i64, u32, u32, u32, Vec<u8>)>,
-    Option<tailhunt_pcap::ReadError>,
-) {
+pub fn read_all(bytes: &[u8]) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
     use tailhunt_pcap::PacketSource;
     let mut r =
         match tailhunt_pcap::open_reader("test", Box::new(std::io::Cursor::new(bytes.to_vec()))) {
