@@ -27,7 +27,7 @@ fn generated(s: CaptureScenario) -> Option<GeneratedCapture> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("scenario-{}", s.name()));
     let _ = std::fs::remove_dir_all(&dir);
     let g = generate(s, &dir).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
-    assert_no_namespace_left();
+    assert_no_namespace_left(s);
     assert!(g.pcap.exists(), "{} missing", g.pcap.display());
     let text = std::fs::read_to_string(&g.truth_path).unwrap();
     let reread: Value = serde_json::from_str(&text).unwrap();
@@ -40,20 +40,22 @@ fn generated(s: CaptureScenario) -> Option<GeneratedCapture> {
     Some(g)
 }
 
-/// The namespaces of this test process (`th-<role>-<pid>-<n>`) are all gone. Each scenario
-/// removes its own before `generate` returns, so any left over is a leak.
-fn assert_no_namespace_left() {
+/// The namespaces `s` creates (`th-<role>-<pid>-<n>`, this test process's pid) are all gone:
+/// a scenario removes its own before `generate` returns, so any left over is a leak. (Other
+/// scenarios may be running beside it, so only its own roles are checked.)
+fn assert_no_namespace_left(s: CaptureScenario) {
+    let roles: &[&str] = match s {
+        CaptureScenario::Microburst => &["mb-cache", "mb-far"],
+        CaptureScenario::Nagle => &["nagle-cli", "nagle-srv"],
+        CaptureScenario::ClientTimeout => &["to-cli", "to-srv"],
+        CaptureScenario::SmallRcvbuf | CaptureScenario::CleanBulk => {
+            &["bulk-cli", "bulk-gw", "bulk-srv"]
+        }
+    };
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&out.stdout);
     let pid = std::process::id();
-    for role in [
-        "mb-cache",
-        "mb-far",
-        "nagle-cli",
-        "nagle-srv",
-        "to-cli",
-        "to-srv",
-    ] {
+    for role in roles {
         let prefix = format!("th-{role}-{pid}-");
         assert!(!list.contains(&prefix), "{prefix}* left behind: {list}");
     }
@@ -205,4 +207,48 @@ fn client_timeout_closes_after_two_seconds_and_resets_follow_root() {
     );
     assert!(!resets.is_empty(), "no reset from the client");
     assert!(epoch_ns(&resets[0][0]) >= int(&t["close_ns"]) - 1_000_000);
+}
+
+#[test]
+fn small_rcvbuf_download_is_slower_than_autotuned_root() {
+    let Some(small) = generated(CaptureScenario::SmallRcvbuf) else {
+        return;
+    };
+    let Some(clean) = generated(CaptureScenario::CleanBulk) else {
+        return;
+    };
+    let (s, c) = (&small.truth, &clean.truth);
+    assert_eq!(s["rcvbuf_requested"], 65536);
+    assert!(c["rcvbuf_requested"].is_null());
+    for t in [s, c] {
+        assert_eq!(t["bytes_received"], t["bytes"]);
+        assert_eq!(t["capture"]["snaplen"], 128);
+    }
+    // About rwnd/RTT: 64 kB per 80 ms is 0.8 MB/s, against ~10 MB/s with autotuning.
+    let (ts, tc) = (int(&s["transfer_ns"]), int(&c["transfer_ns"]));
+    assert!(ts > 2 * tc, "small-rcvbuf {ts} ns vs clean {tc} ns");
+    let rtt = int(&s["link"]["rtt_ns"]);
+    let bytes = int(&s["bytes"]);
+    let rate = bytes as f64 / (ts as f64 / 1e9);
+    assert!(rate < 2.0 * 131072.0 / (rtt as f64 / 1e9), "{rate} B/s");
+    // The healthy exchanges of clean-bulk take about one round trip each.
+    let rr = c["rr_requests"].as_array().unwrap();
+    assert_eq!(rr.len(), 20);
+    for r in rr {
+        let l = int(&r["latency_ns"]);
+        assert!((rtt..rtt + 40_000_000).contains(&l), "exchange took {l} ns");
+    }
+    // The client's advertised window stays near 64 kB in the small-rcvbuf capture.
+    let client = s["flow"]["client"].as_str().unwrap();
+    let (addr, port) = client.split_once(':').unwrap();
+    let wins = tshark(
+        &small,
+        &format!("ip.src=={addr} && tcp.srcport=={port}"),
+        &["tcp.window_size"],
+    );
+    let max = wins.iter().filter_map(|w| w[0].parse::<i64>().ok()).max();
+    assert!(
+        max.is_some_and(|m| m <= 131072),
+        "max advertised window {max:?}"
+    );
 }

@@ -110,7 +110,8 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
         "rate_bps": RATE_BPS,
         "queue_bytes": QUEUE_BYTES,
         "emulator": "tailhunt_lab::link (userspace, TUN), same config both ways",
-        "stats": format!("{stats:?}"),
+        "stats_directions": {"forward": "gw -> server", "reverse": "server -> gw"},
+        "stats": stats,
     });
     Ok(truth)
 }

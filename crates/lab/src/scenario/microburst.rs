@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::procs::{Capture, Proc};
+use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
 use super::{median, python, read_part, Out, ScenarioError};
 use crate::netns::{veth, Netns};
 
@@ -26,9 +26,7 @@ pub(crate) const DURATION_MS: u64 = 4000;
 const RATE_BPS: u64 = 100_000_000;
 // A 200 ms tbf queue holds 2.5 MB at 100 Mbit/s: far more than one burst (480 kB), so bursts
 // wait in the queue (delay) and are never dropped.
-const SHAPER: [&str; 7] = [
-    "tbf", "rate", "100mbit", "burst", "16kb", "latency", "200ms",
-];
+const SHAPER: [&str; 6] = ["rate", "100mbit", "burst", "16kb", "latency", "200ms"];
 
 pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let script = out.script("microburst.py", include_str!("../../py/microburst.py"))?;
@@ -45,9 +43,7 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
             &far_end.iface,
         ])?;
     }
-    let mut tc = vec!["tc", "qdisc", "add", "dev", &far_end.iface, "root"];
-    tc.extend_from_slice(&SHAPER);
-    far.run(&tc)?;
+    add_tbf(&far, &far_end.iface, &SHAPER)?;
 
     let pcap = out.file("pcap");
     let capture = Capture::start(&cache, &cache_end.iface, &pcap, 0)?;
@@ -98,8 +94,11 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     cache_proc.wait_success(Duration::from_secs(5))?;
     drop(db);
     let capture = capture.stop("cache")?;
+    let shaper = qdisc_counts(&far, &far_end.iface)?;
     let (cache_truth, api_truth) = (read_part(&cache_part)?, read_part(&api_part)?);
-    Ok(truth(capture, &far_end.iface, cache_truth, api_truth))
+    let mut t = truth(capture, &far_end.iface, cache_truth, api_truth);
+    t["link"]["shaper_counts"] = shaper;
+    Ok(t)
 }
 
 fn truth(capture: Value, shaped_iface: &str, cache: Value, api: Value) -> Value {
@@ -133,7 +132,7 @@ fn truth(capture: Value, shaped_iface: &str, cache: Value, api: Value) -> Value 
         "capture": capture,
         "link": {
             "rate_bps": RATE_BPS,
-            "shaper": SHAPER.join(" "),
+            "shaper": format!("tbf {}", SHAPER.join(" ")),
             "shaped_iface": shaped_iface,
             "direction": "far -> cache",
         },

@@ -35,7 +35,8 @@
 //! 300 ms the cache asks every db at once and each answers 120 000 bytes; meanwhile the api sends
 //! a 100-byte request every 2 ms (open loop, TCP_NODELAY) and gets 100 bytes back. Captured on
 //! the cache's interface.
-//! - `link`: `{"rate_bps", "shaper", "shaped_iface", "direction": "far -> cache"}`
+//! - `link`: `{"rate_bps", "shaper", "shaped_iface", "direction": "far -> cache",
+//!   "shaper_counts": {"sent_packets", "dropped_packets"}}` (from `tc -s`; drops should be 0)
 //! - `cache`: `"198.18.2.2:7000"`; `db_flows`: flows (client = cache); `api_flow`: flow
 //! - `bursts`: `[{"request_ns", "start_ns", "end_ns", "bytes", "per_db": [flow +
 //!   "first_byte_ns", "last_byte_ns"]}]`: start/end are the first and last reply bytes the
@@ -57,11 +58,14 @@
 //! - `median_latency_ns`, `median_body_stall_ns`
 //!
 //! **`small-rcvbuf`** (root cause #4) and **`clean-bulk`** (its healthy twin). Client
-//! `198.18.4.1`, server `198.18.4.2:7400`, joined by the link emulator ([`crate::link`]) with
-//! the round trip in `link`. The client downloads `bytes` with `SO_RCVBUF` set to 65536
+//! `198.18.4.1` on a veth to a gateway (`198.18.4.254`), which reaches the server
+//! `198.18.6.2:7400` through the link emulator ([`crate::link`]: 40 ms each way, 100 Mbit/s,
+//! 2 MB drop-tail queue). The client downloads `bytes` (4 MB) with `SO_RCVBUF` set to 65536
 //! before `connect()` (small-rcvbuf) or left to autotuning (clean-bulk). Captured on the
-//! client's side with `-s 128`.
-//! - `link`: `{"rtt_ns", "rate_bps", "emulator"}`
+//! client's veth (Ethernet) with `-s 128`.
+//! - `link`: `{"rtt_ns", "rate_bps", "queue_bytes", "emulator", "stats": the emulator's
+//!   [`crate::link::LinkStats`] ("forward" = gw -> server, "reverse" = server -> gw: packets,
+//!   bytes, drops, its own lateness)}`
 //! - `flow`, `client_pid`, `rcvbuf_requested` (65536 or null), `rcvbuf_effective` (what
 //!   `getsockopt` returned), `bytes`, `bytes_received`, `request_ns`, `first_byte_ns`,
 //!   `last_byte_ns`, `transfer_ns` (last byte - request)
@@ -75,7 +79,8 @@
 //! sending and the client's kernel answers with resets. Captured on the client's interface.
 //! - `flow`, `client_pid`, `request_ns`, `timeout_ns` (the configured 2 s), `timeout_fired_ns`,
 //!   `close_ns`, `bytes_requested`, `bytes_received`, `unread_bytes_at_close` (non-zero: the
-//!   close sent a RST instead of a FIN), `link`
+//!   close sent a RST instead of a FIN), `link` (as microburst's; the drop-tail queue
+//!   overflows while the sender grows its window, so some drops are expected)
 //! - `server`: `{"pid", "bytes_sent", "send_error" (e.g. "ConnectionResetError"),
 //!   "send_error_ns"}`
 

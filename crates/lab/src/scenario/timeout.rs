@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::procs::{Capture, Proc};
+use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
 use super::{python, read_part, Out, ScenarioError};
 use crate::netns::{veth, Netns};
 
@@ -22,7 +22,7 @@ pub(crate) const TIMEOUT_MS: u64 = 2000;
 const RATE_BPS: u64 = 2_000_000;
 // 400 ms of queue at 2 Mbit/s is 100 kB: the server keeps sending into it after the close, so
 // segments reach the closed socket and draw resets.
-const SHAPER: [&str; 7] = ["tbf", "rate", "2mbit", "burst", "16kb", "latency", "400ms"];
+const SHAPER: [&str; 6] = ["rate", "2mbit", "burst", "16kb", "latency", "400ms"];
 
 pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let script = out.script("timeout.py", include_str!("../../py/timeout.py"))?;
@@ -34,9 +34,7 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
         &server,
         &format!("{SERVER}/24"),
     )?;
-    let mut tc = vec!["tc", "qdisc", "add", "dev", &s_end.iface, "root"];
-    tc.extend_from_slice(&SHAPER);
-    server.run(&tc)?;
+    add_tbf(&server, &s_end.iface, &SHAPER)?;
     let pcap = out.file("pcap");
     let capture = Capture::start(&client, &c_end.iface, &pcap, 0)?;
     let py = python();
@@ -72,7 +70,8 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     truth["capture"] = capture;
     truth["link"] = json!({
         "rate_bps": RATE_BPS,
-        "shaper": SHAPER.join(" "),
+        "shaper": format!("tbf {}", SHAPER.join(" ")),
+        "shaper_counts": qdisc_counts(&server, &s_end.iface)?,
         "shaped_iface": s_end.iface,
         "direction": "server -> client",
     });
