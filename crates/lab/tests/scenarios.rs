@@ -157,6 +157,10 @@ fn microburst_slow_api_requests_wait_behind_bursts_root() {
         assert_eq!(b["per_db"].as_array().unwrap().len(), 4);
     }
     assert_eq!(t["api_unanswered"], 0);
+    assert_eq!(
+        t["link"]["shaper_counts"]["dropped_packets"], 0,
+        "bursts must delay, not drop"
+    );
     let slow = t["slow_seqs"].as_array().unwrap();
     let during = int(&t["slow_during_burst"]);
     assert!(slow.len() >= 10, "{} slow api requests", slow.len());
@@ -198,6 +202,7 @@ fn client_timeout_closes_after_two_seconds_and_resets_follow_root() {
     );
     assert!(int(&t["bytes_received"]) < int(&t["bytes_requested"]));
     assert!(t["server"]["send_error"].is_string(), "{}", t["server"]);
+    assert_eq!(t["link"]["shaper_counts"]["dropped_packets"], 0);
     let client = t["flow"]["client"].as_str().unwrap();
     let (addr, port) = client.split_once(':').unwrap();
     let resets = tshark(

@@ -74,13 +74,13 @@
 //! - `flows`: every flow of the scenario
 //!
 //! **`client-timeout`** (root cause #4's ending). Client `198.18.5.1`, server `198.18.5.2:7500`;
-//! the server's side of the link is shaped `tbf rate 2mbit burst 16kb latency 400ms`. The
-//! client asks for 8 MB, gives up 2 s after the request and `close()`s; the server keeps
-//! sending and the client's kernel answers with resets. Captured on the client's interface.
+//! the server's side of the link is shaped `tbf rate 2mbit burst 16kb latency 5s` (a 1.25 MB
+//! queue: no drops). The client asks for 8 MB, gives up 2 s after the request and `close()`s
+//! (after reading what had arrived, so normally a FIN); the server keeps sending and the
+//! client's kernel answers with resets. Captured on the client's interface.
 //! - `flow`, `client_pid`, `request_ns`, `timeout_ns` (the configured 2 s), `timeout_fired_ns`,
 //!   `close_ns`, `bytes_requested`, `bytes_received`, `unread_bytes_at_close` (non-zero: the
-//!   close sent a RST instead of a FIN), `link` (as microburst's; the drop-tail queue
-//!   overflows while the sender grows its window, so some drops are expected)
+//!   close sent a RST instead of a FIN), `link` (as microburst's)
 //! - `server`: `{"pid", "bytes_sent", "send_error" (e.g. "ConnectionResetError"),
 //!   "send_error_ns"}`
 

@@ -20,9 +20,10 @@ const BYTES: &str = "8000000";
 /// The client's application timeout.
 pub(crate) const TIMEOUT_MS: u64 = 2000;
 const RATE_BPS: u64 = 2_000_000;
-// 400 ms of queue at 2 Mbit/s is 100 kB: the server keeps sending into it after the close, so
-// segments reach the closed socket and draw resets.
-const SHAPER: [&str; 6] = ["rate", "2mbit", "burst", "16kb", "latency", "400ms"];
+// 5 s of queue at 2 Mbit/s is 1.25 MB: more than the server's window grows to before the
+// timeout, so nothing is dropped (a lossy capture would blame the slowness on loss). After the
+// close the queue keeps delivering the server's segments to the closed socket: resets.
+const SHAPER: [&str; 6] = ["rate", "2mbit", "burst", "16kb", "latency", "5s"];
 
 pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let script = out.script("timeout.py", include_str!("../../py/timeout.py"))?;
