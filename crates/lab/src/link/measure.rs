@@ -5,6 +5,9 @@
 //! In: namespace names (`ip netns list`), addresses, a rate and a duration. Out: raw round-trip
 //! times in ns ([`PingPong`]) and bytes over time ([`Bulk`]).
 //!
+//! The ping-pong and echo threads ask for real-time scheduling (as the emulator's do), so
+//! that other work on a small machine does not show up as round-trip time.
+//!
 //! Sockets are opened by a short-lived thread that has joined the namespace (`setns`); a socket
 //! stays in the namespace it was created in, so any thread may use it afterwards and this
 //! process never leaves its own namespace.
@@ -22,7 +25,11 @@ use std::time::Duration;
 use rustix::thread::{move_into_link_name_space, LinkNameSpaceType};
 use rustix::time::{ClockId, Timespec};
 
-use super::pump::now_ns;
+use super::pump::{now_ns, raise_to_realtime};
+
+/// Real-time priority of the measuring threads: below the emulator's (20), above ordinary
+/// tasks, so a busy machine delays neither the probes nor the replies.
+const MEASURE_PRIORITY: u8 = 10;
 
 /// Runs `f` on a thread inside network namespace `ns` (a name under /var/run/netns) and
 /// returns its result. Sockets `f` creates belong to `ns`.
@@ -64,6 +71,7 @@ impl UdpEcho {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::spawn(move || {
+            raise_to_realtime(MEASURE_PRIORITY);
             let mut buf = [0u8; 65_536];
             while !flag.load(Ordering::Relaxed) {
                 if let Ok((n, from)) = sock.recv_from(&mut buf) {
@@ -142,6 +150,7 @@ pub fn udp_ping_pong(
     let last_reply_by = start + count * interval_ns + 2_000_000_000;
     let receiver = sock.try_clone()?;
     let rx = std::thread::spawn(move || {
+        raise_to_realtime(MEASURE_PRIORITY);
         let mut buf = [0u8; 65_536];
         let mut rtt_ns = Vec::with_capacity(count as usize);
         while (rtt_ns.len() as u64) < count && now_ns() < last_reply_by {
@@ -155,7 +164,28 @@ pub fn udp_ping_pong(
         }
         rtt_ns
     });
-    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
+    // The sender runs on a thread of its own so the caller's scheduling is left alone.
+    let sender = std::thread::spawn(move || {
+        raise_to_realtime(MEASURE_PRIORITY);
+        let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
+        send_on_timetable(&sock, start, interval_ns, count, payload_bytes)
+    });
+    let sent = sender
+        .join()
+        .map_err(|_| io::Error::other("sender thread panicked"))?;
+    let rtt_ns = rx
+        .join()
+        .map_err(|_| io::Error::other("receiver thread panicked"))?;
+    Ok(PingPong { sent, rtt_ns })
+}
+
+fn send_on_timetable(
+    sock: &UdpSocket,
+    start: u64,
+    interval_ns: u64,
+    count: u64,
+    payload_bytes: usize,
+) -> u64 {
     let mut payload = vec![0u8; payload_bytes.max(16)];
     let mut sent = 0;
     for seq in 0..count {
@@ -166,10 +196,7 @@ pub fn udp_ping_pong(
             sent += 1;
         }
     }
-    let rtt_ns = rx
-        .join()
-        .map_err(|_| io::Error::other("receiver thread panicked"))?;
-    Ok(PingPong { sent, rtt_ns })
+    sent
 }
 
 /// Result of a bulk transfer, seen by the receiver.
@@ -233,6 +260,22 @@ pub fn tcp_bulk(
     conn.shutdown(Shutdown::Write)?;
     rx.join()
         .map_err(|_| io::Error::other("receiver thread panicked"))?
+}
+
+/// Time the hypervisor ran other guests while this machine's CPUs wanted to run (`steal` in
+/// /proc/stat, summed over CPUs), in ns; `None` when unreadable. On a shared VM, stolen time
+/// shows up as delay that neither the emulator nor the measurement can avoid, so benchmarks
+/// and tests report it beside their figures.
+pub fn cpu_steal_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: u64 = stat
+        .lines()
+        .find(|l| l.starts_with("cpu "))?
+        .split_whitespace()
+        .nth(8)?
+        .parse()
+        .ok()?;
+    Some(ticks * 1_000_000_000 / rustix::param::clock_ticks_per_second())
 }
 
 /// Sleeps until `due_ns` on the monotonic clock, spinning the last 50 µs.

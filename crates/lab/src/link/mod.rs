@@ -47,6 +47,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use config::{LinkConfig, MAX_DELAY_NS, MAX_RATE_BPS, MTU_BYTES};
+pub use pump::raise_to_realtime;
 pub use stats::{DirectionStats, LinkStats};
 
 use crate::netns::Netns;

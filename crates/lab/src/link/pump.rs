@@ -4,10 +4,13 @@
 //! In: the two devices (non-blocking), the direction's config, its counters and the stop flag.
 //! Out: packets written at their due time; counts in the counters.
 //!
-//! Timing: the thread sets its timer slack to 1 ns (the default 50 µs would let the kernel
-//! coalesce wake-ups that late), waits in `ppoll` on the input device until `SPIN_NS` before
-//! the next packet is due, then spins on the monotonic clock for the rest. The delay line is a
-//! FIFO because release times never decrease.
+//! Timing: the thread asks for real-time scheduling ([`raise_to_realtime`]) so that busy
+//! neighbours on a small machine cannot hold it off the CPU for milliseconds, sets its timer
+//! slack to 1 ns (the default 50 µs would let the kernel coalesce wake-ups that late), waits in
+//! `ppoll` on the input device until `SPIN_NS` before the next packet is due, then spins on the
+//! monotonic clock for the rest. The spin is short because at 100 Mbit/s a packet is due every
+//! 120 µs and a long spin would eat the CPU the endpoints need. The delay line is a FIFO
+//! because release times never decrease.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -23,9 +26,12 @@ use super::shaper::{Shaper, Verdict};
 use super::stats::{Counters, Event};
 use super::LinkConfig;
 
-/// How long before a packet's due time the thread stops sleeping and spins: covers the
-/// wake-up latency of `ppoll` (tens of µs on this VM; bench/link.sh reports what remains).
-const SPIN_NS: u64 = 50_000;
+/// How long before a packet's due time the thread stops sleeping and spins: covers most of
+/// the wake-up latency of `ppoll` for a real-time thread (bench/link.sh reports what remains).
+const SPIN_NS: u64 = 20_000;
+/// Real-time priority of the emulator threads (SCHED_FIFO, 1..99): above ordinary tasks,
+/// below the kernel's own threaded interrupts (50).
+const RT_PRIORITY: u8 = 20;
 /// Longest sleep while nothing is queued, so the stop flag is seen promptly.
 const IDLE_WAIT_NS: u64 = 50_000_000;
 /// Packets read in one go before the delay line is looked at again.
@@ -35,6 +41,19 @@ const READ_BATCH: usize = 64;
 pub(crate) fn now_ns() -> u64 {
     let t = clock_gettime(ClockId::Monotonic);
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Moves the calling thread to SCHED_FIFO at `priority` with `chrt` (std and rustix offer no
+/// safe `sched_setscheduler`; unsafe code is forbidden here). Returns whether it worked; a
+/// failure (no root, no `chrt`) leaves the thread as it was, only less punctual. The kernel's
+/// real-time throttling (95% of each second by default) keeps a runaway thread from locking
+/// up the machine.
+pub fn raise_to_realtime(priority: u8) -> bool {
+    let tid = rustix::thread::gettid().as_raw_nonzero().get().to_string();
+    std::process::Command::new("chrt")
+        .args(["-f", "-p", &priority.to_string(), &tid])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 struct Held {
@@ -70,6 +89,7 @@ impl Pump {
     }
 
     pub(crate) fn run(mut self) {
+        raise_to_realtime(RT_PRIORITY);
         // Without this the kernel may fire our timers up to 50 µs late.
         let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
         let mut buf = vec![0u8; 65_536];
