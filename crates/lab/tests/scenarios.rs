@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
 
 use serde_json::Value;
 use tailhunt_lab::scenario::{generate, CaptureScenario, GeneratedCapture};
@@ -18,12 +19,17 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// One scenario at a time: on a 2-core machine, scenarios running side by side starve each
+/// other's Python programs and the link emulator, and the timings they plant get noisy.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 /// Generates `s` into a fresh directory, or None (with the reason printed) when not root.
 fn generated(s: CaptureScenario) -> Option<GeneratedCapture> {
     if !is_root() {
         eprintln!("skipped: capture scenarios need root (network namespaces, tcpdump)");
         return None;
     }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("scenario-{}", s.name()));
     let _ = std::fs::remove_dir_all(&dir);
     let g = generate(s, &dir).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
@@ -237,12 +243,16 @@ fn small_rcvbuf_download_is_slower_than_autotuned_root() {
     let rate = bytes as f64 / (ts as f64 / 1e9);
     assert!(rate < 2.0 * 131072.0 / (rtt as f64 / 1e9), "{rate} B/s");
     // The healthy exchanges of clean-bulk take about one round trip each.
-    let rr = c["rr_requests"].as_array().unwrap();
+    let rr: Vec<i64> = c["rr_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| int(&r["latency_ns"]))
+        .collect();
     assert_eq!(rr.len(), 20);
-    for r in rr {
-        let l = int(&r["latency_ns"]);
-        assert!((rtt..rtt + 40_000_000).contains(&l), "exchange took {l} ns");
-    }
+    assert!(rr.iter().all(|&l| l >= rtt), "{rr:?} faster than the path");
+    let m = median(rr.clone());
+    assert!(m < rtt + 20_000_000, "median exchange {m} ns: {rr:?}");
     // The client's advertised window stays near 64 kB in the small-rcvbuf capture.
     let client = s["flow"]["client"].as_str().unwrap();
     let (addr, port) = client.split_once(':').unwrap();
