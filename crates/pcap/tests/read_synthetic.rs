@@ -250,18 +250,36 @@ fn gzip_and_zstd_read_like_the_plain_file() {
 }
 
 #[test]
-fn cut_compressed_files_keep_earlier_packets_and_end_partial() {
-    let plain = pcap_file(Order::Little, true, 1, &small_frames(6));
+fn cut_compressed_files_keep_earlier_packets_then_truncated_at_a_record() {
+    let frames = small_frames(6);
+    let plain = pcap_file(Order::Little, true, 1, &frames);
+    let starts = boundaries_pcap(&frames);
     let (all, _) = read_all(&plain);
+    let mut truncated = 0;
     for bytes in [gzip(&plain), zstd::encode_all(&plain[..], 3).unwrap()] {
-        for cut in 0..bytes.len() {
+        for cut in 4..bytes.len() {
             let (pkts, err) = read_all(&bytes[..cut]);
-            assert!(pkts.len() <= all.len());
             assert_eq!(pkts[..], all[..pkts.len()], "cut {cut}");
-            let e = err.unwrap_or_else(|| panic!("cut {cut} of {}: no error", bytes.len()));
-            assert!(e.is_partial() || cut < 20, "cut {cut}: {e}");
+            match err {
+                Some(ReadError::Truncated { offset, .. }) => {
+                    truncated += 1;
+                    let at = if pkts.is_empty() {
+                        [0, 24].as_slice()
+                    } else {
+                        &starts[pkts.len()..=pkts.len()]
+                    };
+                    assert!(
+                        at.contains(&offset),
+                        "cut {cut}: offset {offset}, {} packets",
+                        pkts.len()
+                    );
+                }
+                Some(e) => panic!("cut {cut}: expected Truncated, got {e}"),
+                None => panic!("cut {cut} of {}: no error", bytes.len()),
+            }
         }
     }
+    assert!(truncated > 0);
 }
 
 #[test]

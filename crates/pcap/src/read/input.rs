@@ -59,6 +59,8 @@ pub struct Input {
     /// Stream offset of `buf[start]`.
     offset: u64,
     eof: bool,
+    /// The decompressor reported that the compressed file ends early.
+    cut: bool,
     /// Whether `src` is a decompressor (its errors mean a damaged compressed stream).
     compressed: bool,
     /// The file name, for errors.
@@ -81,6 +83,7 @@ impl Input {
             end: 0,
             offset: 0,
             eof: false,
+            cut: false,
             compressed,
             path,
             count,
@@ -136,8 +139,17 @@ impl Input {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // A cut compressed file: end the stream here, so the record parser reports
+                // the record that is cut, with its offset.
+                Err(e) if self.compressed && e.kind() == ErrorKind::UnexpectedEof => {
+                    self.eof = true;
+                    self.cut = true;
+                }
                 Err(e) => return Err(self.stream_error(e)),
             }
+        }
+        if self.cut && self.end == 0 {
+            return Err(self.truncated(self.offset, "compressed stream (the file ends early)"));
         }
         Ok(if self.end >= n {
             Fill::Ready
@@ -199,25 +211,16 @@ impl Input {
     }
 
     fn stream_error(&self, e: std::io::Error) -> ReadError {
-        let end = self.offset + (self.end - self.start) as u64;
         if !self.compressed {
             return ReadError::Io {
                 path: self.path.clone(),
                 source: e,
             };
         }
-        if e.kind() == ErrorKind::UnexpectedEof {
-            ReadError::Truncated {
-                path: self.path.clone(),
-                offset: end,
-                what: "compressed stream".to_string(),
-            }
-        } else {
-            ReadError::Corrupt {
-                path: self.path.clone(),
-                offset: end,
-                what: format!("compressed stream cannot be decompressed ({e})"),
-            }
+        ReadError::Corrupt {
+            path: self.path.clone(),
+            offset: self.offset + (self.end - self.start) as u64,
+            what: format!("compressed stream cannot be decompressed ({e})"),
         }
     }
 }
