@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tailhunt_lab::link::measure::{tcp_bulk, udp_ping_pong, PingPong, UdpEcho};
+use tailhunt_lab::link::measure::{cpu_steal_ns, tcp_bulk, udp_ping_pong, PingPong, UdpEcho};
 use tailhunt_lab::link::{EmulatedLink, LinkConfig, LinkStats};
 use tailhunt_lab::netns::Netns;
 
@@ -40,9 +40,9 @@ fn late(s: &LinkStats) -> String {
     )
 }
 
-fn ping_row(phase: &str, pp: &PingPong, s: &LinkStats) {
+fn ping_row(phase: &str, pp: &PingPong, s: &LinkStats, stolen_ns: u64) {
     println!(
-        "| {phase} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {phase} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         pp.sent,
         pp.lost(),
         ms(pp.rtt_quantile_ns(0.0)),
@@ -50,8 +50,33 @@ fn ping_row(phase: &str, pp: &PingPong, s: &LinkStats) {
         ms(pp.rtt_quantile_ns(0.99)),
         ms(pp.rtt_quantile_ns(0.999)),
         ms(pp.rtt_quantile_ns(1.0)),
-        late(s)
+        late(s),
+        stolen_ns / 1_000_000
     );
+}
+
+fn steal() -> u64 {
+    cpu_steal_ns().unwrap_or(0)
+}
+
+/// iputils `ping` at 1000/s through the same link: an independent check of the Rust probe.
+fn icmp_ping(a: &Netns, to: &str, count: u64) -> PingPong {
+    let out = a
+        .command("ping")
+        .args(["-i", "0.001", "-c", &count.to_string(), "-W", "2", to])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rtt_ns = text
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.trim_end_matches(" ms").parse::<f64>().ok())
+        .map(|ms| (ms * 1e6) as u64)
+        .collect();
+    PingPong {
+        sent: count,
+        rtt_ns,
+    }
 }
 
 #[test]
@@ -99,13 +124,25 @@ fn link_bench_root() {
     drop(link);
 
     println!("UDP ping-pong a->b, 1000/s for {ping_for:?}, 64-byte payload; RTT in ms\n");
-    println!("| phase | sent | lost | min | p50 | p99 | p99.9 | max | emulator lateness p50/p99/max ms (a->b , b->a) |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| phase | sent | lost | min | p50 | p99 | p99.9 | max | emulator lateness p50/p99/max ms (a->b , b->a) | CPU stolen by the host, ms |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let link = EmulatedLink::start(&a, A, &b, B, wan, wan).unwrap();
     let echo = UdpEcho::start(b.name(), b_any).unwrap();
+    let st = steal();
     let pp = udp_ping_pong(a.name(), echo.addr(), 1000, ping_for, 64).unwrap();
-    ping_row("idle", &pp, &link.stats());
+    ping_row("idle, UDP (Rust probe)", &pp, &link.stats(), steal() - st);
     drop((echo, link));
+
+    let link = EmulatedLink::start(&a, A, &b, B, wan, wan).unwrap();
+    let st = steal();
+    let pp = icmp_ping(&a, "198.18.11.2", ping_for.as_secs() * 1000);
+    ping_row(
+        "idle, ICMP (iputils ping -i 0.001)",
+        &pp,
+        &link.stats(),
+        steal() - st,
+    );
+    drop(link);
 
     let link = EmulatedLink::start(&a, A, &b, B, wan, wan).unwrap();
     let echo = UdpEcho::start(b.name(), b_any).unwrap();
@@ -114,10 +151,12 @@ fn link_bench_root() {
     let bulk = std::thread::spawn(move || tcp_bulk(&an, &bn, b_any, bulk_during));
     // Let the transfer fill the queue first.
     std::thread::sleep(Duration::from_secs(2));
+    let st = steal();
     let pp = udp_ping_pong(a.name(), echo.addr(), 1000, ping_for, 64).unwrap();
     let s = link.stats();
+    let stolen = steal() - st;
     let bulk = bulk.join().unwrap().unwrap();
-    ping_row("during bulk a->b", &pp, &s);
+    ping_row("during bulk a->b, UDP (Rust probe)", &pp, &s, stolen);
     println!(
         "\nbulk during the ping-pong: goodput {:.1} Mbit/s, {} packets dropped by the queue",
         bulk.goodput_bps() / 1e6,
