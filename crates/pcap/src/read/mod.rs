@@ -1,11 +1,18 @@
 //! Capture files in, [`RawPacket`]s out, streaming.
 //!
-//! [`open`] detects the format (classic pcap in either byte order, µs or ns; pcapng with several
-//! interfaces and `if_tsresol`) and the compression (gzip, zstd) from the content, not the name.
-//! The reader keeps one buffer: memory does not grow with the file.
+//! [`open`] / [`open_file`] (a path) and [`open_reader`] (any stream, e.g. stdin) detect the
+//! format (classic pcap in either byte order, µs or ns; pcapng with several sections and
+//! interfaces, each with its own link type, `if_tsresol` and `if_tsoffset`; Enhanced, Simple and
+//! obsolete Packet Blocks) and the compression (gzip, zstd) from the content, not the name.
+//!
+//! The reader keeps one buffer, filled by 1 MiB reads, and returns packets that borrow it: no
+//! allocation per packet, and memory does not grow with the file. The buffer grows only for a
+//! record larger than itself and never past [`MAX_BUFFER`]; a record claiming more is
+//! [`ReadError::Corrupt`]. Unknown pcapng blocks are skipped without being buffered.
 //!
 //! A file that ends inside a record is [`ReadError::Truncated`] with the byte offset of the
-//! record: every packet before it has been returned, so the caller keeps partial results.
+//! record (in the decompressed stream): every packet before it has been returned, so the caller
+//! keeps partial results. Simple Packet Blocks carry no timestamp; they get the last one seen.
 
 mod input;
 mod pcap;

@@ -47,8 +47,9 @@ impl PcapFormat {
         let big_endian = !(le == MAGIC_US || le == MAGIC_NS);
         let magic = u32_at(h, 0, big_endian);
         let frac_ns = if magic == MAGIC_NS { 1 } else { 1000 };
-        // The link type's upper bits carry FCS flags (draft-ietf-opsawg-pcap section 4).
-        let link = LinkType::from_number(u32_at(h, 20, big_endian) & 0x0fff_ffff);
+        // Only the low 16 bits are the link type; the upper ones carry the FCS length
+        // (draft-ietf-opsawg-pcap, "LinkType and additional information").
+        let link = LinkType::from_number(u32_at(h, 20, big_endian) & 0xffff);
         input.consume(FILE_HEADER);
         Ok(PcapFormat {
             big_endian,
@@ -77,15 +78,13 @@ impl PcapFormat {
                 "packet record claims {caplen} captured bytes (a capture's largest is 262144)"
             )));
         }
-        if i64::from(frac) * self.frac_ns >= 1_000_000_000 {
-            return Err(input.corrupt(format!("timestamp fraction {frac} is not below one second")));
-        }
         let total = RECORD_HEADER + caplen;
         match input.fill(total)? {
             Fill::Ready => {}
             _ => return Err(input.truncated(at, "packet record")),
         }
         input.consume(total);
+        // A fraction of a second or more (seen from buggy writers) simply carries over.
         let ts_ns = i64::from(sec) * 1_000_000_000 + i64::from(frac) * self.frac_ns;
         let buf = &input.consumed(total)[RECORD_HEADER..];
         Ok(Some(RawPacket {
