@@ -26,12 +26,9 @@ fn stop_later(cap: &mut LiveCapture, after: Duration) {
     });
 }
 
-#[test]
-fn live_capture_on_loopback_sees_the_datagrams_sent_root() {
-    if !is_root() {
-        eprintln!("skipped: capturing needs root");
-        return;
-    }
+/// Captures on `lo` while sending 20 datagrams of growing size; asserts they are all seen, in
+/// order, with their payloads and increasing timestamps.
+fn datagrams_on_loopback_are_seen() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     let port = rx.local_addr().unwrap().port();
     let mut cap = LiveCapture::open("lo", 65535, Some(&format!("udp dst port {port}"))).unwrap();
@@ -75,6 +72,74 @@ fn live_capture_on_loopback_sees_the_datagrams_sent_root() {
         sent.len()
     );
     assert_eq!(seen, sent);
+}
+
+#[test]
+fn live_capture_on_loopback_sees_the_datagrams_sent_root() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: capturing needs root");
+        return;
+    }
+    datagrams_on_loopback_are_seen();
+}
+
+/// A network namespace, deleted on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The same capture inside a fresh network namespace, where nothing else uses `lo`: this test
+/// binary runs itself there through `ip netns exec`.
+#[test]
+fn live_capture_inside_a_network_namespace_root() {
+    if std::env::var(CHILD).as_deref() == Ok("netns") {
+        datagrams_on_loopback_are_seen();
+        println!("CHILD-OK");
+        return;
+    }
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: network namespaces need root");
+        return;
+    }
+    let ns = Netns(format!("th-h1-live-{}", std::process::id()));
+    let ok = Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "ip netns add {}", ns.0);
+    let ok = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "ip", "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "live_capture_inside_a_network_namespace_root",
+            "--nocapture",
+        ])
+        .env(CHILD, "netns")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD-OK"),
+        "child in {}: {stdout}{}",
+        ns.0,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
