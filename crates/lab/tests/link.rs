@@ -82,6 +82,39 @@ fn delay_80ms_rtt_p99_within_1ms_root() {
     panic!("p99 more than 1 ms over 80 ms in every run: {runs:?}");
 }
 
+/// Jitter of 5 ms each way spreads the round trip over 30..50 ms and never reorders
+/// datagrams (which pushes most of them towards the top of the range: see `jitter_ns`).
+#[test]
+fn jitter_spreads_delay_without_reordering_root() {
+    let Some((_serial, a, b)) = namespaces("jit") else {
+        return;
+    };
+    let cfg = LinkConfig {
+        jitter_ns: 5 * MS,
+        ..LinkConfig::delay_ms(20)
+    };
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    let echo = UdpEcho::start(b.name(), b_addr(0)).unwrap();
+    let pp = udp_ping_pong(a.name(), echo.addr(), 1000, Duration::from_secs(2), 64).unwrap();
+    let (p1, p50, p99) = (
+        pp.rtt_quantile_ns(0.01),
+        pp.rtt_quantile_ns(0.5),
+        pp.rtt_quantile_ns(0.99),
+    );
+    eprintln!(
+        "sent {} lost {} reordered {} rtt p1 {p1} p50 {p50} p99 {p99}; {:?}",
+        pp.sent,
+        pp.lost(),
+        pp.reordered,
+        link.stats()
+    );
+    assert_eq!(pp.lost(), 0);
+    assert_eq!(pp.reordered, 0);
+    assert!(pp.rtt_quantile_ns(0.0) >= 30 * MS, "below delay - jitter");
+    // Spread: without jitter p1..p99 would be within a fraction of a millisecond.
+    assert!(p99 - p1 >= 4 * MS, "jitter not applied: p1 {p1} p99 {p99}");
+}
+
 /// A bulk TCP transfer through a 20 Mbit/s link gets 15-21 Mbit/s.
 #[test]
 fn rate_20mbit_bulk_tcp_gets_15_to_21_mbit_root() {

@@ -76,6 +76,7 @@ fn icmp_ping(a: &Netns, to: &str, count: u64) -> PingPong {
     PingPong {
         sent: count,
         rtt_ns,
+        reordered: 0,
     }
 }
 

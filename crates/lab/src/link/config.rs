@@ -21,6 +21,8 @@ pub struct LinkConfig {
     /// Jitter, in nanoseconds: each packet's delay is drawn uniformly from
     /// `delay_ns ± jitter_ns` (never below zero). Packets are never reordered: a packet whose
     /// draw would overtake the one before it leaves right after it, as on a real FIFO path.
+    /// So when packets come closer together than `2 * jitter_ns`, delays bunch towards the
+    /// top of the range (at 1 ms spacing, 20 ± 5 ms gives a median near 23 ms one way).
     pub jitter_ns: u64,
     /// Link rate in bits per second of IP packet bytes (no framing overhead); `None` for no
     /// rate limit (packets are only delayed).

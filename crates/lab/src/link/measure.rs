@@ -108,6 +108,8 @@ pub struct PingPong {
     pub sent: u64,
     /// Round-trip time of each datagram that came back, in ns, in the order received.
     pub rtt_ns: Vec<u64>,
+    /// Replies that arrived after a reply to a later datagram (reordering on the path).
+    pub reordered: u64,
 }
 
 impl PingPong {
@@ -153,16 +155,22 @@ pub fn udp_ping_pong(
         raise_to_realtime(MEASURE_PRIORITY);
         let mut buf = [0u8; 65_536];
         let mut rtt_ns = Vec::with_capacity(count as usize);
+        let (mut next_seq, mut reordered) = (0u64, 0u64);
         while (rtt_ns.len() as u64) < count && now_ns() < last_reply_by {
             if let Ok(n) = receiver.recv(&mut buf) {
                 let got = now_ns();
                 if n >= 16 {
+                    let seq = u64::from_le_bytes(buf[..8].try_into().unwrap_or_default());
                     let sent = u64::from_le_bytes(buf[8..16].try_into().unwrap_or_default());
                     rtt_ns.push(got.saturating_sub(sent));
+                    if seq < next_seq {
+                        reordered += 1;
+                    }
+                    next_seq = next_seq.max(seq + 1);
                 }
             }
         }
-        rtt_ns
+        (rtt_ns, reordered)
     });
     // The sender runs on a thread of its own so the caller's scheduling is left alone.
     let sender = std::thread::spawn(move || {
@@ -173,10 +181,14 @@ pub fn udp_ping_pong(
     let sent = sender
         .join()
         .map_err(|_| io::Error::other("sender thread panicked"))?;
-    let rtt_ns = rx
+    let (rtt_ns, reordered) = rx
         .join()
         .map_err(|_| io::Error::other("receiver thread panicked"))?;
-    Ok(PingPong { sent, rtt_ns })
+    Ok(PingPong {
+        sent,
+        rtt_ns,
+        reordered,
+    })
 }
 
 fn send_on_timetable(
