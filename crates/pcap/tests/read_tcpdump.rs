@@ -2,7 +2,8 @@
 //! `lo`, `any` as SLL2, `any -y LINUX_SLL`, `-s 128`, nanosecond precision); editcap and tshark
 //! convert each to pcapng / µs pcap / ns pcap, and gzip and zstd compress them. Every form must
 //! give the same packets, timestamps and byte totals as `tshark -T fields` says the original has.
-//! Needs root (tcpdump on a live interface); skips with a reason otherwise.
+//! dumpcap on `lo` and `any` at once writes a pcapng with two interfaces of different link
+//! types. Needs root (live capture); skips with a reason otherwise.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -20,38 +21,56 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// A tcpdump process, killed (by its PID) if the test ends before stopping it.
-struct Tcpdump {
+/// A tcpdump or dumpcap process, killed (by its PID) if the test ends before stopping it.
+struct Capturer {
     child: Child,
     path: PathBuf,
     stderr: Option<std::thread::JoinHandle<String>>,
 }
 
-impl Tcpdump {
-    fn start(out: &Path, args: &[&str], port: u16) -> Tcpdump {
+impl Capturer {
+    fn start(out: &Path, args: &[&str], port: u16) -> Capturer {
         // -B: a 32 MiB ring; the 2 MiB default holds ~30 64-KiB loopback frames.
-        let mut child = Command::new("tcpdump")
-            .args(["-U", "--immediate-mode", "-B", "32768", "-Z", "root", "-w"])
+        let mut cmd = Command::new("tcpdump");
+        cmd.args(["-U", "--immediate-mode", "-B", "32768", "-Z", "root", "-w"])
             .arg(out)
             .args(args)
-            .arg(format!("tcp port {port}"))
+            .arg(format!("tcp port {port}"));
+        Capturer::spawn(cmd, out, "listening on")
+    }
+
+    /// dumpcap on two interfaces at once: a pcapng with two interface descriptions.
+    fn start_dumpcap(out: &Path, ifaces: &[&str], port: u16) -> Capturer {
+        let mut cmd = Command::new("dumpcap");
+        // A filter before the first -i applies to every interface.
+        cmd.args(["-f", &format!("tcp port {port}"), "-B", "32"]);
+        for i in ifaces {
+            cmd.args(["-i", i]);
+        }
+        cmd.arg("-w").arg(out);
+        Capturer::spawn(cmd, out, "File: ")
+    }
+
+    /// Starts `cmd` and waits for `ready` on its stderr (printed once the capture is open).
+    fn spawn(mut cmd: Command, out: &Path, ready: &str) -> Capturer {
+        let args = format!("{cmd:?}");
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("tcpdump runs (apt-get install tcpdump)");
+            .unwrap_or_else(|e| panic!("{args}: {e} (apt-get install tcpdump tshark)"));
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
-        let mut guard = Tcpdump {
+        let mut guard = Capturer {
             child,
             path: out.to_path_buf(),
             stderr: None,
         };
-        // tcpdump prints "listening on ..." once the capture is open.
         loop {
             line.clear();
             let n = err.read_line(&mut line).unwrap();
             assert!(n > 0, "tcpdump {args:?} exited before listening");
-            if line.contains("listening on") {
+            if line.contains(ready) {
                 break;
             }
         }
@@ -78,7 +97,7 @@ impl Tcpdump {
     }
 }
 
-impl Drop for Tcpdump {
+impl Drop for Capturer {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
@@ -256,9 +275,9 @@ fn tcpdump_captures_agree_with_tshark_in_every_form_root() {
         ("lo_snap128", &["-i", "lo", "-s", "128"]),
         ("lo_nano", &["-i", "lo", "--time-stamp-precision", "nano"]),
     ];
-    let dumps: Vec<Tcpdump> = variants
+    let dumps: Vec<Capturer> = variants
         .iter()
-        .map(|(name, args)| Tcpdump::start(&dir.path().join(format!("{name}.pcap")), args, port))
+        .map(|(name, args)| Capturer::start(&dir.path().join(format!("{name}.pcap")), args, port))
         .collect();
     let sent = exchange(listener);
     let said: Vec<String> = dumps.into_iter().map(|d| d.stop_after(sent)).collect();
@@ -298,4 +317,72 @@ fn tcpdump_captures_agree_with_tshark_in_every_form_root() {
             );
         }
     }
+}
+
+#[test]
+fn dumpcap_on_two_interfaces_writes_a_pcapng_we_read_like_tshark_root() {
+    if !is_root() {
+        eprintln!("skipped: dumpcap needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let path = dir.path().join("two.pcapng");
+    let dump = Capturer::start_dumpcap(&path, &["lo", "any"], port);
+    let sent = exchange(listener);
+    // Each segment is seen on both interfaces.
+    let said = dump.stop_after(2 * sent);
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&path)
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "frame.interface_id",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.time_epoch",
+        ])
+        .output()
+        .unwrap();
+    let want: Vec<(u32, u32, String)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+            )
+        })
+        .collect();
+    let mut r = open_file(&path).unwrap();
+    let mut got = Vec::new();
+    let mut payload = [0u64; 2];
+    let mut links = [0u32; 2];
+    while let Some(p) = r.next_packet().unwrap() {
+        let ts = format!("{}.{:09}", p.ts_ns / 1_000_000_000, p.ts_ns % 1_000_000_000);
+        got.push((p.iface, p.wire_len, ts));
+        links[p.iface as usize] = p.link.number();
+        if let Transport::Tcp(t) = decode(&p).unwrap().transport {
+            payload[p.iface as usize] += u64::from(t.payload_len);
+        }
+    }
+    assert_eq!(got, want, "dumpcap: {said}");
+    assert_eq!(
+        links[0],
+        1,
+        "lo is Ethernet-framed; {} frames, payload {payload:?}; dumpcap: {said}",
+        got.len()
+    );
+    assert!(
+        links[1] == 113 || links[1] == 276,
+        "any is Linux cooked, got {}",
+        links[1]
+    );
+    assert_eq!(payload, [sent, sent], "dumpcap: {said}");
 }
