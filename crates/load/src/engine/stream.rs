@@ -49,6 +49,8 @@ struct Conn {
     /// first byte has transmit id 0), and whether transmit timestamps are on.
     written: u64,
     tx_stamps: bool,
+    /// Whether the connection's index is in [`Loop::room`].
+    queued: bool,
 }
 
 /// A worker's connections, opened before the schedule starts.
@@ -89,6 +91,7 @@ impl Worker {
                 retry_at: 0,
                 written: 0,
                 tx_stamps,
+                queued: false,
             });
         }
         match last_err {
@@ -127,9 +130,19 @@ struct Loop<'a> {
     conns: Vec<Conn>,
     epoll: rustix::fd::OwnedFd,
     backlog: VecDeque<i64>,
+    /// Connections that can take a request (open, fewer than `max_inflight` in flight), in the
+    /// order they get the next ones: a request takes the front and the connection goes to the
+    /// back if it still has room (round robin), so a send costs O(1), not a scan of the pool.
+    /// Entries are checked when taken (a connection can break while queued).
+    room: VecDeque<usize>,
+    /// Earliest `retry_at` of a closed connection (`i64::MAX`: none closed).
+    dead_retry: i64,
+    /// Requests written and finished since [`Live`] was last updated (once per loop turn, not
+    /// per request: the progress line reads it a few times a second).
+    live_sent: u64,
+    live_done: u64,
     scratch: Vec<u8>,
     seq: u64,
-    rr: usize,
     timeout_ns: i64,
     /// No pending request's deadline is earlier than this (`i64::MAX`: none pending). Requests
     /// are scheduled in intended-time order and only ever leave, so the earliest deadline can
@@ -158,24 +171,42 @@ impl<'a> Loop<'a> {
                 )?;
             }
         }
-        Ok(Loop {
+        let mut lp = Loop {
             cfg,
             proto,
             conns: w.conns,
             epoll,
             backlog: VecDeque::new(),
+            room: VecDeque::new(),
+            dead_retry: i64::MAX,
+            live_sent: 0,
+            live_done: 0,
             scratch: Vec::with_capacity(4096),
             seq: 0,
-            rr: 0,
             timeout_ns: cfg.timeout.as_nanos() as i64,
             deadline_check: i64::MAX,
             live,
             reader: tstamp::Reader::new(),
-        })
+        };
+        for i in 0..lp.conns.len() {
+            if lp.conns[i].sock.is_some() {
+                lp.offer(i);
+            } else {
+                lp.dead_retry = 0;
+            }
+        }
+        Ok(lp)
     }
 
     fn run(&mut self, w: Window, stop: &AtomicBool, r: &mut WorkerResult) {
         let mut sched = Schedule::new(self.cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
+        // Room for every scheduled request's sample up front: no reallocation (and copy) of a
+        // growing vector in the middle of the send window.
+        let expected = ((w.end_ns - w.start_ns) as f64 * w.rate / 1e9 * 1.01) as usize + 64;
+        r.samples.reserve(expected);
+        if self.cfg.breakdown {
+            r.breakdowns.reserve(expected);
+        }
         let mut events = Vec::with_capacity(256);
         loop {
             let now = mono_ns();
@@ -189,11 +220,12 @@ impl<'a> Loop<'a> {
                 sched.advance();
             }
             r.counters.max_backlog = r.counters.max_backlog.max(self.backlog.len() as u64);
-            self.dispatch(r);
+            self.dispatch(now, r);
             if now >= self.deadline_check {
                 self.expire(now, r);
                 self.deadline_check = self.next_deadline().unwrap_or(i64::MAX);
             }
+            self.publish();
             if !sending
                 && self.backlog.is_empty()
                 && self.conns.iter().all(|c| c.inflight.is_empty())
@@ -227,27 +259,70 @@ impl<'a> Loop<'a> {
     }
 
     /// Writes waiting requests to connections with room, round robin.
-    fn dispatch(&mut self, r: &mut WorkerResult) {
-        let n = self.conns.len();
-        while let Some(&intended) = self.backlog.front() {
-            let now = mono_ns();
-            let mut picked = None;
-            for k in 0..n {
-                let i = (self.rr + k) % n;
-                let c = &mut self.conns[i];
-                if c.sock.is_none() && now >= c.retry_at {
-                    self.reconnect(i, r);
-                }
-                let c = &self.conns[i];
-                if c.sock.is_some() && c.inflight.len() < self.cfg.max_inflight {
-                    picked = Some(i);
-                    break;
-                }
-            }
-            let Some(i) = picked else { return };
-            self.rr = (i + 1) % n;
-            self.backlog.pop_front();
+    fn dispatch(&mut self, now: i64, r: &mut WorkerResult) {
+        while !self.backlog.is_empty() {
+            let Some(i) = self.take_room(now, r) else {
+                return;
+            };
+            let Some(intended) = self.backlog.pop_front() else {
+                return;
+            };
             self.send(i, intended, r);
+            self.offer(i);
+        }
+    }
+
+    /// The next connection with room: reopens closed connections whose back-off has passed,
+    /// then takes the front of [`Loop::room`].
+    fn take_room(&mut self, now: i64, r: &mut WorkerResult) -> Option<usize> {
+        if now >= self.dead_retry {
+            self.revive(now, r);
+        }
+        while let Some(i) = self.room.pop_front() {
+            let c = &mut self.conns[i];
+            c.queued = false;
+            if c.sock.is_some() && c.inflight.len() < self.cfg.max_inflight {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Queues connection `i` for requests if it is open, has room and is not queued yet.
+    fn offer(&mut self, i: usize) {
+        let c = &mut self.conns[i];
+        if !c.queued && c.sock.is_some() && c.inflight.len() < self.cfg.max_inflight {
+            c.queued = true;
+            self.room.push_back(i);
+        }
+    }
+
+    /// Reopens the closed connections whose back-off has passed.
+    fn revive(&mut self, now: i64, r: &mut WorkerResult) {
+        self.dead_retry = i64::MAX;
+        for i in 0..self.conns.len() {
+            if self.conns[i].sock.is_some() {
+                continue;
+            }
+            if now >= self.conns[i].retry_at {
+                self.reconnect(i, r);
+                self.offer(i);
+            }
+            if self.conns[i].sock.is_none() {
+                self.dead_retry = self.dead_retry.min(self.conns[i].retry_at);
+            }
+        }
+    }
+
+    /// Hands the counts since the last call to [`Live`].
+    fn publish(&mut self) {
+        if self.live_sent > 0 {
+            self.live.sent.fetch_add(self.live_sent, Ordering::Relaxed);
+            self.live_sent = 0;
+        }
+        if self.live_done > 0 {
+            self.live.done.fetch_add(self.live_done, Ordering::Relaxed);
+            self.live_done = 0;
         }
     }
 
@@ -271,7 +346,7 @@ impl<'a> Loop<'a> {
             kernel_tx_ns: 0,
         });
         r.counters.sent += 1;
-        self.live.sent.fetch_add(1, Ordering::Relaxed);
+        self.live_sent += 1;
         let pieces: [&[u8]; 2] = if self.cfg.split_writes {
             [&self.scratch[..split], &self.scratch[split..]]
         } else {
@@ -421,7 +496,7 @@ impl<'a> Loop<'a> {
                             .unwrap_or_default();
                         r.breakdowns.push(b);
                     }
-                    self.live.done.fetch_add(1, Ordering::Relaxed);
+                    self.live_done += 1;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -439,6 +514,8 @@ impl<'a> Loop<'a> {
         } else if closed {
             r.note_error(|| "the server closed the connection".into());
             self.fail(i, Outcome::Error, r);
+        } else {
+            self.offer(i);
         }
     }
 
@@ -486,12 +563,13 @@ impl<'a> Loop<'a> {
             if self.cfg.breakdown {
                 r.breakdowns.push(Breakdown::default());
             }
-            self.live.done.fetch_add(1, Ordering::Relaxed);
+            self.live_done += 1;
         }
         c.rlen = 0;
         c.wbuf.clear();
         c.written = 0;
         c.retry_at = now + RECONNECT_BACKOFF_NS;
+        self.dead_retry = self.dead_retry.min(c.retry_at);
     }
 
     fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
@@ -533,7 +611,7 @@ impl<'a> Loop<'a> {
                 r.breakdowns.push(Breakdown::default());
             }
             r.counters.unsent += 1;
-            self.live.done.fetch_add(1, Ordering::Relaxed);
+            self.live_done += 1;
         }
         for i in 0..self.conns.len() {
             if self.conns[i]

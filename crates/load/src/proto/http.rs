@@ -30,11 +30,97 @@ impl Http {
     }
 }
 
-fn header_value<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.split("\r\n").skip(1).find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then_some(v.trim())
-    })
+/// The status code of an `HTTP/1.x NNN ...` status line.
+fn status_code(line: &[u8]) -> Option<u16> {
+    let rest = line.strip_prefix(b"HTTP/1.")?;
+    let code = rest.get(2..5)?;
+    if !code.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(code.iter().fold(0, |n, d| n * 10 + u16::from(d - b'0')))
+}
+
+/// `bytes` without leading and trailing spaces and tabs.
+fn trim(bytes: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes
+        .iter()
+        .position(|b| !is_space(b))
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_space(b))
+        .map_or(start, |e| e + 1);
+    &bytes[start..end]
+}
+
+/// A decimal number made of digits only.
+fn decimal(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() || bytes.len() > 19 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(bytes.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+/// What a response head says about its body and the server's timestamps.
+struct Head {
+    status: u16,
+    /// Offset of the body (just past the blank line).
+    body_start: usize,
+    content_length: Option<Result<usize, String>>,
+    chunked: bool,
+    server: Option<wire::ServerTimes>,
+}
+
+/// Reads the head at the start of `buf` in one pass over its lines (this runs once per
+/// response, so it avoids building strings); `None` when the blank line has not arrived.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtoError> {
+    let Some(first) = memchr::memchr(b'\n', buf) else {
+        return Ok(None);
+    };
+    let status_line = buf[..first].strip_suffix(b"\r").unwrap_or(&buf[..first]);
+    let status = status_code(status_line).ok_or_else(|| {
+        ProtoError(format!(
+            "not an HTTP/1.x status line: '{}'",
+            String::from_utf8_lossy(status_line)
+        ))
+    })?;
+    let mut head = Head {
+        status,
+        body_start: 0,
+        content_length: None,
+        chunked: false,
+        server: None,
+    };
+    let mut pos = first + 1;
+    loop {
+        let Some(nl) = memchr::memchr(b'\n', &buf[pos..]).map(|k| pos + k) else {
+            return Ok(None);
+        };
+        let line = buf[pos..nl].strip_suffix(b"\r").unwrap_or(&buf[pos..nl]);
+        pos = nl + 1;
+        if line.is_empty() {
+            head.body_start = pos;
+            return Ok(Some(head));
+        }
+        let Some(colon) = memchr::memchr(b':', line) else {
+            continue;
+        };
+        let (name, value) = (trim(&line[..colon]), trim(&line[colon + 1..]));
+        if name.eq_ignore_ascii_case(b"content-length") {
+            head.content_length = Some(
+                decimal(value)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| String::from_utf8_lossy(value).into_owned()),
+            );
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            head.chunked = value.eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(wire::TIMESTAMP_HEADER.as_bytes()) {
+            head.server = std::str::from_utf8(value)
+                .ok()
+                .and_then(wire::parse_timestamp_header);
+        }
+    }
 }
 
 /// Length of a chunked body starting at `buf[0]`, or `None` when incomplete.
@@ -77,31 +163,16 @@ impl StreamProtocol for Http {
     }
 
     fn parse_response(&self, buf: &[u8]) -> Result<Option<Response>, ProtoError> {
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        let Some(head) = parse_head(buf)? else {
             if buf.len() > MAX_HEAD {
                 return Err(ProtoError("response head larger than 64 KiB".into()));
             }
             return Ok(None);
         };
-        let head = std::str::from_utf8(&buf[..end])
-            .map_err(|_| ProtoError("response head is not text".into()))?;
-        let status: u16 = head
-            .strip_prefix("HTTP/1.")
-            .and_then(|r| r.get(2..5))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| {
-                ProtoError(format!(
-                    "not an HTTP/1.x status line: '{}'",
-                    head.lines().next().unwrap_or("")
-                ))
-            })?;
-        let body_start = end + 4;
-        let body_len = if let Some(cl) = header_value(head, "content-length") {
-            cl.parse::<usize>()
-                .map_err(|_| ProtoError(format!("bad Content-Length '{cl}'")))?
-        } else if header_value(head, "transfer-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-        {
+        let (status, body_start) = (head.status, head.body_start);
+        let body_len = if let Some(cl) = head.content_length {
+            cl.map_err(|v| ProtoError(format!("bad Content-Length '{v}'")))?
+        } else if head.chunked {
             match chunked_len(&buf[body_start..])? {
                 Some(n) => n,
                 None => return Ok(None),
@@ -118,8 +189,7 @@ impl StreamProtocol for Http {
         Ok(Some(Response {
             len,
             ok: (200..400).contains(&status),
-            server: header_value(head, wire::TIMESTAMP_HEADER)
-                .and_then(wire::parse_timestamp_header),
+            server: head.server,
         }))
     }
 }
@@ -148,5 +218,28 @@ mod tests {
         out.clear();
         padded.write_request(&mut out, 0);
         assert_eq!(out.len(), 200);
+    }
+
+    #[test]
+    fn head_split_across_reads_odd_headers_and_bad_lengths() {
+        let h = Http::new("h", "/", 0);
+        let r = b"HTTP/1.1 200 OK\r\nServer: x:y\r\nx-tailhunt-timestamps:  4, 5 ,6 \r\ncontent-length:\t2 \r\n\r\nok";
+        for cut in 0..r.len() {
+            assert_eq!(h.parse_response(&r[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        let p = h.parse_response(r).unwrap().unwrap();
+        assert_eq!(p.len, r.len());
+        let t = p.server.unwrap();
+        assert_eq!((t.rx_kernel_ns, t.app_recv_ns, t.app_send_ns), (4, 5, 6));
+        let bad = b"HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n";
+        assert!(h.parse_response(bad).unwrap_err().0.contains("'1x'"));
+        let none = b"HTTP/1.1 200 OK\r\nX-Other: 1\r\n\r\n";
+        assert!(h.parse_response(none).is_err());
+        let empty = b"HTTP/1.1 204 No Content\r\n\r\nHTTP";
+        assert_eq!(
+            h.parse_response(empty).unwrap().unwrap().len,
+            empty.len() - 4
+        );
+        assert!(h.parse_response(b"HTTP/1.1 2x0 OK\r\n").is_err());
     }
 }
