@@ -115,8 +115,19 @@ pub fn render_runs(d: &RunsDoc) -> String {
             let source = ["file", "target"]
                 .iter()
                 .find_map(|k| r.params.get(*k).and_then(|f| f.as_str()))
-                .unwrap_or("")
-                .to_string();
+                .map(str::to_string)
+                .or_else(|| {
+                    // Captures: their input files (or live:IFACE), joined.
+                    let inputs = r.params.get("inputs")?.as_array()?;
+                    Some(
+                        inputs
+                            .iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    )
+                })
+                .unwrap_or_default();
             vec![
                 r.id.clone(),
                 r.kind.clone(),

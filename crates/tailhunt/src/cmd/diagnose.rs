@@ -6,6 +6,7 @@ use anyhow::Result;
 use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
 use tailhunt_diagnose::{fragile, nagle};
 use tailhunt_model::{Finding, Sample, SeriesData};
+use tailhunt_pcap::analysis::CaptureReport;
 use tailhunt_report::doc::DiagnoseDoc;
 use tailhunt_store::Store;
 
@@ -13,11 +14,18 @@ use super::open_existing;
 use crate::cli::{Cli, DiagnoseArgs};
 use crate::output;
 
-/// Detectors this build runs.
+/// Detectors this build runs on load and import runs.
 pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
 
 /// Runs the detectors on a run, stores their findings (replacing earlier ones) and returns them.
 pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
+    let run = store.run(run_id)?;
+    if let Some(capture) = run.params.get("capture") {
+        let report: CaptureReport = serde_json::from_value(capture.clone()).map_err(|e| {
+            anyhow::anyhow!("run {run_id}'s stored capture report does not read back ({e}): re-run `tailhunt pcap` on the capture")
+        })?;
+        return Ok(super::pcap::diagnose_stored(store, run_id, &report)?.1);
+    }
     let mut by_rate: BTreeMap<u64, (f64, Vec<Sample>)> = BTreeMap::new();
     let mut findings = Vec::new();
     let opts = AnalyzeOptions::default();
@@ -69,10 +77,16 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
     let mut store = open_existing(&cli.db)?;
     let run_id = store.resolve_run(&a.run)?;
     let findings = diagnose_run(&mut store, &run_id)?;
+    let run = store.run(&run_id)?;
+    let detectors: &[&str] = if run.params.get("capture").is_some() {
+        &tailhunt_diagnose::capture::DETECTORS
+    } else {
+        &DETECTORS
+    };
     let doc = DiagnoseDoc {
-        run: store.run(&run_id)?,
+        run,
         findings,
-        detectors: DETECTORS.iter().map(|d| d.to_string()).collect(),
+        detectors: detectors.iter().map(|d| d.to_string()).collect(),
     };
     output::print(cli.json, &doc, tailhunt_report::terminal::render_diagnose)
 }

@@ -6,7 +6,7 @@ mod export;
 pub(crate) mod import;
 mod lab;
 mod load;
-mod pcap;
+pub(crate) mod pcap;
 mod runs;
 mod serve;
 

@@ -43,7 +43,7 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
         .as_deref()
         .map(|d| super::super::duration_flag("--duration", d))
         .transpose()?;
-    let live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
+    let mut live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
     let stop = live.stop_handle();
     let out = match &a.write {
         Some(p) => {

@@ -1,0 +1,90 @@
+//! Capture helpers: a network namespace to keep test traffic alone, and tcpdump in it.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use tailhunt_lab::netns::Netns;
+
+/// A namespace with loopback up, or `None` (with the reason printed) where namespaces cannot
+/// be made (not root). CI runs as root, so there these tests run.
+pub fn namespace(role: &str) -> Option<Netns> {
+    match Netns::new(role) {
+        Ok(ns) => Some(ns),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// tcpdump writing `file` from `iface` inside `ns`; stopped (SIGINT, so it flushes) on drop.
+pub struct Tcpdump {
+    child: Child,
+}
+
+impl Tcpdump {
+    pub fn start(ns: &Netns, iface: &str, file: &Path, snaplen: u32, filter: &[&str]) -> Tcpdump {
+        let mut c = ns.command("tcpdump");
+        c.args(["-i", iface, "-U", "-n", "--time-stamp-precision", "nano"])
+            .args(["-s", &snaplen.to_string(), "-w"])
+            .arg(file)
+            .args(filter)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c
+            .spawn()
+            .expect("start tcpdump (scripts/setup.sh installs it)");
+        // tcpdump says "listening on ..." once its socket is open.
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Tcpdump { child }
+    }
+
+    /// Stops it and waits until the file is complete.
+    pub fn stop(mut self) {
+        self.interrupt();
+    }
+
+    fn interrupt(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.interrupt();
+        }
+    }
+}
+
+/// `tshark -r FILE -T fields -e ...` rows (tab-separated fields).
+pub fn tshark_fields(file: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(file).args(["-T", "fields"]);
+    if let Some(f) = filter {
+        c.args(["-Y", f]);
+    }
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let out = c
+        .output()
+        .expect("run tshark (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "tshark failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect()
+}

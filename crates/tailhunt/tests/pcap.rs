@@ -1,0 +1,362 @@
+//! `tailhunt pcap` and `tailhunt capture` end to end, on captures the tests write themselves in
+//! network namespaces (needs root: CI has it), compared with tshark.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::capture::{namespace, tshark_fields, Tcpdump};
+use common::{Env, BIN};
+use serde_json::Value;
+use tailhunt_lab::netns::Netns;
+
+/// A tailhunt reference server inside `ns`, killed on drop.
+struct Server(Child);
+
+impl Server {
+    fn start(ns: &Netns, port: u16, extra: &[&str]) -> Server {
+        let child = ns
+            .command(BIN)
+            .args(["serve", "tcp", "--listen", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server");
+        std::thread::sleep(Duration::from_millis(300));
+        Server(child)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn load_in(ns: &Netns, env: &Env, port: u16, args: &[&str]) {
+    let out = ns
+        .command(BIN)
+        .arg("--db")
+        .arg(env.path("load.db"))
+        .args(["load", &format!("tcp://127.0.0.1:{port}"), "--warmup", "0s"])
+        .args(args)
+        .output()
+        .expect("run load");
+    assert!(
+        out.status.success(),
+        "load failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Traffic in a fresh namespace: `conns` connections at `rate` for `secs`, captured on lo.
+fn capture_load(
+    env: &Env,
+    name: &str,
+    server: &[&str],
+    load: &[&str],
+) -> Option<std::path::PathBuf> {
+    let ns = namespace("pcap")?;
+    let file = env.path(name);
+    let dump = Tcpdump::start(&ns, "lo", &file, 0, &["tcp", "port", "7100"]);
+    {
+        let _server = Server::start(&ns, 7100, server);
+        load_in(&ns, env, 7100, load);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    dump.stop();
+    Some(file)
+}
+
+fn pcap_json(env: &Env, file: &std::path::Path, extra: &[&str]) -> Value {
+    let mut args = vec!["pcap", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    env.json("pcap", &args)
+}
+
+fn detectors_found(doc: &Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["detector"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn counts_flows_and_handshake_rtts_agree_with_tshark_root() {
+    let env = Env::new();
+    let Some(file) = capture_load(
+        &env,
+        "mixed.pcap",
+        &["--think-time", "200us", "--reply-bytes", "3000"],
+        &[
+            "--rate",
+            "300",
+            "--duration",
+            "1s",
+            "--conns",
+            "6",
+            "--nodelay=true",
+        ],
+    ) else {
+        return;
+    };
+    let doc = pcap_json(&env, &file, &[]);
+    let r = &doc["report"];
+    let frames = tshark_fields(&file, None, &["frame.len"]);
+    let bytes: u64 = frames.iter().map(|f| f[0].parse::<u64>().unwrap()).sum();
+    assert_eq!(r["packets"].as_u64().unwrap(), frames.len() as u64);
+    assert_eq!(r["wire_bytes"].as_u64().unwrap(), bytes);
+    let mut streams: Vec<String> = tshark_fields(&file, Some("tcp"), &["tcp.stream"])
+        .into_iter()
+        .map(|f| f[0].clone())
+        .collect();
+    streams.sort();
+    streams.dedup();
+    let flows = r["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), streams.len(), "flows vs tshark tcp.stream");
+    assert!(flows.len() >= 6, "{} flows", flows.len());
+    // tshark's initial RTT is SYN -> handshake ACK: our two legs added up, per client port.
+    let initial = tshark_fields(
+        &file,
+        Some("tcp.flags.syn == 1 && tcp.flags.ack == 0"),
+        &["tcp.srcport", "tcp.stream"],
+    );
+    let irtt = tshark_fields(
+        &file,
+        Some("tcp.analysis.initial_rtt"),
+        &["tcp.stream", "tcp.analysis.initial_rtt"],
+    );
+    let mut compared = 0;
+    for row in &initial {
+        let (port, stream) = (&row[0], &row[1]);
+        let Some(t) = irtt.iter().find(|r| &r[0] == stream) else {
+            continue;
+        };
+        let theirs_ns = (t[1].parse::<f64>().unwrap() * 1e9).round() as i64;
+        let flow = flows
+            .iter()
+            .find(|f| f["client"].as_str().unwrap().ends_with(&format!(":{port}")))
+            .expect("flow for the client port");
+        let hs = &flow["tcp"]["handshake"];
+        let ours = hs["server_leg_ns"].as_i64().unwrap() + hs["client_leg_ns"].as_i64().unwrap();
+        assert!(
+            (ours - theirs_ns).abs() <= 1,
+            "stream {stream}: ours {ours} ns, tshark {theirs_ns} ns"
+        );
+        compared += 1;
+    }
+    assert!(compared >= 6, "compared {compared} handshakes");
+    // Payload bytes: the server answered 3000-byte replies on every connection.
+    let down: u64 = flows
+        .iter()
+        .map(|f| f["server_to_client"]["payload_bytes"].as_u64().unwrap())
+        .sum();
+    let tshark_payload: u64 = tshark_fields(
+        &file,
+        Some("tcp.srcport == 7100 && tcp.len > 0"),
+        &["tcp.len"],
+    )
+    .iter()
+    .map(|f| f[0].parse::<u64>().unwrap())
+    .sum();
+    assert_eq!(down, tshark_payload);
+    // Request latency per server port, from data turns.
+    let port = &doc["ports"][0];
+    assert_eq!(port["server_port"], 7100);
+    assert!(port["answered"].as_u64().unwrap() >= 250, "{port}");
+}
+
+/// Root cause #2 in a capture: write-write-read without TCP_NODELAY stalls on the delayed
+/// ACK; with TCP_NODELAY on both ends the same traffic shows nothing.
+#[test]
+fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
+    let env = Env::new();
+    let Some(file) = capture_load(
+        &env,
+        "nagle.pcap",
+        &["--nodelay=false"],
+        &[
+            "--rate",
+            "20",
+            "--duration",
+            "2s",
+            "--conns",
+            "1",
+            "--split-writes",
+            "--nodelay=false",
+        ],
+    ) else {
+        return;
+    };
+    let doc = pcap_json(&env, &file, &[]);
+    assert_eq!(
+        detectors_found(&doc),
+        vec!["nagle-stall"],
+        "{:#}",
+        doc["findings"]
+    );
+    let stalls = doc["report"]["stalls"].as_array().unwrap();
+    assert!(
+        stalls.len() >= 30,
+        "{} stalls for ~40 requests",
+        stalls.len()
+    );
+    for s in stalls {
+        let delay = s["ack_delay_ns"].as_i64().unwrap();
+        assert!(
+            (30_000_000..=60_000_000).contains(&delay),
+            "ack delay {delay} ns"
+        );
+    }
+    let p50 = doc["ports"][0]["p50_ns"].as_u64().unwrap();
+    assert!((30_000_000..=60_000_000).contains(&p50), "p50 {p50} ns");
+
+    let fixed = capture_load(
+        &env,
+        "nodelay.pcap",
+        &["--nodelay=true"],
+        &[
+            "--rate",
+            "20",
+            "--duration",
+            "2s",
+            "--conns",
+            "1",
+            "--split-writes",
+            "--nodelay=true",
+        ],
+    )
+    .unwrap();
+    let doc = pcap_json(&env, &fixed, &[]);
+    assert!(detectors_found(&doc).is_empty(), "{:#}", doc["findings"]);
+    let p99 = doc["ports"][0]["p99_ns"].as_u64().unwrap();
+    assert!(p99 < 10_000_000, "p99 {p99} ns with TCP_NODELAY");
+}
+
+#[test]
+fn a_truncated_capture_keeps_what_was_read_and_names_the_offset_root() {
+    let env = Env::new();
+    let Some(file) = capture_load(
+        &env,
+        "whole.pcap",
+        &[],
+        &["--rate", "200", "--duration", "1s", "--conns", "2"],
+    ) else {
+        return;
+    };
+    let data = std::fs::read(&file).unwrap();
+    let cut = env.path("cut.pcap");
+    std::fs::write(&cut, &data[..data.len() * 2 / 3 + 7]).unwrap();
+    let out = env
+        .cmd()
+        .args(["pcap", cut.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("truncated") && err.contains("at byte") && err.contains("partial run"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("the partial analysis is printed");
+    common::check_schema("pcap", &doc);
+    assert_eq!(doc["status"], "partial");
+    let whole = pcap_json(&env, &file, &[]);
+    let (part, all) = (
+        doc["report"]["packets"].as_u64().unwrap(),
+        whole["report"]["packets"].as_u64().unwrap(),
+    );
+    assert!(part > 0 && part < all, "{part} of {all}");
+    let runs = env.ok(&["runs"]);
+    assert!(
+        runs.lines()
+            .any(|l| l.contains("partial") && l.contains("cut.pcap")),
+        "{runs}"
+    );
+}
+
+#[test]
+fn live_capture_writes_what_it_analysed_root() {
+    let env = Env::new();
+    let Some(ns) = namespace("live") else {
+        return;
+    };
+    let file = env.path("live.pcap");
+    let mut cap = ns
+        .command(BIN)
+        .arg("--db")
+        .arg(env.db())
+        .args(["capture", "-i", "lo", "--duration", "3s", "--json", "-w"])
+        .arg(&file)
+        .args(["--filter", "tcp port 7100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    {
+        let _server = Server::start(&ns, 7100, &[]);
+        load_in(&ns, &env, 7100, &["--rate", "100", "--duration", "1s"]);
+    }
+    let status = cap.wait().unwrap();
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(cap.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert!(status.success(), "capture failed");
+    let live: Value = serde_json::from_str(&stdout).unwrap();
+    common::check_schema("pcap", &live);
+    let seen = live["report"]["packets"].as_u64().unwrap();
+    assert!(seen >= 200, "{seen} packets");
+    let again = pcap_json(&env, &file, &[]);
+    assert_eq!(again["report"]["packets"].as_u64().unwrap(), seen);
+    assert_eq!(again["ports"][0]["answered"], live["ports"][0]["answered"]);
+}
+
+#[test]
+fn bad_input_gets_clear_messages() {
+    let env = Env::new();
+    let junk = env.path("junk.pcap");
+    std::fs::write(&junk, b"this is not a capture at all").unwrap();
+    let err = env.fails(&["pcap", junk.to_str().unwrap()]);
+    assert!(err.contains("not a pcap or pcapng capture"), "{err}");
+    let err = env.fails(&["pcap", env.path("missing.pcap").to_str().unwrap()]);
+    assert!(err.contains("missing.pcap"), "{err}");
+    let ok = env.path("empty.pcap");
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&65535u32.to_le_bytes());
+    header.extend_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&ok, &header).unwrap();
+    let err = env.fails(&["pcap", ok.to_str().unwrap(), "--link-rate", "fast"]);
+    assert!(err.contains("--link-rate 'fast'"), "{err}");
+    let err = env.fails(&["pcap", ok.to_str().unwrap(), "--bin", "1us"]);
+    assert!(err.contains("--bin 1us is out of range"), "{err}");
+    let err = env.fails(&["capture", "-i", "no-such-if0", "--duration", "1s"]);
+    assert!(
+        err.contains("no-such-if0") && err.contains("interface"),
+        "{err}"
+    );
+    // An empty capture is not an error: nothing to report.
+    let doc = env.json("pcap", &["pcap", ok.to_str().unwrap()]);
+    assert_eq!(doc["report"]["packets"], 0);
+}
+
+#[test]
+fn diagnose_rereads_a_stored_capture_run() {
+    let env = Env::new();
+    let ok = env.path("empty.pcap");
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&65535u32.to_le_bytes());
+    header.extend_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&ok, &header).unwrap();
+    env.ok(&["pcap", ok.to_str().unwrap()]);
+    let d = env.json("diagnose", &["diagnose", "latest"]);
+    assert_eq!(d["detectors"].as_array().unwrap().len(), 4);
+    let _ = Command::new("true").status();
+}
