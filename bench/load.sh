@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Load generator benchmark: tailhunt against wrk and sockperf, same servers, same run.
 #
-#   bench/load.sh [--write]    ROUNDS=N (3), CONNS=N (32), SLO_P99_MS=N (10), QUICK=1 (~1 min)
+#   bench/load.sh [--write]    ROUNDS=N (3), CONNS=N (32), SLO_P99_MS=N (10), QUICK=1 (~1 min),
+#                              TH_THREADS="1 2" (1), PIN=0|1 (1), PRIORITY=0|1 (1)
 #
 # 1. Max rate: one `tailhunt serve http --threads 1` per round; `wrk -t1 -cCONNS` (closed loop)
-#    gives requests/s; tailhunt (open loop, --conns CONNS --max-inflight 1: the same connections
-#    and requests in flight as wrk) searches for the highest rate it carries, with --threads 1
-#    and --threads 2. Ratio: tailhunt's max / wrk's rate.
+#    gives requests/s (the higher of two runs); tailhunt (open loop, --conns CONNS
+#    --max-inflight 1: the same connections and requests in flight as wrk, the same request
+#    bytes) searches for the highest rate it carries (a failed rate is tried once more), with
+#    --threads from TH_THREADS. Ratio: replies/s of tailhunt's highest carried rate / wrk's.
+#    PIN=1 (2+ CPUs): every server on CPU 0, every client (wrk, sockperf, tailhunt) on CPU 1.
+#    PRIORITY=1 (root): this session's autogroup runs at nice -20 (restored at exit), so other
+#    work on a shared machine (builds) takes less of the measured tools' CPUs.
 # 2. Ping-pong: `sockperf ping-pong --tcp` against `sockperf server`, and `tailhunt load tcp://`
 #    --conns 1 --max-inflight 1 against `tailhunt serve tcp`, at 1k and 10k messages/s, 64 bytes
 #    each way: p50/p99 round trip, tailhunt's both from the intended send time and from the
@@ -68,10 +73,22 @@ if ! [[ -x /usr/bin/time ]]; then
     exit 2
 fi
 
+# Scheduling: servers and clients on CPUs of their own, ahead of other work on the machine.
+srv_pin=() cli_pin=()
+if [[ "${PIN:-1}" == 1 ]] && (($(nproc) >= 2)); then
+    srv_pin=(taskset -c 0) cli_pin=(taskset -c 1)
+fi
+prio_old=""
+if [[ "${PRIORITY:-1}" == 1 ]] && [[ -w /proc/self/autogroup ]]; then
+    prio_old="$(awk '{ print $3 }' /proc/self/autogroup)"
+    echo -20 2>/dev/null >/proc/self/autogroup || prio_old=""
+fi
+
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {
     local p
+    [[ -n "$prio_old" ]] && echo "$prio_old" >/proc/self/autogroup 2>/dev/null
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
     rm -rf "$tmp"
@@ -80,7 +97,7 @@ trap cleanup EXIT
 
 echo "building (release)..." >&2
 cargo build --release --locked -p tailhunt >&2
-tailhunt=target/release/tailhunt
+tailhunt="${CARGO_TARGET_DIR:-target}/release/tailhunt"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +163,7 @@ start_tailhunt_server() { # proto seconds args...
     local proto="$1" secs="$2" i
     shift 2
     local log_file="$tmp/serve-$proto-$RANDOM.log"
-    "$tailhunt" --db "$tmp/serve.db" serve "$proto" --listen 127.0.0.1:0 --duration "${secs}s" \
+    "${srv_pin[@]}" "$tailhunt" --db "$tmp/serve.db" serve "$proto" --listen 127.0.0.1:0 --duration "${secs}s" \
         "$@" 2>"$log_file" >/dev/null &
     srv_pid=$!
     pids+=("$srv_pid")
@@ -199,18 +216,28 @@ to_us() {
 # 1. Max rate: wrk against tailhunt, same server, same connections.
 
 # Configurations of tailhunt load searched for a max rate: "name threads max_inflight".
-th_configs=("th1 1 1" "th2 2 1")
-echo "| round | config | offered rate | ok | errors+timeouts+unsent | p50 | p99 | send lag p99 | client CPU/request | steal | carried |" >"$tmp/steps.md"
-echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|" >>"$tmp/steps.md"
+th_configs=()
+for t in ${TH_THREADS:-1}; do th_configs+=("th$t $t 1"); done
+echo "| round | config | offered rate | try | replies/s | ok | errors+timeouts+unsent | p50 | p99 | send lag p99 | client CPU/request | steal | carried |" >"$tmp/steps.md"
+echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|" >>"$tmp/steps.md"
 : >"$tmp/steps.txt"
 
 http_port=""
-run_wrk() { # round
-    local out="$tmp/wrk-$1.txt" steal
-    log "round $1: wrk -t1 -c$conns -d${http_secs}s"
+run_wrk() { # round: the higher rate of two runs
+    local out="$tmp/wrk-$1.txt" steal try best=0
+    log "round $1: wrk -t1 -c$conns -d${http_secs}s, twice"
     steal_mark
-    timeout $((http_secs + 30)) /usr/bin/time -f '%U %S' -o "$tmp/time.txt" \
-        wrk -t1 -c"$conns" -d"${http_secs}s" --latency "http://127.0.0.1:$http_port/" >"$out"
+    for try in 1 2; do
+        timeout $((http_secs + 30)) /usr/bin/time -f '%U %S' -o "$tmp/time-$try.txt" \
+            "${cli_pin[@]}" wrk -t1 -c"$conns" -d"${http_secs}s" --latency \
+            "http://127.0.0.1:$http_port/" >"$tmp/wrk-try-$try.txt"
+        log "round $1: wrk run $try: $(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk-try-$try.txt") req/s"
+        if awk -v b="$best" '/^Requests\/sec:/ { exit !($2 > b) }' "$tmp/wrk-try-$try.txt"; then
+            best="$(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk-try-$try.txt")"
+            cp "$tmp/wrk-try-$try.txt" "$out"
+            cp "$tmp/time-$try.txt" "$tmp/time.txt"
+        fi
+    done
     steal="$(steal_since)"
     local rate p50 p99 errs n
     # Client CPU per request (µs): user + system time over the requests wrk completed.
@@ -231,14 +258,33 @@ run_wrk() { # round
     record "steal_$1" "$steal"
     log "round $1: wrk $rate req/s (p50 $p50 us, p99 $p99 us, steal $steal%)"
 }
-# One tailhunt step at a rate; sets carried=1 when the rate was carried.
+# Replies per second of a run's ok samples, measured like wrk's Requests/sec: replies over the
+# time from the first intended send to the last reply.
+answered_rate() { # run series
+    "$tailhunt" --db "$tmp/load.db" export "$1" --series "$2" |
+        awk -F, 'NR > 1 && $6 == "ok" { n++; if (!lo || $2 < lo) lo = $2; if ($4 > hi) hi = $4 }
+            END { printf "%.0f\n", (hi > lo ? n * 1e9 / (hi - lo) : 0) }'
+}
+# One tailhunt step at a rate, tried a second time if the first is not carried (a stall of the
+# shared machine fails an open-loop step at any rate); sets carried=1 when it was carried, and
+# step_answered to its replies/s.
 th_step() { # round name threads inflight rate
-    local round="$1" name="$2" threads="$3" inflight="$4" rate="$5"
+    local try
+    for try in 1 2; do
+        th_once "$@" "$try"
+        [[ "$carried" == 1 ]] && break
+    done
+    return 0
+}
+th_once() { # round name threads inflight rate try
+    local round="$1" name="$2" threads="$3" inflight="$4" rate="$5" try="$6"
     local json="$tmp/step.json"
+    # --request-bytes 0: no padding header, so the request is wrk's (GET / with a Host header).
     timeout $((http_secs + 40)) /usr/bin/time -f '%U %S' -o "$tmp/time.txt" \
-        "$tailhunt" --db "$tmp/load.db" load "http://127.0.0.1:$http_port/" \
-        --rate "$rate" --duration "${http_secs}s" --conns "$conns" --threads "$threads" \
-        --max-inflight "$inflight" --nodelay=true --json >"$json" 2>"$tmp/step.err" || true
+        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "http://127.0.0.1:$http_port/" \
+        --rate "$rate" --duration "${http_secs}s" --warmup 0s --conns "$conns" \
+        --threads "$threads" --max-inflight "$inflight" --nodelay=true --request-bytes 0 \
+        --json >"$json" 2>"$tmp/step.err" || true
     read -r st ok errs tos unsent achieved p50 p99 lag99 steal run series sent < <(step_fields "$json")
     # Client CPU per request (µs), warm-up included: user + system time over the requests sent.
     step_cpu="$(awk -v n="$sent" '{ printf "%.1f", (n > 0 ? 1e6 * ($1 + $2) / n : 0) }' "$tmp/time.txt" 2>/dev/null || echo 0)"
@@ -248,20 +294,22 @@ th_step() { # round name threads inflight rate
         carried=1
     fi
     [[ "$st" == failed ]] && log "tailhunt load failed: $(head -c 400 "$tmp/step.err")"
+    step_answered=0
+    [[ "$carried" == 1 ]] && step_answered="$(answered_rate "$run" "$series")"
     step_p50="$p50" step_p99="$p99" step_lag99="$lag99" step_cpu_us="$step_cpu"
     echo "$round $name $rate $carried $p99 $lag99 $step_cpu" >>"$tmp/steps.txt"
-    echo "| $round | $name | $(calc '%.1fk' "$rate / 1000") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $([[ $carried == 1 ]] && echo yes || echo no) |" >>"$tmp/steps.md"
+    echo "| $round | $name | $(calc '%.1fk' "$rate / 1000") | $try | $([[ $carried == 1 ]] && calc '%.1fk' "$step_answered / 1000") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $([[ $carried == 1 ]] && echo yes || echo no) |" >>"$tmp/steps.md"
     log "round $round: $name at $rate/s: p99 $(calc '%.2f' "$p99 / 1e6") ms, send lag p99 $(calc '%.2f' "$lag99 / 1e6") ms -> $([[ $carried == 1 ]] && echo carried || echo not carried)"
 }
 # Highest carried rate: from a start rate, x1.25 up (or /1.25 down) until the verdict flips,
 # then $bisect bisections of the bracket.
 th_search() { # round name threads inflight
     local round="$1" name="$2" threads="$3" inflight="$4"
-    local start lo=0 hi=0 rate tries=0 lo_p50=0 lo_p99=0 lo_lag=0 lo_cpu=0
-    start="$(median_of "${name}_max")"
+    local start lo=0 hi=0 rate tries=0 lo_p50=0 lo_p99=0 lo_lag=0 lo_cpu=0 lo_ans=0
+    start="$(median_of "${name}_offered")"
     if [[ "$start" == 0 ]]; then
         start="$(median_of wrk_rate)"
-        start="$(calc '%.0f' "${start} > 0 ? ${start} * 0.5 : 40000")"
+        start="$(calc '%.0f' "${start} > 0 ? ${start} * 0.8 : 40000")"
     fi
     rate="$(calc '%.0f' "int($start / 100) * 100")"
     steal_mark
@@ -269,7 +317,7 @@ th_search() { # round name threads inflight
         tries=$((tries + 1))
         th_step "$round" "$name" "$threads" "$inflight" "$rate"
         if [[ "$carried" == 1 ]]; then
-            lo="$rate" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us"
+            lo="$rate" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered"
             ((hi > 0)) && break
             rate="$(calc '%.0f' "int($rate * 1.25 / 100) * 100")"
         else
@@ -285,19 +333,20 @@ th_search() { # round name threads inflight
         ((mid <= lo || mid >= hi)) && break
         th_step "$round" "$name" "$threads" "$inflight" "$mid"
         if [[ "$carried" == 1 ]]; then
-            lo="$mid" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us"
+            lo="$mid" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered"
         else
             hi="$mid"
         fi
     done
-    record "${name}_max" "$lo"
+    record "${name}_offered" "$lo"
+    record "${name}_max" "$lo_ans"
     record "${name}_p50_us" "$(calc '%.1f' "$lo_p50 / 1000")"
     record "${name}_p99_us" "$(calc '%.1f' "$lo_p99 / 1000")"
     record "${name}_lag99_us" "$(calc '%.1f' "$lo_lag / 1000")"
     record "${name}_cpu_us" "$lo_cpu"
     record "steal_$round" "$(steal_since)"
     log "round $round: $name carried $lo/s (bracket $lo-$hi)"
-    echo "$round $name $lo" >>"$tmp/maxes.txt"
+    echo "$round $name $lo_ans" >>"$tmp/maxes.txt"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +361,7 @@ run_sockperf() { # round mps
     log "round $1: sockperf ping-pong --mps=$2 -t $pp_secs"
     steal_mark
     timeout $((pp_secs + 30)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
-        sockperf ping-pong --tcp -i 127.0.0.1 -p "$sp_port" --mps="$2" -t "$pp_secs" \
+        "${cli_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$sp_port" --mps="$2" -t "$pp_secs" \
         -m "$msg_bytes" --full-rtt >"$out" 2>&1 || true
     steal="$(steal_since)"
     cpu="$(awk '{ printf "%.0f", 100 * ($1 + $2) / $3 }' "$tmp/time.txt")"
@@ -340,7 +389,7 @@ run_tailhunt_pp() { # round rate
     log "round $1: tailhunt load tcp:// --rate $2 --duration ${pp_secs}s"
     steal_mark
     timeout $((pp_secs + 40)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
-        "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
+        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
         --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true \
         --request-bytes "$body_bytes" --json >"$json" 2>"$tmp/pp.err" || true
     steal="$(steal_since)"
@@ -373,6 +422,7 @@ run_tailhunt_pp() { # round rate
 # The rounds.
 
 read -r run_steal0 run_total0 < <(cpu_ticks)
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 t_start="$(date +%s)"
 : >"$tmp/order.txt"
@@ -400,7 +450,7 @@ for ((round = 1; round <= rounds; round++)); do
 
     # Ping-pong: both servers idle (blocked) while the other tool runs.
     sp_port="$(free_port)"
-    timeout "$pp_round_secs" sockperf server --tcp -i 127.0.0.1 -p "$sp_port" \
+    timeout "$pp_round_secs" "${srv_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$sp_port" \
         >"$tmp/sockperf-server.log" 2>&1 &
     sp_pid=$!
     pids+=("$sp_pid")
@@ -420,6 +470,17 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 read -r run_steal1 run_total1 < <(cpu_ticks)
+load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
+if ((${#srv_pin[@]} > 0)); then
+    pin_text="servers pinned to CPU 0 and clients to CPU 1 with taskset, for every tool"
+else
+    pin_text="server and client share them, placed by the scheduler"
+fi
+if [[ -n "$prio_old" ]]; then
+    prio_text="the benchmark's session ran at autogroup nice -20, ahead of other sessions' work"
+else
+    prio_text="no priority over other work (PRIORITY=0 or not root)"
+fi
 finished="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 elapsed=$(($(date +%s) - t_start))
 run_steal="$(calc '%.2f' "100 * ($run_steal1 - $run_steal0) / (($run_total1 - $run_total0) > 0 ? ($run_total1 - $run_total0) : 1)")"
@@ -493,7 +554,7 @@ us_or_ms() { calc "$(awk -v v="$1" 'BEGIN { print (v >= 10000 ? "%.1f ms" : "%.1
         echo "  CPUs, so the client that needs more CPU per request reaches the limit at a lower rate."
     fi
     th1_m="$(median_of th1_max)" th2_m="$(median_of th2_max)"
-    if awk "BEGIN { exit !($th2_m < $th1_m) }"; then
+    if [[ -n "$(agg th2_max)" ]] && awk "BEGIN { exit !($th2_m < $th1_m) }"; then
         echo "- \`--threads 2\` carried less than \`--threads 1\` ($(calc '%.1fk' "$th2_m / 1000") against $(calc '%.1fk' "$th1_m / 1000")/s): with the"
         echo "  single-threaded server that is three busy threads on $(nproc) CPUs."
     fi
@@ -548,13 +609,14 @@ ping-pong p50 within 20% of sockperf's at 1k and 10k messages/s.
 
 | | |
 |---|---|
-| CPU | $model, $(nproc) CPUs (shared by the server and the client in every measurement) |
+| CPU | $model, $(nproc) CPUs ($pin_text) |
 | memory | $mem_gib GiB |
 | kernel | $(uname -r) |
 | rustc | $(rustc --version) |
 | wrk | $(wrk --version 2>&1 | head -1 | awk '{ print $1, $2, $3 }') |
 | sockperf | $(sockperf --version 2>&1 | sed -n 's/.*version \([^ ]*\).*/\1/p' | head -1) |
 | steal time during the run | $run_steal % of CPU time (per measurement, by round: ${steal_rounds%; }) |
+| other work on the machine | load average $load_start at the start, $load_end at the end (the benchmark itself keeps about 2 busy); $prio_text |
 
 Each round starts fresh servers and runs the tools in a shuffled order
 ($(sed 's/$/;/' "$tmp/order.txt" | tr '\n' ' ' | sed 's/; $//')).
@@ -566,15 +628,24 @@ Server: \`tailhunt serve http --listen 127.0.0.1:PORT --threads 1\`, one per rou
 tools; 64-byte bodies, keep-alive.
 
 - wrk (closed loop: each connection sends its next request when the previous one is answered):
-  \`wrk -t1 -c$conns -d${http_secs}s --latency http://127.0.0.1:PORT/\`, requests/s.
+  \`wrk -t1 -c$conns -d${http_secs}s --latency http://127.0.0.1:PORT/\`, Requests/sec (replies
+  over its run time); the higher of two runs per round.
 - tailhunt (open loop): \`tailhunt load http://127.0.0.1:PORT/ --rate R --duration ${http_secs}s
-  --conns $conns --max-inflight 1 --threads T --nodelay=true --json\`, so it has the same $conns
-  connections with at most one request in flight on each, as wrk (tailhunt's default
-  \`--max-inflight 1000\` pipelines requests on a connection, which wrk does not). Its max rate is the highest R
-  it **carried**: every request answered ok (no errors, timeouts or unsent requests), achieved
-  rate >= 0.95 R, and p99 latency from the intended send time <= $slo_ms ms. The search starts
-  at the median of earlier rounds (round 1: half of wrk's rate, or 40k/s when wrk has not run yet),
-  goes up (or down) by 1.25x until the verdict flips, then bisects the bracket $bisect time(s).
+  --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --request-bytes 0 --json\`,
+  so it has the same $conns connections with at most one request in flight on each, as wrk
+  (tailhunt's default \`--max-inflight 1000\` pipelines requests on a connection, which wrk does
+  not), sends the same request (\`GET / HTTP/1.1\` and a Host header, no padding) and, like wrk,
+  counts from its first request (no warm-up excluded).
+- **The criterion.** A rate R is **carried** when a ${http_secs} s step at R has every request
+  answered ok (no errors, timeouts or unsent requests), achieved rate >= 0.95 R, and **p99
+  latency measured from the intended send time <= $slo_ms ms** (exact nearest-rank p99 of all
+  R x ${http_secs} requests). A step that fails is run once more and counts if the second run
+  passes (wrk gets two runs too). tailhunt's **max rate** is the replies/s of its highest
+  carried step, measured like wrk's Requests/sec: ok replies over the time from the first
+  intended send to the last reply (the offered R is in the step table). The search starts
+  at the median offered rate of earlier rounds (round 1: 0.8x wrk's rate, or 40k/s when wrk has
+  not run yet), goes up (or down) by 1.25x until the verdict flips, then bisects the bracket
+  $bisect time(s).
   The p99 limit matters: \`achieved_rate\` alone is the completions per second of the
   scheduled window, so it equals R whenever every request is eventually answered — even when an
   overloaded client sends them hundreds of ms late. Offered a fraction e more than it can carry,
@@ -584,8 +655,7 @@ tools; 64-byte bodies, keep-alive.
 | tool | max rate | ratio to wrk | ratio per round | p50 | p99 | send lag p99 |
 |---|--:|--:|--:|--:|--:|--:|
 | wrk -t1 -c$conns | $(fmt_agg wrk_rate '%.1fk' 1000) | 1.00x | | $(fmt_agg wrk_p50_us '%.0f us' 1) | $(fmt_agg wrk_p99_us '%.0f us' 1) | (closed loop) |
-| tailhunt --threads 1 --conns $conns --max-inflight 1 | $(fmt_agg th1_max '%.1fk' 1000) | $(ratio "$(median_of th1_max)" "$wrk_med")x | $(round_ratios th1) | $(fmt_agg th1_p50_us '%.0f us' 1) | $(fmt_agg th1_p99_us '%.0f us' 1) | $(fmt_agg th1_lag99_us '%.0f us' 1) |
-| tailhunt --threads 2 --conns $conns --max-inflight 1 | $(fmt_agg th2_max '%.1fk' 1000) | $(ratio "$(median_of th2_max)" "$wrk_med")x | $(round_ratios th2) | $(fmt_agg th2_p50_us '%.0f us' 1) | $(fmt_agg th2_p99_us '%.0f us' 1) | $(fmt_agg th2_lag99_us '%.0f us' 1) |
+$(for c in "${th_configs[@]}"; do read -r n t _ <<<"$c"; echo "| tailhunt --threads $t --conns $conns --max-inflight 1 | $(fmt_agg "${n}_max" '%.1fk' 1000) | $(ratio "$(median_of "${n}_max")" "$wrk_med")x | $(round_ratios "$n") | $(fmt_agg "${n}_p50_us" '%.0f us' 1) | $(fmt_agg "${n}_p99_us" '%.0f us' 1) | $(fmt_agg "${n}_lag99_us" '%.0f us' 1) |"; done)
 
 wrk's latencies are from the actual send (closed loop: a slow answer delays the next request
 instead of showing as latency); tailhunt's are from the intended send time at its max rate.

@@ -201,7 +201,7 @@ impl Worker {
             if let Some(&(_, d)) = order.front() {
                 wait = wait.min(d - now);
             }
-            if let Err(e) = super::wait_events(&epoll, &mut events, wait) {
+            if let Err(e) = super::wait_events(&epoll, &mut events, wait, w.spin_ns) {
                 r.note_error(|| format!("epoll_wait: {e}"));
                 break;
             }

@@ -190,6 +190,11 @@ pub fn run_step(
         });
     }
     let live_conns: usize = workers.iter().map(|(_, c)| c).sum();
+    // Polling for sends due soon pays only when every worker has a CPU of its own: workers that
+    // share one (say `taskset -c 1 tailhunt load --threads 2`) would spend their turns polling
+    // while the other waits to send.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spin_ns = if workers.len() <= cpus { SPIN_NS } else { 0 };
     let start_ns = clock::mono_ns() + 20_000_000;
     let measure_from_ns = start_ns + cfg.warmup.as_nanos() as i64;
     let end_ns = measure_from_ns + cfg.duration.as_nanos() as i64;
@@ -211,6 +216,7 @@ pub fn run_step(
                         rate,
                         phase_ns: phase,
                         seed: cfg.seed.wrapping_add(i as u64),
+                        spin_ns,
                     };
                     match w {
                         WorkerKind::Stream(w) => w.run(&cfg, window, &live, &stop),
@@ -258,6 +264,8 @@ pub(crate) struct Window {
     pub rate: f64,
     pub phase_ns: f64,
     pub seed: u64,
+    /// Waits shorter than this poll instead of sleeping (0: always sleep).
+    pub spin_ns: i64,
 }
 
 enum WorkerKind {
@@ -283,7 +291,7 @@ impl WorkerResult {
     }
 }
 
-/// Waits shorter than this poll instead of sleeping.
+/// Waits shorter than this poll instead of sleeping (when each worker has a CPU).
 pub(crate) const SPIN_NS: i64 = 50_000;
 
 /// Longest epoll sleep, so Ctrl-C and deadlines are noticed.
@@ -295,13 +303,14 @@ pub(crate) fn wait_events(
     epoll: &rustix::fd::OwnedFd,
     events: &mut Vec<rustix::event::epoll::Event>,
     wait_ns: i64,
+    spin_ns: i64,
 ) -> rustix::io::Result<()> {
-    // A send due within SPIN_NS is waited for by polling: on a VM a sleep and wake-up costs
+    // A send due within spin_ns is waited for by polling: on a VM a sleep and wake-up costs
     // more CPU than the wait, and the wake-up comes late.
-    let wait_ns = if wait_ns < SPIN_NS {
+    let wait_ns = if wait_ns < spin_ns {
         0
     } else {
-        wait_ns - SPIN_NS / 2
+        wait_ns - spin_ns / 2
     };
     let ts = rustix::time::Timespec {
         tv_sec: 0,

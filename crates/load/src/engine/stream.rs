@@ -239,7 +239,7 @@ impl<'a> Loop<'a> {
             if self.deadline_check != i64::MAX {
                 wait = wait.min(self.deadline_check - now);
             }
-            if let Err(e) = super::wait_events(&self.epoll, &mut events, wait) {
+            if let Err(e) = super::wait_events(&self.epoll, &mut events, wait, w.spin_ns) {
                 r.note_error(|| format!("epoll_wait: {e}"));
                 break;
             }
