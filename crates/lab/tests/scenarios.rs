@@ -51,7 +51,7 @@ fn generated(s: CaptureScenario) -> Option<GeneratedCapture> {
 /// scenarios may be running beside it, so only its own roles are checked.)
 fn assert_no_namespace_left(s: CaptureScenario) {
     let roles: &[&str] = match s {
-        CaptureScenario::Microburst => &["mb-cache", "mb-far"],
+        CaptureScenario::Microburst => &["mb-cache", "mb-far", "mb-api"],
         CaptureScenario::Nagle => &["nagle-cli", "nagle-srv"],
         CaptureScenario::ClientTimeout => &["to-cli", "to-srv"],
         CaptureScenario::SmallRcvbuf | CaptureScenario::CleanBulk => {
@@ -266,4 +266,14 @@ fn small_rcvbuf_download_is_slower_than_autotuned_root() {
         max.is_some_and(|m| m <= 131072),
         "max advertised window {max:?}"
     );
+}
+
+#[test]
+fn unwritable_output_directory_is_named_in_the_error() {
+    let dir = std::path::Path::new("/proc/tailhunt-no-such-dir");
+    let e = generate(CaptureScenario::Nagle, dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/proc/tailhunt-no-such-dir"), "{e}");
+    assert!(e.contains("writable output directory"), "{e}");
 }

@@ -15,7 +15,8 @@ use crate::netns::{veth, Netns};
 const CACHE: &str = "198.18.2.2";
 const FAR: &str = "198.18.2.1";
 const DBS: [&str; 4] = ["198.18.2.11", "198.18.2.12", "198.18.2.13", "198.18.2.14"];
-const API: &str = "198.18.2.21";
+const API: &str = "198.18.7.2";
+const API_GW: &str = "198.18.7.1";
 const CACHE_PORT: &str = "7000";
 const DB_PORT: &str = "7100";
 const REPLY_BYTES: &str = "120000";
@@ -32,21 +33,24 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let script = out.script("microburst.py", include_str!("../../py/microburst.py"))?;
     let cache = Netns::new("mb-cache")?;
     let far = Netns::new("mb-far")?;
+    let api_ns = Netns::new("mb-api")?;
     let (cache_end, far_end) = veth(&cache, &format!("{CACHE}/24"), &far, &format!("{FAR}/24"))?;
-    for a in DBS.iter().chain([&API]) {
-        far.run(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("{a}/24"),
-            "dev",
-            &far_end.iface,
-        ])?;
+    for a in DBS {
+        let cidr = format!("{a}/24");
+        far.run(&["ip", "addr", "add", &cidr, "dev", &far_end.iface])?;
     }
     add_tbf(&far, &far_end.iface, &SHAPER)?;
+    // The api host has its own link to the far side, which routes between it and the cache:
+    // its capture sees each request before it waits in the shaper's queue.
+    let (api_end, _) = veth(&api_ns, &format!("{API}/24"), &far, &format!("{API_GW}/24"))?;
+    far.run(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+    api_ns.run(&["ip", "route", "add", "default", "via", API_GW])?;
+    cache.run(&["ip", "route", "add", "198.18.7.0/24", "via", FAR])?;
 
     let pcap = out.file("pcap");
     let capture = Capture::start(&cache, &cache_end.iface, &pcap, 0)?;
+    let api_pcap = out.file("api.pcap");
+    let api_capture = Capture::start(&api_ns, &api_end.iface, &api_pcap, 0)?;
     let py = python();
     let dbs = DBS.join(",");
     let mut db = Proc::spawn(
@@ -76,7 +80,7 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let api_part = out.part("api")?;
     let duration = DURATION_MS.to_string();
     let mut api = Proc::spawn(
-        &far,
+        &api_ns,
         "microburst api",
         &[
             py,
@@ -94,10 +98,12 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     cache_proc.wait_success(Duration::from_secs(5))?;
     drop(db);
     let capture = capture.stop("cache")?;
+    let api_capture = api_capture.stop("api")?;
     let shaper = qdisc_counts(&far, &far_end.iface)?;
     let (cache_truth, api_truth) = (read_part(&cache_part)?, read_part(&api_part)?);
     let mut t = truth(capture, &far_end.iface, cache_truth, api_truth);
     t["link"]["shaper_counts"] = shaper;
+    t["extra_captures"] = json!([api_capture]);
     Ok(t)
 }
 

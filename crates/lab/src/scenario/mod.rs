@@ -27,14 +27,19 @@
 //!
 //! Every truth has `"scenario"` (the [`CaptureScenario::name`]) and `"capture"`:
 //! `{"pcap": file name, "iface", "host": the namespace role it was taken in, "snaplen" (0 =
-//! whole packets), "packets_captured", "packets_dropped_by_kernel"}`.
+//! whole packets), "packets_captured", "packets_dropped_by_kernel"}`. Scenarios that also
+//! record the other end list those captures, same shape, in `"extra_captures"`; their files
+//! sit next to [`GeneratedCapture::pcap`].
 //!
-//! **`microburst`** (root cause #1). Hosts: cache `198.18.2.2`, four dbs `198.18.2.11-14` and
-//! the api client `198.18.2.21`, all on one link into the cache, shaped on the far side with
+//! **`microburst`** (root cause #1). Hosts: the cache `198.18.2.2` on a link from the far
+//! side (`198.18.2.1`), which holds four dbs `198.18.2.11-14` and routes to the api client
+//! `198.18.7.2` (on its own veth). The link into the cache is shaped on the far side with
 //! `tbf rate 100mbit burst 16kb latency 200ms` (deep queue: bursts delay, never drop). Every
 //! 300 ms the cache asks every db at once and each answers 120 000 bytes; meanwhile the api sends
 //! a 100-byte request every 2 ms (open loop, TCP_NODELAY) and gets 100 bytes back. Captured on
-//! the cache's interface.
+//! the cache's interface (the bursts at ~100% of the link; the api requests only after they
+//! left the queue, so their wait is not visible there) and, listed in `extra_captures`, on the
+//! api host's interface (`microburst.api.pcap`: each request's whole wait is visible).
 //! - `link`: `{"rate_bps", "shaper", "shaped_iface", "direction": "far -> cache",
 //!   "shaper_counts": {"sent_packets", "dropped_packets"}}` (from `tc -s`; drops should be 0)
 //! - `cache`: `"198.18.2.2:7000"`; `db_flows`: flows (client = cache); `api_flow`: flow
@@ -213,8 +218,10 @@ pub fn generate(s: CaptureScenario, out_dir: &Path) -> Result<GeneratedCapture, 
         move |source| ScenarioError::Io { path, source }
     };
     std::fs::create_dir_all(out_dir.join("py")).map_err(io(out_dir))?;
+    // Absolute, so the programs and tcpdump find their files whatever their directory.
+    let dir = out_dir.canonicalize().map_err(io(out_dir))?;
     let out = Out {
-        dir: out_dir.to_path_buf(),
+        dir,
         name: s.name(),
     };
     let pcap = out.file("pcap");
