@@ -234,6 +234,8 @@ fn small_rcvbuf_download_is_slower_than_autotuned_root() {
     for t in [s, c] {
         assert_eq!(t["bytes_received"], t["bytes"]);
         assert_eq!(t["capture"]["snaplen"], 128);
+        assert_eq!(t["extra_captures"][0]["host"], "server");
+        assert_eq!(t["extra_captures"][0]["packets_dropped_by_kernel"], 0);
     }
     // About rwnd/RTT: 64 kB per 80 ms is 0.8 MB/s, against ~10 MB/s with autotuning.
     let (ts, tc) = (int(&s["transfer_ns"]), int(&c["transfer_ns"]));

@@ -10,6 +10,7 @@
 //! ```
 //!
 //! The client sits behind a veth so the capture is of an Ethernet interface, as on a real host.
+//! A second capture on the server's TUN device (raw IP) shows the sender's side of the path.
 
 use std::time::Duration;
 
@@ -60,6 +61,9 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
 
     let pcap = out.file("pcap");
     let capture = Capture::start(&client, &c_end.iface, &pcap, 128)?;
+    // The sender's view too: on the server's TUN device (raw IP, no link header).
+    let server_pcap = out.file("server.pcap");
+    let server_capture = Capture::start(&server, &server_tun, &server_pcap, 128)?;
     let py = python();
     let mut truth = json!({});
     let mut flows = Vec::new();
@@ -85,6 +89,7 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
     cli.wait_success(Duration::from_secs(20))?;
     drop(srv);
     truth["capture"] = capture.stop("client")?;
+    truth["extra_captures"] = json!([server_capture.stop("server")?]);
     let c = read_part(&part)?;
     for key in [
         "flow",

@@ -67,7 +67,9 @@
 //! `198.18.6.2:7400` through the link emulator ([`crate::link`]: 40 ms each way, 100 Mbit/s,
 //! 2 MB drop-tail queue). The client downloads `bytes` (4 MB) with `SO_RCVBUF` set to 65536
 //! before `connect()` (small-rcvbuf) or left to autotuning (clean-bulk). Captured on the
-//! client's veth (Ethernet) with `-s 128`.
+//! client's veth (Ethernet) with `-s 128`, and in `extra_captures` on the server's TUN device
+//! (`<scenario>.server.pcap`, raw IP link type, `-s 128`): the sender's view, where bytes in
+//! flight sit at the advertised window.
 //! - `link`: `{"rtt_ns", "rate_bps", "queue_bytes", "emulator", "stats": the emulator's
 //!   [`crate::link::LinkStats`] ("forward" = gw -> server, "reverse" = server -> gw: packets,
 //!   bytes, drops, its own lateness)}`
