@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procs::{Capture, Proc};
-use super::{python, read_part, Out, ScenarioError};
+use super::{read_part, Out, ScenarioError};
 use crate::link::{EmulatedLink, LinkConfig};
 use crate::netns::{veth, Netns};
 
@@ -64,7 +64,6 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
     // The sender's view too: on the server's TUN device (raw IP, no link header).
     let server_pcap = out.file("server.pcap");
     let server_capture = Capture::start(&server, &server_tun, &server_pcap, 128)?;
-    let py = python();
     let mut truth = json!({});
     let mut flows = Vec::new();
     if rcvbuf.is_none() {
@@ -73,18 +72,15 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
         truth["rr_flow"] = rr["flow"].clone();
         truth["rr_requests"] = rr["requests"].clone();
     }
-    let mut srv = Proc::spawn(
-        &server,
-        "bulk server",
-        &[py, &script, "server", SERVER, PORT],
-    )?;
+    let mut srv = Proc::python(&server, "bulk server", &script, &["server", SERVER, PORT])?;
     srv.wait_line("READY", Duration::from_secs(10))?;
     let part = out.part("client")?;
     let rcv = rcvbuf.unwrap_or(0).to_string();
-    let mut cli = Proc::spawn(
+    let mut cli = Proc::python(
         &client,
         "bulk client",
-        &[py, &script, "client", SERVER, PORT, BYTES, &rcv, &part],
+        &script,
+        &["client", SERVER, PORT, BYTES, &rcv, &part],
     )?;
     cli.wait_success(Duration::from_secs(20))?;
     drop(srv);
@@ -129,18 +125,14 @@ fn healthy_exchanges(
     server: &Netns,
     script: &str,
 ) -> Result<Value, ScenarioError> {
-    let py = python();
-    let mut srv = Proc::spawn(
-        server,
-        "rr server",
-        &[py, script, "rr-server", SERVER, RR_PORT],
-    )?;
+    let mut srv = Proc::python(server, "rr server", script, &["rr-server", SERVER, RR_PORT])?;
     srv.wait_line("READY", Duration::from_secs(10))?;
     let part = out.part("rr")?;
-    let mut cli = Proc::spawn(
+    let mut cli = Proc::python(
         client,
         "rr client",
-        &[py, script, "rr-client", SERVER, RR_PORT, "20", "50", &part],
+        script,
+        &["rr-client", SERVER, RR_PORT, "20", "50", &part],
     )?;
     cli.wait_success(Duration::from_secs(15))?;
     read_part(&part)

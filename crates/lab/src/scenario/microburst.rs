@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
-use super::{median, python, read_part, Out, ScenarioError};
+use super::{median, read_part, Out, ScenarioError};
 use crate::netns::{veth, Netns};
 
 const CACHE: &str = "198.18.2.2";
@@ -51,21 +51,20 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let capture = Capture::start(&cache, &cache_end.iface, &pcap, 0)?;
     let api_pcap = out.file("api.pcap");
     let api_capture = Capture::start(&api_ns, &api_end.iface, &api_pcap, 0)?;
-    let py = python();
     let dbs = DBS.join(",");
-    let mut db = Proc::spawn(
+    let mut db = Proc::python(
         &far,
         "microburst db",
-        &[py, &script, "db", &dbs, DB_PORT, REPLY_BYTES],
+        &script,
+        &["db", &dbs, DB_PORT, REPLY_BYTES],
     )?;
     db.wait_line("READY", Duration::from_secs(10))?;
     let cache_part = out.part("cache")?;
-    let mut cache_proc = Proc::spawn(
+    let mut cache_proc = Proc::python(
         &cache,
         "microburst cache",
+        &script,
         &[
-            py,
-            &script,
             "cache",
             CACHE,
             CACHE_PORT,
@@ -79,12 +78,11 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     cache_proc.wait_line("READY", Duration::from_secs(10))?;
     let api_part = out.part("api")?;
     let duration = DURATION_MS.to_string();
-    let mut api = Proc::spawn(
+    let mut api = Proc::python(
         &api_ns,
         "microburst api",
+        &script,
         &[
-            py,
-            &script,
             "api",
             CACHE,
             CACHE_PORT,

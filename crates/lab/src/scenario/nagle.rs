@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procs::{Capture, Proc};
-use super::{median, python, read_part, Out, ScenarioError};
+use super::{median, read_part, Out, ScenarioError};
 use crate::netns::{veth, Netns};
 
 const CLIENT: &str = "198.18.3.1";
@@ -35,31 +35,20 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     )?;
     let pcap = out.file("pcap");
     let capture = Capture::start(&server, &s_end.iface, &pcap, 0)?;
-    let py = python();
     let server_part = out.part("server")?;
-    let mut srv = Proc::spawn(
+    let mut srv = Proc::python(
         &server,
         "nagle server",
-        &[
-            py,
-            &script,
-            "server",
-            SERVER,
-            PORT,
-            HEADER,
-            BODY,
-            REPLY,
-            &server_part,
-        ],
+        &script,
+        &["server", SERVER, PORT, HEADER, BODY, REPLY, &server_part],
     )?;
     srv.wait_line("READY", Duration::from_secs(10))?;
     let client_part = out.part("client")?;
-    let mut cli = Proc::spawn(
+    let mut cli = Proc::python(
         &client,
         "nagle client",
+        &script,
         &[
-            py,
-            &script,
             "client",
             SERVER,
             PORT,

@@ -33,6 +33,27 @@ impl Proc {
         spawn_piped(c, what, argv[0])
     }
 
+    /// Starts the Python program `script` with `args` inside `ns`, at real-time priority
+    /// (`chrt -f 10`) when `chrt` is there: the times the programs record are the ground
+    /// truth, and on a busy 2-core machine a compiler beside them would otherwise delay them by
+    /// tens of milliseconds. The programs sleep or block almost all the time, and the kernel's
+    /// real-time throttling keeps a runaway one from taking a whole CPU.
+    pub(crate) fn python(
+        ns: &Netns,
+        what: &str,
+        script: &str,
+        args: &[&str],
+    ) -> Result<Proc, ScenarioError> {
+        let py = super::python();
+        let mut argv = Vec::with_capacity(args.len() + 5);
+        if Path::new("/usr/bin/chrt").exists() {
+            argv.extend_from_slice(&["/usr/bin/chrt", "-f", "10"]);
+        }
+        argv.extend_from_slice(&[py, "-u", script]);
+        argv.extend_from_slice(args);
+        Proc::spawn(ns, what, &argv)
+    }
+
     /// Waits until the process prints a line starting with `prefix` on stdout.
     pub(crate) fn wait_line(&mut self, prefix: &str, limit: Duration) -> Result<(), ScenarioError> {
         let deadline = Instant::now() + limit;

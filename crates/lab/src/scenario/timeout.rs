@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
-use super::{python, read_part, Out, ScenarioError};
+use super::{read_part, Out, ScenarioError};
 use crate::netns::{veth, Netns};
 
 const CLIENT: &str = "198.18.5.1";
@@ -38,29 +38,21 @@ pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     add_tbf(&server, &s_end.iface, &SHAPER)?;
     let pcap = out.file("pcap");
     let capture = Capture::start(&client, &c_end.iface, &pcap, 0)?;
-    let py = python();
     let server_part = out.part("server")?;
-    let mut srv = Proc::spawn(
+    let mut srv = Proc::python(
         &server,
         "timeout server",
-        &[py, &script, "server", SERVER, PORT, BYTES, &server_part],
+        &script,
+        &["server", SERVER, PORT, BYTES, &server_part],
     )?;
     srv.wait_line("READY", Duration::from_secs(10))?;
     let client_part = out.part("client")?;
     let timeout = TIMEOUT_MS.to_string();
-    let mut cli = Proc::spawn(
+    let mut cli = Proc::python(
         &client,
         "timeout client",
-        &[
-            py,
-            &script,
-            "client",
-            SERVER,
-            PORT,
-            BYTES,
-            &timeout,
-            &client_part,
-        ],
+        &script,
+        &["client", SERVER, PORT, BYTES, &timeout, &client_part],
     )?;
     cli.wait_success(Duration::from_millis(TIMEOUT_MS + 10_000))?;
     // The server learns of the close when a reset comes back: within the queue's 400 ms.
