@@ -279,3 +279,22 @@ fn unwritable_output_directory_is_named_in_the_error() {
     assert!(e.contains("/proc/tailhunt-no-such-dir"), "{e}");
     assert!(e.contains("writable output directory"), "{e}");
 }
+
+#[test]
+fn failed_generation_leaves_no_namespace_root() {
+    if !is_root() {
+        eprintln!("skipped: capture scenarios need root (network namespaces, tcpdump)");
+        return;
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // A directory where the pcap should go: tcpdump cannot write it, after the namespaces
+    // and links are built.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("scenario-fails");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("nagle.pcap")).unwrap();
+    let e = generate(CaptureScenario::Nagle, &dir)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tcpdump"), "{e}");
+    assert_no_namespace_left(CaptureScenario::Nagle);
+}
