@@ -165,7 +165,7 @@ def burst_record(b, dbs, reply_bytes):
     }
 
 
-def api_receiver(sock, sent, out, n):
+def api_receiver(sock, out, n):
     got = 0
     while got < n:
         rep = recv_exact(sock, REQ)
@@ -184,7 +184,7 @@ def api(cache_addr, port, local, period_us, duration_ms, truth):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     n = duration_ms * 1000 // period_us
     sent, replies = {}, {}
-    rx = threading.Thread(target=api_receiver, args=(sock, sent, replies, n), daemon=True)
+    rx = threading.Thread(target=api_receiver, args=(sock, replies, n), daemon=True)
     rx.start()
     t0 = time.time_ns() + 10_000_000
     for seq in range(n):
