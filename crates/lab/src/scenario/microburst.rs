@@ -26,8 +26,9 @@ const API_PERIOD_US: &str = "2000";
 pub(crate) const DURATION_MS: u64 = 4000;
 const RATE_BPS: u64 = 100_000_000;
 // A 200 ms tbf queue holds 2.5 MB at 100 Mbit/s: far more than one burst (480 kB), so bursts
-// wait in the queue (delay) and are never dropped.
-const SHAPER: [&str; 6] = ["rate", "100mbit", "burst", "16kb", "latency", "200ms"];
+// wait in the queue (delay) and are never dropped. A 4 kB bucket (not 16 kB) keeps 1 ms bins
+// near the configured rate (peaks ~120% rather than ~180%).
+const SHAPER: [&str; 6] = ["rate", "100mbit", "burst", "4kb", "latency", "200ms"];
 
 pub(crate) fn run(out: &Out) -> Result<Value, ScenarioError> {
     let script = out.script("microburst.py", include_str!("../../py/microburst.py"))?;

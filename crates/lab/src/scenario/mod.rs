@@ -34,7 +34,7 @@
 //! **`microburst`** (root cause #1). Hosts: the cache `198.18.2.2` on a link from the far
 //! side (`198.18.2.1`), which holds four dbs `198.18.2.11-14` and routes to the api client
 //! `198.18.7.2` (on its own veth). The link into the cache is shaped on the far side with
-//! `tbf rate 100mbit burst 16kb latency 200ms` (deep queue: bursts delay, never drop). Every
+//! `tbf rate 100mbit burst 4kb latency 200ms` (deep queue: bursts delay, never drop). Every
 //! 300 ms the cache asks every db at once and each answers 120 000 bytes; meanwhile the api sends
 //! a 100-byte request every 2 ms (open loop, TCP_NODELAY) and gets 100 bytes back. Captured on
 //! the cache's interface (the bursts at ~100% of the link; the api requests only after they
