@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Outcome, Sample, Verdict};
-use tailhunt_pcap::burst::Burst;
+use tailhunt_pcap::burst::{Burst, Dir};
 
 /// Name of the detector.
 pub const DETECTOR: &str = "microburst";
@@ -31,8 +31,29 @@ pub struct Requests<'a> {
     pub samples: &'a [Sample],
 }
 
-/// Runs the detector.
+/// Runs the detector: each channel's bursts against each request series; the channel whose
+/// bursts explain the most slow requests is reported.
 pub fn microburst(bursts: &[Burst], requests: &[Requests<'_>], bin_ns: i64) -> Option<Finding> {
+    let mut channels: BTreeMap<(Dir, &str), Vec<Burst>> = BTreeMap::new();
+    for b in bursts {
+        channels
+            .entry((b.dir, b.host.as_str()))
+            .or_default()
+            .push(b.clone());
+    }
+    channels
+        .values()
+        .filter_map(|bs| channel_microburst(bs, requests, bin_ns))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f)| f)
+}
+
+/// One channel's bursts: `(share of slow requests in them, finding)`.
+fn channel_microburst(
+    bursts: &[Burst],
+    requests: &[Requests<'_>],
+    bin_ns: i64,
+) -> Option<(f64, Finding)> {
     if bursts.is_empty() {
         return None;
     }
@@ -87,7 +108,7 @@ pub fn microburst(bursts: &[Burst], requests: &[Requests<'_>], bin_ns: i64) -> O
             best = Some((slow_share, finding));
         }
     }
-    best.map(|(_, f)| f)
+    best
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -192,7 +213,9 @@ fn build(
         verdict: Verdict::Detected,
         confidence: (0.5 + 0.5 * (slow_share - base_share)).clamp(0.5, 0.95),
         summary: format!(
-            "microbursts: {} burst(s) up to {} long fill the link, and {:.0}% of slow requests ({}: p99 {} vs median {}) coincide with them; behind the bursts: {}",
+            "microbursts {} {}: {} burst(s) up to {} long fill the link, and {:.0}% of slow requests ({}: p99 {} vs median {}) coincide with them; behind the bursts: {}",
+            bursts[0].dir.name(),
+            bursts[0].host,
             bursts.len(),
             format_duration_ns(longest as f64),
             slow_share * 100.0,

@@ -53,10 +53,10 @@ impl WindowEvidence {
     /// From a capture's flow summary (main sender's view).
     pub fn from_flow(f: &FlowSummary) -> Option<WindowEvidence> {
         let t = f.tcp.as_ref()?;
-        let (side, rtt) = if t.main_sender == "server" {
-            (&t.server, t.rtt_client_leg)
+        let side = if t.main_sender == "server" {
+            &t.server
         } else {
-            (&t.client, t.rtt_server_leg)
+            &t.client
         };
         Some(WindowEvidence {
             flow: f.name.to_string(),
@@ -65,7 +65,7 @@ impl WindowEvidence {
             rwnd_limited_share: t.rwnd_limited_share,
             throughput_bps: t.throughput_bps?,
             window_bytes: t.mean_window?,
-            rtt_ns: rtt?.mean_ns,
+            rtt_ns: t.path_rtt_ns?,
             range_ns: side.first_data_ns.zip(side.last_data_ns),
             scale_inferred: !t.wscale_from_syn,
         })

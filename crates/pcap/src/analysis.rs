@@ -225,11 +225,11 @@ impl Analyzer {
         self.channels
             .entry((Dir::To, p.dst))
             .or_default()
-            .add(bin, bytes);
+            .add(bin, bytes, p.ts_ns);
         self.channels
             .entry((Dir::From, p.src))
             .or_default()
-            .add(bin, bytes);
+            .add(bin, bytes, p.ts_ns);
         match &p.transport {
             Transport::Tcp(tcp) => {
                 let src = SocketAddr::new(p.src, tcp.src_port);
@@ -266,7 +266,7 @@ impl Analyzer {
                     f.packets[side] += 1;
                     f.ip_bytes[side] += p.ip_len as u64;
                     f.payload[side] += udp.payload_len as u64;
-                    f.bins[side].add(bin, bytes);
+                    f.bins[side].add(bin, bytes, p.ts_ns);
                 }
             }
             Transport::Other(_) => {}

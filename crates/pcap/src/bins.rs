@@ -20,6 +20,29 @@ pub struct Bin {
     pub bytes: u64,
     /// Packets in the bin.
     pub packets: u32,
+    /// Timestamp of the earliest packet in the bin (epoch ns).
+    pub first_ns: i64,
+    /// Timestamp of the latest packet in the bin.
+    pub last_ns: i64,
+}
+
+impl Bin {
+    fn new(index: i64, bytes: u64, ts: i64) -> Bin {
+        Bin {
+            index,
+            bytes,
+            packets: 1,
+            first_ns: ts,
+            last_ns: ts,
+        }
+    }
+
+    fn add(&mut self, bytes: u64, ts: i64) {
+        self.bytes += bytes;
+        self.packets += 1;
+        self.first_ns = self.first_ns.min(ts);
+        self.last_ns = self.last_ns.max(ts);
+    }
 }
 
 /// A sparse series of bins of one width.
@@ -29,37 +52,20 @@ pub struct SparseBins {
 }
 
 impl SparseBins {
-    /// Adds a packet of `bytes` to bin `index`.
+    /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / width`).
     #[inline]
-    pub fn add(&mut self, index: i64, bytes: u64) {
+    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) {
         match self.bins.last_mut() {
-            Some(last) if last.index == index => {
-                last.bytes += bytes;
-                last.packets += 1;
-            }
-            Some(last) if last.index > index => self.add_out_of_order(index, bytes),
-            _ => self.bins.push(Bin {
-                index,
-                bytes,
-                packets: 1,
-            }),
+            Some(last) if last.index == index => last.add(bytes, ts_ns),
+            Some(last) if last.index > index => self.add_out_of_order(index, bytes, ts_ns),
+            _ => self.bins.push(Bin::new(index, bytes, ts_ns)),
         }
     }
 
-    fn add_out_of_order(&mut self, index: i64, bytes: u64) {
+    fn add_out_of_order(&mut self, index: i64, bytes: u64, ts_ns: i64) {
         match self.bins.binary_search_by_key(&index, |b| b.index) {
-            Ok(i) => {
-                self.bins[i].bytes += bytes;
-                self.bins[i].packets += 1;
-            }
-            Err(i) => self.bins.insert(
-                i,
-                Bin {
-                    index,
-                    bytes,
-                    packets: 1,
-                },
-            ),
+            Ok(i) => self.bins[i].add(bytes, ts_ns),
+            Err(i) => self.bins.insert(i, Bin::new(index, bytes, ts_ns)),
         }
     }
 
@@ -97,7 +103,7 @@ mod tests {
     fn out_of_order_packets_land_in_their_bins() {
         let mut b = SparseBins::default();
         for (i, bytes) in [(5, 100), (5, 50), (7, 10), (6, 1), (5, 2), (2, 3), (9, 4)] {
-            b.add(i, bytes);
+            b.add(i, bytes, i * 10 + bytes as i64 % 7);
         }
         let got: Vec<(i64, u64, u32)> = b
             .bins()
@@ -109,6 +115,7 @@ mod tests {
             vec![(2, 3, 1), (5, 152, 3), (6, 1, 1), (7, 10, 1), (9, 4, 1)]
         );
         assert_eq!(b.bytes_between(5, 7), 163);
+        assert_eq!((b.bins()[1].first_ns, b.bins()[1].last_ns), (51, 52));
         assert_eq!(b.total_bytes(), 170);
     }
 

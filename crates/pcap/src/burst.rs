@@ -17,6 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::bins::{bin_capacity_bytes, Bin, SparseBins};
 
+/// Bins below the threshold that still join two parts into one episode: a receive path
+/// delivers packets in batches (NAPI), so a saturated link shows the odd short bin.
+const MAX_GAP_BINS: i64 = 2;
+/// A bin next to an episode that holds this share of the threshold is its partial first or
+/// last bin.
+const EDGE_SHARE: f64 = 0.25;
+
 /// Direction of a channel relative to its host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,9 +111,9 @@ pub struct Burst {
     pub dir: Dir,
     /// The host.
     pub host: String,
-    /// Start of the first bin at the threshold (epoch ns).
+    /// First packet of the first bin at the threshold (epoch ns).
     pub start_ns: i64,
-    /// End of the last such bin (epoch ns).
+    /// Last packet of the last such bin (epoch ns).
     pub end_ns: i64,
     /// Fullest bin, bytes.
     pub peak_bin_bytes: u64,
@@ -166,17 +173,25 @@ pub fn analyse_channel(
     let mut i = 0;
     while i < above.len() {
         let mut j = i;
-        while j + 1 < above.len() && above[j + 1].index - above[j].index <= 2 {
+        while j + 1 < above.len() && above[j + 1].index - above[j].index <= MAX_GAP_BINS + 1 {
             j += 1;
         }
-        let (first, last) = (above[i].index, above[j].index);
+        // A burst rarely starts or ends on a bin edge: a busy neighbouring bin (a quarter of
+        // the threshold or more) holds its first or last packets.
+        let edge = |index: i64| {
+            let k = all.binary_search_by_key(&index, |b| b.index).ok()?;
+            (all[k].bytes as f64 >= threshold * EDGE_SHARE).then_some(all[k])
+        };
+        let head = edge(above[i].index - 1).unwrap_or(*above[i]);
+        let tail = edge(above[j].index + 1).unwrap_or(*above[j]);
+        let (first, last) = (head.index, tail.index);
         let episode_bytes = bins.bytes_between(first, last);
         let peak_bin = above[i..=j].iter().map(|b| b.bytes).max().unwrap_or(0);
         bursts.push(Burst {
             dir,
             host: host.to_string(),
-            start_ns: first * cfg.bin_ns,
-            end_ns: (last + 1) * cfg.bin_ns,
+            start_ns: head.first_ns,
+            end_ns: tail.last_ns,
             peak_bin_bytes: peak_bin,
             peak_utilisation: utilisation(peak_bin),
             bytes: episode_bytes,
@@ -250,12 +265,12 @@ mod tests {
                 (0, 0)
             };
             let background = 625;
-            SparseBins::add(&mut f3, i, background);
-            SparseBins::add(&mut chan, i, background);
+            SparseBins::add(&mut f3, i, background, i * 1_000_000);
+            SparseBins::add(&mut chan, i, background, i * 1_000_000);
             if a > 0 {
-                SparseBins::add(&mut f1, i, a);
-                SparseBins::add(&mut f2, i, b);
-                SparseBins::add(&mut chan, i, a + b);
+                SparseBins::add(&mut f1, i, a, i * 1_000_000 + 10);
+                SparseBins::add(&mut f2, i, b, i * 1_000_000 + 20);
+                SparseBins::add(&mut chan, i, a + b, i * 1_000_000 + 999_000);
             }
         }
         let flows = [
@@ -286,7 +301,7 @@ mod tests {
         let (summary, bursts) = analyse_channel(Dir::To, host, &chan, &flows, &cfg);
         assert_eq!(bursts.len(), 1, "{bursts:?}");
         let b = &bursts[0];
-        assert_eq!((b.start_ns, b.end_ns), (1_000_000_000, 1_010_000_000));
+        assert_eq!((b.start_ns, b.end_ns), (1_000_000_000, 1_009_999_000));
         assert!(b.peak_utilisation.unwrap() > 0.99);
         assert_eq!(b.flows[0].flow, "db1");
         assert_eq!(b.flows[1].flow, "db2");
@@ -299,7 +314,7 @@ mod tests {
     fn without_a_link_rate_there_are_no_bursts() {
         let host: IpAddr = "198.18.0.1".parse().unwrap();
         let mut chan = SparseBins::default();
-        (0..5000).for_each(|i| chan.add(i, 1000 + (i as u64 % 7) * 10));
+        (0..5000).for_each(|i| chan.add(i, 1000 + (i as u64 % 7) * 10, i * 1_000_000));
         let cfg = BurstConfig {
             bin_ns: 1_000_000,
             link_rate_bps: None,

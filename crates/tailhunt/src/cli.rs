@@ -423,6 +423,11 @@ pub struct CaptureAnalysisArgs {
     /// Write one CSV row per non-empty bin and channel to this file.
     #[arg(long, value_name = "FILE")]
     pub bins_csv: Option<PathBuf>,
+    /// Request latencies measured elsewhere (a load run, or an import of a client's log with
+    /// timestamps), put on the capture's time axis for the microburst detector: RUN or
+    /// RUN:SERIES (default: its `latency` series).
+    #[arg(long, value_name = "RUN[:SERIES]")]
+    pub requests: Option<String>,
     /// Rows per table in the text output.
     #[arg(long, default_value_t = 10)]
     pub top: usize,

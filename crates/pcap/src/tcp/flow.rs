@@ -15,6 +15,7 @@ use super::events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample}
 use super::half::{Half, SegmentKind};
 use super::seq::{after, distance};
 use super::states::{SenderState, StateTimes};
+use super::view::SenderView;
 
 /// Minimum retransmission timeout of Linux (`TCP_RTO_MIN`, 200 ms): a resend after a silence
 /// this long (less 10% for timer slack) without duplicate ACKs was a timeout.
@@ -111,6 +112,8 @@ pub struct TcpFlow {
     pub data_at_close: [Option<i64>; 2],
     /// Samples of `(ts, inflight, window)` per sending side, at most one per bin.
     pub window_points: [Vec<(i64, u32, u32)>; 2],
+    /// Per sending side: the receiver's ACKs as they reached the sender.
+    views: [SenderView; 2],
     turn: Turn,
     held: [Option<Held>; 2],
     bin_ns: i64,
@@ -139,6 +142,7 @@ impl TcpFlow {
             first_close: None,
             data_at_close: [None; 2],
             window_points: Default::default(),
+            views: Default::default(),
             turn: Turn::default(),
             held: [None; 2],
             bin_ns,
@@ -187,12 +191,15 @@ impl TcpFlow {
             .then(|| (h.window_raw as u32) << self.wscale(side))
     }
 
-    /// MSS of `side`'s segments: from its peer's SYN, else the largest seen, else 1460.
+    /// Full-sized segment of `side`: the largest payload it sent (at least 536 bytes, RFC 9293
+    /// default), else the MSS its peer offered, else 1460. The offered MSS overstates segments
+    /// that carry TCP options (timestamps take 12 bytes of it).
     pub fn mss(&self, side: usize) -> u32 {
-        let offered = self.halves[1 - side].mss.map(u32::from);
-        offered
-            .or((self.halves[side].max_payload > 0).then_some(self.halves[side].max_payload))
-            .unwrap_or(1460)
+        let seen = self.halves[side].max_payload;
+        if seen >= 536 {
+            return seen;
+        }
+        self.halves[1 - side].mss.map_or(1460, u32::from)
     }
 
     /// Processes one packet `p` (whose TCP header is `tcp`) sent by `side`.
@@ -200,7 +207,7 @@ impl TcpFlow {
         let (ts, wire_len, ip_len, ip_id) = (p.ts_ns, p.wire_len, p.ip_len, p.ip_id);
         self.account_time(ts);
         self.last_ns = self.last_ns.max(ts);
-        self.bins[side].add(ts.div_euclid(self.bin_ns), wire_len as u64);
+        self.bins[side].add(ts.div_euclid(self.bin_ns), wire_len as u64, ts);
         let h = &mut self.halves[side];
         h.packets += 1;
         h.ip_bytes += ip_len as u64;
@@ -223,7 +230,7 @@ impl TcpFlow {
             self.on_data(ts, side, tcp, ip_id, ev);
         }
         self.on_close_flags(ts, side, tcp);
-        self.note_window_point(ts, 1 - side);
+        self.note_window_point(ts);
     }
 
     fn on_syn(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
@@ -286,6 +293,10 @@ impl TcpFlow {
             }
             w.window_raw = raw;
             w.has_window = true;
+        }
+        if tcp.flags & flags::RST == 0 {
+            let window = (raw as u32) << self.wscale(side);
+            self.views[d].on_ack(ts, ack, window);
         }
         let h = &mut self.halves[d];
         let new_ack = !h.has_ack || after(ack, h.acked);
@@ -462,19 +473,44 @@ impl TcpFlow {
         }
     }
 
-    fn note_window_point(&mut self, ts: i64, sender: usize) {
-        let Some(window) = self.window(1 - sender) else {
-            return;
-        };
-        if !self.halves[sender].has_seq {
-            return;
+    /// Round trip capture point -> `side` -> capture point: the smallest RTT measured on
+    /// data the other side sent (or its handshake leg), 0 while unknown.
+    pub fn leg_to(&self, side: usize) -> i64 {
+        let r = &self.rtt[1 - side];
+        if r.count > 0 {
+            r.min_ns.max(0)
+        } else {
+            0
         }
-        let inflight = self.halves[sender].inflight();
-        let pts = &mut self.window_points[sender];
-        let bin = ts.div_euclid(self.bin_ns);
-        match pts.last_mut() {
-            Some(last) if last.0.div_euclid(self.bin_ns) == bin => *last = (ts, inflight, window),
-            _ => pts.push((ts, inflight, window)),
+    }
+
+    /// `(outstanding, window)` as the sender `d` sees them now.
+    fn sender_view(&self, d: usize) -> Option<(u32, u32)> {
+        let h = &self.halves[d];
+        if !h.has_seq || h.first_data_ns.is_none() {
+            return None;
+        }
+        self.views[d].outstanding(h.next_seq)
+    }
+
+    fn note_window_point(&mut self, ts: i64) {
+        for d in 0..2 {
+            let leg = self.leg_to(d);
+            self.views[d].advance(ts, leg);
+            let Some((outstanding, window)) = self.sender_view(d) else {
+                continue;
+            };
+            let outstanding = outstanding.saturating_sub(self.halves[d].sacked);
+            let h = &mut self.halves[d];
+            h.max_inflight = h.max_inflight.max(outstanding);
+            let pts = &mut self.window_points[d];
+            let bin = ts.div_euclid(self.bin_ns);
+            match pts.last_mut() {
+                Some(last) if last.0.div_euclid(self.bin_ns) == bin => {
+                    *last = (ts, outstanding, window)
+                }
+                _ => pts.push((ts, outstanding, window)),
+            }
         }
     }
 
@@ -496,35 +532,44 @@ impl TcpFlow {
     /// What limited side `d`'s sending over a gap of `dt` after the last packet.
     pub fn sender_state(&self, d: usize, dt: i64) -> SenderState {
         let h = &self.halves[d];
-        let peer = &self.halves[1 - d];
-        if peer.has_window && peer.window_raw == 0 {
+        let (outstanding, window) = match self.sender_view(d) {
+            Some(v) => (v.0, Some(v.1)),
+            None => (distance(h.next_seq, h.acked), self.window(1 - d)),
+        };
+        if window == Some(0) {
             return SenderState::ZeroWindow;
         }
-        let inflight = h.inflight();
-        let srtt = self.rtt[d].srtt_ns.max(self.rtt[1 - d].srtt_ns);
+        let inflight = outstanding.saturating_sub(h.sacked);
+        let path = self.path_rtt_ns(d).unwrap_or(0);
         if inflight == 0 {
-            return if dt > (10 * srtt).max(10_000_000) {
+            return if dt > (10 * path).max(10_000_000) {
                 SenderState::Idle
             } else {
                 SenderState::ApplicationLimited
             };
         }
         let mss = self.mss(d);
-        let outstanding = distance(h.next_seq, h.acked);
-        if let Some(w) = self.window(1 - d) {
+        if let Some(w) = window {
             if outstanding.saturating_add(mss) > w {
                 return SenderState::ReceiveWindowLimited;
             }
         }
         let recovering = h
             .last_retrans_ns
-            .is_some_and(|t| self.last_ns - t <= srtt.max(1_000_000) * 2);
+            .is_some_and(|t| self.last_ns - t <= path.max(1_000_000) * 2);
         let full_sized = h.last_segment.is_some_and(|(_, _, len, _)| len >= mss);
         if recovering || full_sized {
             SenderState::CongestionOrLoss
         } else {
             SenderState::ApplicationLimited
         }
+    }
+
+    /// The whole round trip of side `d`'s data (sender -> receiver -> sender): the mean RTT
+    /// from the capture point to the receiver plus the smallest to the sender.
+    pub fn path_rtt_ns(&self, d: usize) -> Option<i64> {
+        let r = &self.rtt[d];
+        (r.count > 0).then(|| r.sum_ns / r.count as i64 + self.leg_to(d))
     }
 
     /// Ends the flow (end of capture, or a new connection on the same ports): the exchange in

@@ -12,6 +12,7 @@ pub mod half;
 pub mod seq;
 pub mod states;
 pub mod summary;
+pub mod view;
 
 pub use events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
 pub use flow::TcpFlow;

@@ -130,8 +130,9 @@ pub struct TcpSummary {
     pub rwnd_limited_share: f64,
     /// Mean window the receiver advertised while data flowed, bytes.
     pub mean_window: Option<f64>,
-    /// `mean_window / mean RTT` of the receiver's leg: the rate a window-limited transfer
-    /// gets, bits/s.
+    /// Round trip of the main sender's data (both legs), ns.
+    pub path_rtt_ns: Option<i64>,
+    /// `mean_window / path_rtt`: the rate a window-limited transfer gets, bits/s.
     pub window_bound_bps: Option<f64>,
     /// Requests answered (data turns).
     pub exchanges: u64,
@@ -181,9 +182,9 @@ impl TcpFlow {
         let busy_pts: Vec<_> = pts.iter().filter(|p| p.1 > 0).collect();
         let mean_window = (!busy_pts.is_empty())
             .then(|| busy_pts.iter().map(|p| p.2 as f64).sum::<f64>() / busy_pts.len() as f64);
-        let rtt = RttSummary::of(&self.rtt[main]);
-        let window_bound = match (mean_window, rtt) {
-            (Some(w), Some(r)) if r.mean_ns > 0 => Some(w * 8.0 / (r.mean_ns as f64 / 1e9)),
+        let path_rtt = self.path_rtt_ns(main);
+        let window_bound = match (mean_window, path_rtt) {
+            (Some(w), Some(r)) if r > 0 => Some(w * 8.0 / (r as f64 / 1e9)),
             _ => None,
         };
         TcpSummary {
@@ -204,6 +205,7 @@ impl TcpFlow {
             throughput_bps: throughput,
             rwnd_limited_share: self.states[main].rwnd_share(),
             mean_window,
+            path_rtt_ns: path_rtt,
             window_bound_bps: window_bound,
             exchanges: self.exchanges,
             nagle_stalls: self.stalls,

@@ -24,7 +24,8 @@ pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
         let report: CaptureReport = serde_json::from_value(capture.clone()).map_err(|e| {
             anyhow::anyhow!("run {run_id}'s stored capture report does not read back ({e}): re-run `tailhunt pcap` on the capture")
         })?;
-        return Ok(super::pcap::diagnose_stored(store, run_id, &report)?.1);
+        let requests = run.params.get("requests").and_then(|r| r.as_str());
+        return Ok(super::pcap::diagnose_stored(store, run_id, &report, requests)?.1);
     }
     let mut by_rate: BTreeMap<u64, (f64, Vec<Sample>)> = BTreeMap::new();
     let mut findings = Vec::new();

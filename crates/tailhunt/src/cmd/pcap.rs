@@ -9,7 +9,7 @@ use serde_json::json;
 use tailhunt_analyze::Distribution;
 use tailhunt_diagnose::capture::{diagnose_capture, DETECTORS};
 use tailhunt_diagnose::microburst::Requests;
-use tailhunt_model::{ClockOrigin, Finding, RunStatus, SeriesData};
+use tailhunt_model::{ClockOrigin, Finding, RunStatus, Sample, SeriesData};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, CaptureReport};
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
 use tailhunt_pcap::PacketSource;
@@ -125,8 +125,17 @@ fn execute(
     progress_fn: &mut dyn FnMut(Progress),
 ) -> Result<()> {
     let mut store = Store::open(&cli.db)?;
-    let params =
-        json!({ "inputs": inputs, "bin_ns": cfg.bin_ns, "link_rate_bps": cfg.link_rate_bps });
+    // Resolve --requests before measuring anything: a typo should not cost a capture.
+    let requests = match &a.requests {
+        Some(spec) => Some(resolve_requests(&store, spec)?),
+        None => None,
+    };
+    let params = json!({
+        "inputs": inputs,
+        "bin_ns": cfg.bin_ns,
+        "link_rate_bps": cfg.link_rate_bps,
+        "requests": requests,
+    });
     let mut writer = store.begin_run(kind, params, ClockOrigin::wall(0))?;
     let (outcome, analyzer) = analyse(sources, cfg, &mut writer, progress::flag(), progress_fn)
         .context("analysing the capture")?;
@@ -141,7 +150,8 @@ fn execute(
         writer.finish(extra)?;
     }
     write_csvs(a, &outcome, &analyzer)?;
-    let (ports, findings) = diagnose_stored(&mut store, &run_id, &outcome.report)?;
+    let (ports, findings) =
+        diagnose_stored(&mut store, &run_id, &outcome.report, requests.as_deref())?;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if stopped.is_some() {
@@ -213,12 +223,60 @@ fn stored_report(r: &CaptureReport) -> CaptureReport {
     out
 }
 
-/// Loads the run's request latencies back, summarises them per port and runs the capture
-/// detectors; the findings are stored with the run.
+/// `RUN[:SERIES]` with RUN resolved to a full id (stored with the capture run).
+fn resolve_requests(store: &Store, spec: &str) -> Result<String> {
+    let (run, series) = spec.split_once(':').unwrap_or((spec, ""));
+    let id = store
+        .resolve_run(run)
+        .with_context(|| format!("--requests {spec}"))?;
+    Ok(if series.is_empty() {
+        id
+    } else {
+        format!("{id}:{series}")
+    })
+}
+
+/// Latency series of another run (`RUN[:SERIES]`), with times moved to epoch ns.
+fn external_requests(store: &Store, spec: &str) -> Result<Vec<(String, Vec<Sample>)>> {
+    let (run, series) = spec.split_once(':').unwrap_or((spec, "latency"));
+    let info = store
+        .run(run)
+        .with_context(|| format!("--requests {spec}"))?;
+    let mut out = Vec::new();
+    for s in store.series(run)? {
+        if s.name != series && s.display_name != series {
+            continue;
+        }
+        if let SeriesData::Samples(samples) = store.load_series(&s)?.data {
+            let wall = |t: i64| info.origin.to_wall(t);
+            let moved = samples
+                .iter()
+                .map(|x| {
+                    Sample::new(
+                        wall(x.intended_ns),
+                        wall(x.start_ns),
+                        wall(x.end_ns),
+                        x.outcome,
+                    )
+                })
+                .collect();
+            out.push((format!("{run}:{}", s.display_name), moved));
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!("--requests {spec}: run {run} has no sample series named '{series}' (see `tailhunt analyze {run}`)");
+    }
+    Ok(out)
+}
+
+/// Loads the run's request latencies back (and those of `requests`, another run, when
+/// given), summarises them per port and runs the capture detectors; the findings are stored
+/// with the run.
 pub fn diagnose_stored(
     store: &mut Store,
     run_id: &str,
     report: &CaptureReport,
+    requests: Option<&str>,
 ) -> Result<(Vec<PortLatency>, Vec<Finding>)> {
     let mut latency = Vec::new();
     let mut server = std::collections::BTreeMap::new();
@@ -263,6 +321,11 @@ pub fn diagnose_stored(
         }
     }
     ports.sort_by_key(|p| std::cmp::Reverse(p.answered));
+    let external = match requests {
+        Some(spec) => external_requests(store, spec)?,
+        None => Vec::new(),
+    };
+    requests_owned.extend(external.iter().map(|(n, s)| (n.clone(), s)));
     let requests: Vec<Requests<'_>> = requests_owned
         .iter()
         .map(|(n, s)| Requests {
