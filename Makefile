@@ -28,6 +28,7 @@ test: lint
 bench: build
 	bash bench/store.sh
 	bash bench/load.sh
+	bash bench/pcap.sh
 
 clean:
 	$(CARGO) clean
