@@ -1,12 +1,12 @@
 //! The TUN link emulator between two real namespaces: delay accuracy, rate, loss, config
 //! errors, clean-up. Tests named `_root` need root and skip with a reason otherwise.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use tailhunt_lab::link::measure::{cpu_steal_ns, tcp_bulk, udp_ping_pong, UdpEcho};
+use tailhunt_lab::link::measure::{cpu_steal_ns, in_netns, tcp_bulk, udp_ping_pong, UdpEcho};
 use tailhunt_lab::link::{EmulatedLink, LinkConfig, LinkError};
 use tailhunt_lab::netns::Netns;
 
@@ -131,6 +131,38 @@ fn rate_20mbit_bulk_tcp_gets_15_to_21_mbit_root() {
     let mbit = bulk.goodput_bps() / 1e6;
     eprintln!("{bulk:?}: {mbit:.2} Mbit/s; {:?}", link.stats());
     assert!((15.0..=21.0).contains(&mbit), "{mbit:.2} Mbit/s");
+}
+
+/// A burst far above the rate overflows a 10 kB queue: the excess is dropped and counted, and
+/// what passes leaves at the configured rate.
+#[test]
+fn queue_overflow_drops_the_tail_root() {
+    let Some((_serial, a, b)) = namespaces("queue") else {
+        return;
+    };
+    let cfg = LinkConfig {
+        rate_bps: Some(8_000_000),
+        queue_bytes: 10_000,
+        ..LinkConfig::default()
+    };
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    let sink = in_netns(b.name(), || UdpSocket::bind(b_addr(0))).unwrap();
+    let to = sink.local_addr().unwrap();
+    let src = in_netns(a.name(), || UdpSocket::bind("0.0.0.0:0")).unwrap();
+    // 200 datagrams of 1000 bytes (1028 on the wire) at once: 1.6 Mbit in well under 200 ms.
+    for _ in 0..200 {
+        src.send_to(&[7u8; 1000], to).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let s = link.stats().forward;
+    eprintln!("{s:?}");
+    assert_eq!(s.packets_in, 200);
+    assert_eq!(s.packets_in, s.packets_forwarded + s.dropped_queue);
+    assert!(
+        s.dropped_queue > 100,
+        "queue of 10 kB absorbed the burst: {s:?}"
+    );
+    assert!(s.packets_forwarded >= 9, "{s:?}");
 }
 
 /// Loss 0.1 on the forward direction drops about 10% of datagrams, and the stats count them.
