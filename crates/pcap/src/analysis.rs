@@ -361,6 +361,14 @@ impl Analyzer {
         self.channels.get(&(dir, host))
     }
 
+    /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.
+    pub fn flow_bins(&self) -> impl Iterator<Item = (usize, SocketAddr, SocketAddr, &SparseBins)> {
+        self.flows.iter().enumerate().flat_map(|(i, f)| {
+            let k = *f.key();
+            (0..2).map(move |side| (i, k.endpoint(side), k.endpoint(1 - side), &f.bins()[side]))
+        })
+    }
+
     /// `(inflight, window)` points of a TCP flow's main sender, at most one per bin.
     pub fn window_points(&self, flow: usize) -> Option<&[(i64, u32, u32)]> {
         match self.flows.get(flow)? {

@@ -69,6 +69,20 @@ impl SparseBins {
         }
     }
 
+    /// Adds a whole bin (merging series, e.g. flows into their host pair).
+    pub fn add_bin(&mut self, bin: &Bin) {
+        match self.bins.binary_search_by_key(&bin.index, |b| b.index) {
+            Ok(i) => {
+                let b = &mut self.bins[i];
+                b.bytes += bin.bytes;
+                b.packets += bin.packets;
+                b.first_ns = b.first_ns.min(bin.first_ns);
+                b.last_ns = b.last_ns.max(bin.last_ns);
+            }
+            Err(i) => self.bins.insert(i, *bin),
+        }
+    }
+
     /// The non-empty bins, in time order.
     pub fn bins(&self) -> &[Bin] {
         &self.bins

@@ -106,7 +106,17 @@ fn counts_flows_and_handshake_rtts_agree_with_tshark_root() {
     ) else {
         return;
     };
-    let doc = pcap_json(&env, &file, &[]);
+    let (flows_csv, bins_csv) = (env.path("flows.csv"), env.path("bins.csv"));
+    let doc = pcap_json(
+        &env,
+        &file,
+        &[
+            "--flows-csv",
+            flows_csv.to_str().unwrap(),
+            "--bins-csv",
+            bins_csv.to_str().unwrap(),
+        ],
+    );
     let r = &doc["report"];
     let frames = tshark_fields(&file, None, &["frame.len"]);
     let bytes: u64 = frames.iter().map(|f| f[0].parse::<u64>().unwrap()).sum();
@@ -121,6 +131,20 @@ fn counts_flows_and_handshake_rtts_agree_with_tshark_root() {
     let flows = r["flows"].as_array().unwrap();
     assert_eq!(flows.len(), streams.len(), "flows vs tshark tcp.stream");
     assert!(flows.len() >= 6, "{} flows", flows.len());
+    // The CSV exports: a row per flow; every scope of bins adds up to the capture's bytes.
+    let flow_rows = std::fs::read_to_string(&flows_csv).unwrap().lines().count() - 1;
+    assert_eq!(flow_rows, flows.len());
+    let bins = std::fs::read_to_string(&bins_csv).unwrap();
+    for scope in ["to", "from", "pair", "flow"] {
+        let sum: u64 = bins
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|c| c[1] == scope)
+            .map(|c| c[3].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sum, bytes, "bins of scope {scope}");
+    }
     // tshark's initial RTT is SYN -> handshake ACK: our two legs added up, per client port.
     let initial = tshark_fields(
         &file,

@@ -4,7 +4,11 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Result;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
 use tailhunt_pcap::analysis::{Analyzer, CaptureReport};
+use tailhunt_pcap::bins::{Bin, SparseBins};
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -83,27 +87,45 @@ pub fn write_flows(path: &Path, r: &CaptureReport) -> Result<()> {
     Ok(())
 }
 
-/// One row per non-empty bin of every channel.
+/// One row per non-empty bin: of every channel (`to`/`from` a host), host pair (`pair`,
+/// `A -> B`) and flow direction (`flow`, `ID A -> B`).
 pub fn write_bins(path: &Path, r: &CaptureReport, an: &Analyzer) -> Result<()> {
     let mut w = BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "t_ns,dir,host,bytes,packets")?;
-    for ch in &r.channels {
-        let Ok(host) = ch.host.parse() else { continue };
-        let Some(bins) = an.channel_bins(ch.dir, host) else {
-            continue;
-        };
-        for b in bins.bins() {
+    writeln!(w, "t_ns,scope,name,bytes,packets")?;
+    let mut rows = |scope: &str, name: &str, bins: &[Bin]| -> Result<()> {
+        for b in bins {
             writeln!(
                 w,
-                "{},{},{},{},{}",
+                "{},{scope},{name},{},{}",
                 b.index * r.bin_ns,
-                ch.dir.name(),
-                ch.host,
                 b.bytes,
                 b.packets
             )?;
         }
+        Ok(())
+    };
+    for ch in &r.channels {
+        let Ok(host) = ch.host.parse() else { continue };
+        if let Some(bins) = an.channel_bins(ch.dir, host) {
+            rows(ch.dir.name(), &ch.host, bins.bins())?;
+        }
     }
+    let mut pairs: BTreeMap<(IpAddr, IpAddr), SparseBins> = BTreeMap::new();
+    for (_, src, dst, bins) in an.flow_bins() {
+        let pair = pairs.entry((src.ip(), dst.ip())).or_default();
+        for b in bins.bins() {
+            pair.add_bin(b);
+        }
+    }
+    for ((a, b), bins) in &pairs {
+        rows("pair", &format!("{a} -> {b}"), bins.bins())?;
+    }
+    for (id, src, dst, bins) in an.flow_bins() {
+        if !bins.bins().is_empty() {
+            rows("flow", &format!("{id} {src} -> {dst}"), bins.bins())?;
+        }
+    }
+    drop(rows);
     w.flush()?;
     Ok(())
 }
