@@ -165,6 +165,39 @@ fn queue_overflow_drops_the_tail_root() {
     assert!(s.packets_forwarded >= 9, "{s:?}");
 }
 
+/// Deleting a namespace under a running link stops the direction that read from it (its
+/// thread exits instead of spinning on a dead device) and the stats say so.
+#[test]
+fn namespace_deleted_under_the_link_stops_that_direction_root() {
+    let Some((_serial, a, b)) = namespaces("gone") else {
+        return;
+    };
+    let cfg = LinkConfig::delay_ms(1);
+    let link = EmulatedLink::start(&a, A, &b, B, cfg, cfg).unwrap();
+    drop(a);
+    let threads = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let mut waited = 0;
+    while threads().iter().any(|t| t == "link-forward") && waited < 50 {
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    let s = link.stats();
+    assert!(s.forward.input_gone, "{s:?}");
+    assert!(
+        !threads().iter().any(|t| t == "link-forward"),
+        "{:?}",
+        threads()
+    );
+    drop(link);
+    drop(b);
+}
+
 /// Loss 0.1 on the forward direction drops about 10% of datagrams, and the stats count them.
 #[test]
 fn loss_10_percent_drops_about_10_percent_root() {

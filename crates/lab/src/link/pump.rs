@@ -56,6 +56,13 @@ pub fn raise_to_realtime(priority: u8) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// What waiting on the input device found.
+enum Input {
+    Readable,
+    Idle,
+    Gone,
+}
+
 struct Held {
     release_ns: u64,
     packet: Vec<u8>,
@@ -104,8 +111,13 @@ impl Pump {
                 }
                 next => {
                     let wait = next.map_or(IDLE_WAIT_NS, |due| due - now - SPIN_NS);
-                    if self.wait_readable(wait) {
-                        self.read_batch(&mut buf);
+                    let readable = match self.wait_readable(wait) {
+                        Input::Gone => break,
+                        Input::Readable => true,
+                        Input::Idle => false,
+                    };
+                    if readable && self.read_batch(&mut buf).is_err() {
+                        break;
                     }
                 }
             }
@@ -131,21 +143,43 @@ impl Pump {
     }
 
     /// Sleeps up to `wait_ns` or until the input device has a packet.
-    fn wait_readable(&self, wait_ns: u64) -> bool {
+    fn wait_readable(&self, wait_ns: u64) -> Input {
         let timeout = Timespec {
             tv_sec: (wait_ns / 1_000_000_000) as _,
             tv_nsec: (wait_ns % 1_000_000_000) as _,
         };
         let mut fds = [PollFd::new(&*self.from, PollFlags::IN)];
-        matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0)
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(n) if n > 0 => {
+                let r = fds[0].revents();
+                if r.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) {
+                    self.input_gone()
+                } else {
+                    Input::Readable
+                }
+            }
+            _ => Input::Idle,
+        }
     }
 
-    fn read_batch(&mut self, buf: &mut [u8]) {
+    /// The sending end's device is gone (its namespace was deleted under the link): this
+    /// direction stops rather than spin on a dead descriptor at real-time priority.
+    fn input_gone(&self) -> Input {
+        self.counters.record(Event::InputGone);
+        Input::Gone
+    }
+
+    /// Reads up to `READ_BATCH` packets; `Err` when the input device is gone.
+    fn read_batch(&mut self, buf: &mut [u8]) -> Result<(), ()> {
         for _ in 0..READ_BATCH {
             let len = match self.from.recv(buf) {
                 Ok(len) => len,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(_) => {
+                    self.input_gone();
+                    return Err(());
+                }
             };
             let now = now_ns();
             self.counters.record(Event::In(len as u64));
@@ -158,5 +192,6 @@ impl Pump {
                 Verdict::DropLoss => self.counters.record(Event::DroppedLoss),
             }
         }
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! (how long after its due time a packet was written) has 1 µs buckets up to 10 ms and an
 //! overflow bucket; quantiles read from it are bucket upper bounds, so within 1 µs.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
@@ -36,6 +36,9 @@ pub struct DirectionStats {
     pub lateness_p99_ns: u64,
     /// Largest lateness, in ns.
     pub lateness_max_ns: u64,
+    /// The sending end's TUN device disappeared (its namespace was deleted while the link
+    /// ran), so this direction stopped.
+    pub input_gone: bool,
 }
 
 /// Both directions.
@@ -59,6 +62,7 @@ pub(crate) struct Counters {
     write_errors: AtomicU64,
     lateness: Vec<AtomicU64>,
     lateness_max_ns: AtomicU64,
+    input_gone: AtomicBool,
 }
 
 impl Default for Counters {
@@ -73,6 +77,7 @@ impl Default for Counters {
             write_errors: AtomicU64::new(0),
             lateness: (0..=BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             lateness_max_ns: AtomicU64::new(0),
+            input_gone: AtomicBool::new(false),
         }
     }
 }
@@ -85,6 +90,7 @@ pub(crate) enum Event {
     DroppedLoss,
     Forwarded { bytes: u64, late_ns: u64 },
     WriteError,
+    InputGone,
 }
 
 impl Counters {
@@ -100,6 +106,7 @@ impl Counters {
             Event::DroppedLoss => {
                 self.dropped_loss.fetch_add(1, Relaxed);
             }
+            Event::InputGone => self.input_gone.store(true, Relaxed),
             Event::WriteError => {
                 self.write_errors.fetch_add(1, Relaxed);
             }
@@ -127,6 +134,7 @@ impl Counters {
             lateness_p50_ns: quantile(&counts, 0.5, max),
             lateness_p99_ns: quantile(&counts, 0.99, max),
             lateness_max_ns: max,
+            input_gone: self.input_gone.load(Relaxed),
         }
     }
 }

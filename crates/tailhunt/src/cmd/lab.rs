@@ -122,10 +122,15 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
     eprintln!("Ctrl-C to stop");
     let _ = std::io::stderr().flush();
     let started = Instant::now();
-    while !progress::interrupted() && until.is_none_or(|u| started.elapsed() < u) {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut stats = emulator.stats();
+    // A namespace deleted under the link ends it: nothing more can cross.
+    while !progress::interrupted()
+        && until.is_none_or(|u| started.elapsed() < u)
+        && !(stats.forward.input_gone || stats.reverse.input_gone)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        stats = emulator.stats();
     }
-    let stats = emulator.stats();
     drop(emulator);
     let doc = LinkDoc {
         a_ns,
@@ -141,7 +146,15 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
         forward: stats.forward,
         reverse: stats.reverse,
     };
-    output::print(cli.json, &doc, link_text)
+    output::print(cli.json, &doc, link_text)?;
+    for (ns, x) in [(&doc.a_ns, &doc.forward), (&doc.b_ns, &doc.reverse)] {
+        if x.input_gone {
+            anyhow::bail!(
+                "the link stopped early: its device in '{ns}' disappeared (was the namespace deleted?)"
+            );
+        }
+    }
+    Ok(())
 }
 
 fn link_text(d: &LinkDoc) -> String {
