@@ -12,7 +12,10 @@
 //! ```
 //!
 //! The threads stay in the caller's namespace: a TUN file descriptor keeps working after its
-//! device is moved to another namespace. [`EmulatedLink::stats`] counts packets and bytes per
+//! device is moved to another namespace. They ask for real-time scheduling (SCHED_FIFO 20, via
+//! `chrt`) so that other work on a small machine does not delay packets; see `pump.rs`. If a
+//! namespace is deleted under the link, the direction reading from it stops
+//! ([`DirectionStats::input_gone`]). [`EmulatedLink::stats`] counts packets and bytes per
 //! direction (forwarded, dropped by the queue, dropped by loss) and how late the emulator
 //! released packets relative to their due time (its own timing error). Dropping the link stops
 //! the threads and closes the TUN devices, which removes them; the namespaces belong to the
