@@ -8,6 +8,7 @@
 //! - [`decode`] turns those into addresses, lengths and TCP headers, without copying;
 //! - [`live`] captures from an interface through libpcap, as another [`PacketSource`];
 //! - [`write`] writes classic nanosecond pcap files ([`PcapWriter`]);
+//! - [`matching`] pairs the flows of two captures of the same traffic (delay, loss per hop);
 //! - the analysis stages consume decoded packets.
 #![deny(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod burst;
 pub mod decode;
 pub mod flowkey;
 pub mod live;
+pub mod matching;
 pub mod packet;
 pub mod read;
 pub mod record;
