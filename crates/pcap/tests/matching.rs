@@ -57,7 +57,7 @@ fn frame(s: &Seg, payload_seed: u8) -> Vec<u8> {
     f
 }
 
-fn capture(mut pkts: Vec<(i64, Vec<u8>)>) -> Vec<u8> {
+fn capture(mut pkts: Frames) -> Vec<u8> {
     pkts.sort_by_key(|(t, _)| *t);
     let mut w = PcapWriter::new(Vec::new(), LinkType::RawIp, 65535).expect("header");
     for (t, f) in &pkts {
@@ -83,8 +83,11 @@ fn nat(s: Seg) -> Seg {
     s
 }
 
-/// (A time, segment, B time or None when lost, B-only?) for the whole scenario.
-fn scenario() -> (Vec<(i64, Vec<u8>)>, Vec<(i64, Vec<u8>)>) {
+/// Timestamped frames of one capture.
+type Frames = Vec<(i64, Vec<u8>)>;
+
+/// The frames of capture A and of capture B.
+fn scenario() -> (Frames, Frames) {
     let c1 = (CLIENT, 40000);
     let s = (SERVER, 80);
     let seg = |src, dst, ip_id, seq, ack, flags, len, ts: u32| Seg {
