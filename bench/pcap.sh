@@ -10,7 +10,8 @@
 #    request/response connections): ~SIZE_MB MB and ~SMALL_MB MB.
 # 2. In one run, on the same file, each round in a shuffled order:
 #    - tailhunt pcap FILE --link-rate 10gbit --db TMP (release build; full TCP state), on both
-#      the big and the small capture (memory flat in file size);
+#      the big and the small capture (memory flat in file size), and on a big and a small
+#      capture of the bulk flows alone (same number of flows at both sizes);
 #    - tshark -q -z io,stat,0.001 -r FILE -o tcp.analyze_sequence_numbers:FALSE
 #      -o tcp.desegment_tcp_streams:FALSE (the light settings);
 #    - tcptrace -l -n FILE;
@@ -136,16 +137,26 @@ log "capturing ~$size_mb MB..."
 bash bench/gen/capture.sh "$big" "$size_mb" 2>"$tmp/gen-big.log" || { cat "$tmp/gen-big.log" >&2; exit 1; }
 log "capturing ~$small_mb MB..."
 bash bench/gen/capture.sh "$small" "$small_mb" 2>"$tmp/gen-small.log" || { cat "$tmp/gen-small.log" >&2; exit 1; }
-cat "$tmp/gen-big.log" "$tmp/gen-small.log" >&2
+bulk="$tmp/bulk.pcap" bulk_small="$tmp/bulk-small.pcap"
+log "capturing ~$size_mb MB and ~$small_mb MB of the bulk flows alone..."
+RR_WORKERS=0 bash bench/gen/capture.sh "$bulk" "$size_mb" 2>"$tmp/gen-bulk.log" || { cat "$tmp/gen-bulk.log" >&2; exit 1; }
+RR_WORKERS=0 bash bench/gen/capture.sh "$bulk_small" "$small_mb" 2>"$tmp/gen-bulk-small.log" || { cat "$tmp/gen-bulk-small.log" >&2; exit 1; }
+cat "$tmp"/gen-*.log >&2
 bytes_of() { stat -c %s "$1"; }
 packets_of() { capinfos -M -c -T -r "$1" | awk -F'\t' 'NR == 1 { print $2 }'; }
 big_bytes="$(bytes_of "$big")" small_bytes="$(bytes_of "$small")"
 big_pkts="$(packets_of "$big")" small_pkts="$(packets_of "$small")"
-big_flows="$(tshark -r "$big" -T fields -e tcp.stream -Y 'tcp.flags.syn == 1 && tcp.flags.ack == 0' \
-    -o tcp.analyze_sequence_numbers:FALSE 2>/dev/null | wc -l)"
+# TCP connections opened (SYNs without ACK) in a capture.
+syns_of() {
+    tshark -r "$1" -T fields -e tcp.stream -Y 'tcp.flags.syn == 1 && tcp.flags.ack == 0' \
+        -o tcp.analyze_sequence_numbers:FALSE 2>/dev/null | wc -l
+}
+big_flows="$(syns_of "$big")" small_flows="$(syns_of "$small")"
+bulk_bytes="$(bytes_of "$bulk")" bulk_small_bytes="$(bytes_of "$bulk_small")"
+bulk_pkts="$(packets_of "$bulk")" bulk_small_pkts="$(packets_of "$bulk_small")"
 log "big: $big_bytes bytes, $big_pkts packets, $big_flows connections opened; small: $small_bytes bytes, $small_pkts packets"
 # Read both once so every tool finds them in the page cache (23 GiB of memory holds them).
-cat "$big" "$small" >/dev/null
+cat "$big" "$small" "$bulk" "$bulk_small" >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
@@ -186,6 +197,12 @@ run_tool() { # name round
         th_small)
             rm -f "$tmp/th.db"*
             measure th_small "$small" 600 "$tailhunt" pcap "$small" --link-rate 10gbit --db "$tmp/th.db" ;;
+        th_bulk)
+            rm -f "$tmp/th.db"*
+            measure th_bulk "$bulk" 600 "$tailhunt" pcap "$bulk" --link-rate 10gbit --db "$tmp/th.db" ;;
+        th_bulk_small)
+            rm -f "$tmp/th.db"*
+            measure th_bulk_small "$bulk_small" 600 "$tailhunt" pcap "$bulk_small" --link-rate 10gbit --db "$tmp/th.db" ;;
         tshark_light)
             measure tshark_light "$big" 600 tshark -q -z io,stat,0.001 -r "$big" \
                 -o tcp.analyze_sequence_numbers:FALSE -o tcp.desegment_tcp_streams:FALSE ;;
@@ -197,7 +214,7 @@ run_tool() { # name round
 }
 
 for ((r = 1; r <= rounds; r++)); do
-    tools=(th th_small tshark_light tcptrace)
+    tools=(th th_small th_bulk th_bulk_small tshark_light tcptrace)
     [[ -z "$(agg tshark_default_cut)" ]] && tools+=(tshark_default)
     mapfile -t order < <(printf '%s\n' "${tools[@]}" | shuf)
     echo "$r: ${order[*]}" >>"$tmp/order.txt"
@@ -257,10 +274,38 @@ fi
 
 prio_text="this session ran at nice -20 (autogroup)"
 [[ -z "$prio_old" ]] && prio_text="normal priority"
+# Notes: what grows with what.
+{
+    echo
+    echo "## What this means"
+    echo
+    b_rss="$(median_of th_bulk_rss)" bs_rss="$(median_of th_bulk_small_rss)"
+    if [[ "$b_rss" != 0 && "$bs_rss" != 0 ]]; then
+        echo "- Memory follows the number of connections, not the bytes: on the bulk flows alone"
+        echo "  (2 connections at both sizes) peak RSS is $(calc '%.0f' "$bs_rss / 1024") MiB at $(calc '%.0f' "$bulk_small_bytes / 1e6") MB and"
+        echo "  $(calc '%.0f' "$b_rss / 1024") MiB at $(calc '%.0f' "$bulk_bytes / 1e6") MB ($(calc '%.2f' "$b_rss / $bs_rss")x). With the short connections it grows by about"
+        echo "  $(calc '%.0f' "($(median_of th_rss) - $(median_of th_small_rss)) / ($big_flows - $small_flows)") KiB per connection ($small_flows -> $big_flows connections): tailhunt"
+        echo "  keeps every connection's state and summary to the end of the run. A capture with the"
+        echo "  same connections and more bytes needs no more memory; more connections do."
+    fi
+    b_cpu="$(median_of th_bulk_cpu)"
+    if [[ "$b_cpu" != 0 ]]; then
+        echo "- CPU likewise: $(calc '%.2f' "$bulk_bytes / 1e9 / $b_cpu") GB/s per core on the bulk flows alone against $th_gbps GB/s"
+        echo "  with $big_flows short connections in the file: beyond its bytes' share at the bulk rate,"
+        echo "  each short connection costs about $(calc '%.0f' "1e6 * ($th_cpu - $big_bytes / ($bulk_bytes / $b_cpu)) / $big_flows") µs of CPU."
+    fi
+    echo "- Wall times include waiting for the CPU: other work kept the load average at"
+    echo "  $load_start-$load_end on $(nproc) CPUs, so CPU time (user + system) is the figure to compare;"
+    echo "  each tool here runs on one core."
+    echo "- tshark builds 1 ms bins (io,stat) like tailhunt; with default settings it also runs its"
+    echo "  TCP sequence analysis$([[ -n "$(agg tshark_default_rss)" ]] && echo " and holds $(calc '%.0f' "$(median_of tshark_default_rss) / 1024") MiB"). tcptrace \`-l\` gives per-connection"
+    echo "  statistics only (no time bins, no request latencies): it does less work than tailhunt."
+} >"$tmp/notes.md"
+
 model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 mem_gib="$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
 steal_list=""
-for k in th th_small tshark_light tcptrace tshark_default; do
+for k in th th_small th_bulk th_bulk_small tshark_light tcptrace tshark_default; do
     steal_list+="$k $(fmt_agg "${k}_steal" '%.2f' 1) %; "
 done
 
@@ -295,7 +340,9 @@ bulk flows paced at 400 Mbit/s each and 4 workers opening short request/response
 | capture | bytes | packets | TCP connections opened |
 |---|--:|--:|--:|
 | big | $big_bytes | $big_pkts | $big_flows |
-| small | $small_bytes | $small_pkts | |
+| small | $small_bytes | $small_pkts | $small_flows |
+| bulk flows alone, big | $bulk_bytes | $bulk_pkts | 2 |
+| bulk flows alone, small | $bulk_small_bytes | $bulk_small_pkts | 2 |
 
 The files are read once before the runs, so every tool reads from the page cache.
 
@@ -319,6 +366,8 @@ Memory against file size, \`tailhunt pcap\` (same command):
 |---|--:|--:|--:|--:|
 | small | $small_bytes | $(fmt_agg th_small_wall '%.2f' 1) | $(fmt_agg th_small_cpu '%.2f' 1) | $(fmt_agg th_small_rss '%.0f' 1024) |
 | big | $big_bytes | $(fmt_agg th_wall '%.2f' 1) | $(fmt_agg th_cpu '%.2f' 1) | $(fmt_agg th_rss '%.0f' 1024) |
+| bulk flows alone, small | $bulk_small_bytes | $(fmt_agg th_bulk_small_wall '%.2f' 1) | $(fmt_agg th_bulk_small_cpu '%.2f' 1) | $(fmt_agg th_bulk_small_rss '%.0f' 1024) |
+| bulk flows alone, big | $bulk_bytes | $(fmt_agg th_bulk_wall '%.2f' 1) | $(fmt_agg th_bulk_cpu '%.2f' 1) | $(fmt_agg th_bulk_rss '%.0f' 1024) |
 
 ## Against the targets
 
