@@ -9,7 +9,8 @@
 #    --max-inflight 1: the same connections and requests in flight as wrk, the same request
 #    bytes) searches for the highest rate it carries (a failed rate is tried once more), with
 #    --threads from TH_THREADS. Ratio: replies/s of tailhunt's highest carried rate / wrk's.
-#    PIN=1 (2+ CPUs): every server on CPU 0, every client (wrk, sockperf, tailhunt) on CPU 1.
+#    PIN=1 (2+ CPUs): the max-rate server on CPU 0, its clients (wrk, tailhunt) on CPU 1; the
+#    ping-pong part is not pinned (a cross-CPU wake-up per message would dominate it).
 #    PRIORITY=1 (root): this session's autogroup runs at nice -20 (restored at exit), so other
 #    work on a shared machine (builds) takes less of the measured tools' CPUs.
 # 2. Ping-pong: `sockperf ping-pong --tcp` against `sockperf server`, and `tailhunt load tcp://`
@@ -383,7 +384,7 @@ run_sockperf() { # round mps
     log "round $1: sockperf ping-pong --mps=$2 -t $pp_secs"
     steal_mark
     timeout $((pp_secs + 30)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
-        "${cli_pin[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "$sp_port" --mps="$2" -t "$pp_secs" \
+        sockperf ping-pong --tcp -i 127.0.0.1 -p "$sp_port" --mps="$2" -t "$pp_secs" \
         -m "$msg_bytes" --full-rtt >"$out" 2>&1 || true
     steal="$(steal_since)"
     cpu="$(awk '{ printf "%.0f", 100 * ($1 + $2) / $3 }' "$tmp/time.txt")"
@@ -411,7 +412,7 @@ run_tailhunt_pp() { # round rate
     log "round $1: tailhunt load tcp:// --rate $2 --duration ${pp_secs}s"
     steal_mark
     timeout $((pp_secs + 40)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
-        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
+        "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
         --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true \
         --request-bytes "$body_bytes" --json >"$json" 2>"$tmp/pp.err" || true
     steal="$(steal_since)"
@@ -474,12 +475,14 @@ for ((round = 1; round <= rounds; round++)); do
 
     # Ping-pong: both servers idle (blocked) while the other tool runs.
     sp_port="$(free_port)"
-    timeout "$pp_round_secs" "${srv_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$sp_port" \
+    timeout "$pp_round_secs" sockperf server --tcp -i 127.0.0.1 -p "$sp_port" \
         >"$tmp/sockperf-server.log" 2>&1 &
     sp_pid=$!
     pids+=("$sp_pid")
     wait_listening "$sp_port"
+    srv_pin_saved=("${srv_pin[@]}") srv_pin=()
     start_tailhunt_server tcp "$pp_round_secs" --reply-bytes "$body_bytes"
+    srv_pin=("${srv_pin_saved[@]}")
     th_tcp_pid="$srv_pid" th_tcp_port="$srv_port"
     mapfile -t order < <(printf '%s\n' sockperf:1000 sockperf:10000 tailhunt:1000 tailhunt:10000 | shuf)
     echo "$round ping-pong: ${order[*]}" >>"$tmp/order.txt"
@@ -496,7 +499,7 @@ done
 read -r run_steal1 run_total1 < <(cpu_ticks)
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 if ((${#srv_pin[@]} > 0)); then
-    pin_text="servers pinned to CPU 0 and clients to CPU 1 with taskset, for every tool"
+    pin_text="max rate: the server pinned to CPU 0 and the clients (wrk, tailhunt) to CPU 1 with taskset; ping-pong: not pinned, placed by the scheduler"
 else
     pin_text="server and client share them, placed by the scheduler"
 fi
