@@ -176,14 +176,22 @@ pub fn analyse_channel(
         while j + 1 < above.len() && above[j + 1].index - above[j].index <= MAX_GAP_BINS + 1 {
             j += 1;
         }
-        // A burst rarely starts or ends on a bin edge: a busy neighbouring bin (a quarter of
-        // the threshold or more) holds its first or last packets.
+        // A burst rarely starts or ends on a bin edge: a busy bin just before or after (a
+        // quarter of the threshold or more) holds its first or last packets.
         let edge = |index: i64| {
             let k = all.binary_search_by_key(&index, |b| b.index).ok()?;
             (all[k].bytes as f64 >= threshold * EDGE_SHARE).then_some(all[k])
         };
-        let head = edge(above[i].index - 1).unwrap_or(*above[i]);
-        let tail = edge(above[j].index + 1).unwrap_or(*above[j]);
+        // Looked for across a gap as short as those bridged inside an episode.
+        let reach = 1..=MAX_GAP_BINS + 1;
+        let head = reach
+            .clone()
+            .find_map(|k| edge(above[i].index - k))
+            .unwrap_or(*above[i]);
+        let tail = reach
+            .clone()
+            .find_map(|k| edge(above[j].index + k))
+            .unwrap_or(*above[j]);
         let (first, last) = (head.index, tail.index);
         let episode_bytes = bins.bytes_between(first, last);
         let peak_bin = above[i..=j].iter().map(|b| b.bytes).max().unwrap_or(0);

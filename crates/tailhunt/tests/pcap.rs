@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::capture::{namespace, tshark_fields, Tcpdump};
+use common::capture::{detectors, empty_pcap, namespace, pcap_json, tshark_fields, Tcpdump};
 use common::{Env, BIN};
 use serde_json::Value;
 use tailhunt_lab::netns::Netns;
@@ -70,21 +70,6 @@ fn capture_load(
     std::thread::sleep(Duration::from_millis(200));
     dump.stop();
     Some(file)
-}
-
-fn pcap_json(env: &Env, file: &std::path::Path, extra: &[&str]) -> Value {
-    let mut args = vec!["pcap", file.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    env.json("pcap", &args)
-}
-
-fn detectors_found(doc: &Value) -> Vec<String> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["detector"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]
@@ -220,24 +205,36 @@ fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
     };
     let doc = pcap_json(&env, &file, &[]);
     assert_eq!(
-        detectors_found(&doc),
+        detectors(&doc),
         vec!["nagle-stall"],
         "{:#}",
         doc["findings"]
     );
     let stalls = doc["report"]["stalls"].as_array().unwrap();
+    // Most requests stall; on a loaded host the client may fall behind and send two at once.
+    let exchanges = doc["ports"][0]["answered"].as_u64().unwrap() as usize;
+    assert!(
+        stalls.len() >= 5 && stalls.len() * 3 >= exchanges,
+        "{} stalls for {exchanges} requests",
+        stalls.len()
+    );
     assert!(
         stalls.len() >= 30,
         "{} stalls for ~40 requests",
         stalls.len()
     );
-    for s in stalls {
-        let delay = s["ack_delay_ns"].as_i64().unwrap();
-        assert!(
-            (30_000_000..=60_000_000).contains(&delay),
-            "ack delay {delay} ns"
-        );
-    }
+    // The delayed-ACK timer: Linux's minimum is 40 ms (an adaptive timer may fire earlier on
+    // some requests); the typical stall sits there.
+    let mut delays: Vec<i64> = stalls
+        .iter()
+        .map(|s| s["ack_delay_ns"].as_i64().unwrap())
+        .collect();
+    delays.sort_unstable();
+    let median = delays[delays.len() / 2];
+    assert!(
+        (30_000_000..=60_000_000).contains(&median),
+        "median ack delay {median} ns: {delays:?}"
+    );
     let p50 = doc["ports"][0]["p50_ns"].as_u64().unwrap();
     assert!((30_000_000..=60_000_000).contains(&p50), "p50 {p50} ns");
 
@@ -258,7 +255,7 @@ fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
     )
     .unwrap();
     let doc = pcap_json(&env, &fixed, &[]);
-    assert!(detectors_found(&doc).is_empty(), "{:#}", doc["findings"]);
+    assert!(detectors(&doc).is_empty(), "{:#}", doc["findings"]);
     let p99 = doc["ports"][0]["p99_ns"].as_u64().unwrap();
     assert!(p99 < 10_000_000, "p99 {p99} ns with TCP_NODELAY");
 }
@@ -350,12 +347,7 @@ fn bad_input_gets_clear_messages() {
     assert!(err.contains("not a pcap or pcapng capture"), "{err}");
     let err = env.fails(&["pcap", env.path("missing.pcap").to_str().unwrap()]);
     assert!(err.contains("missing.pcap"), "{err}");
-    let ok = env.path("empty.pcap");
-    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-    header.extend_from_slice(&[0; 8]);
-    header.extend_from_slice(&65535u32.to_le_bytes());
-    header.extend_from_slice(&1u32.to_le_bytes());
-    std::fs::write(&ok, &header).unwrap();
+    let ok = empty_pcap(&env);
     let err = env.fails(&["pcap", ok.to_str().unwrap(), "--link-rate", "fast"]);
     assert!(err.contains("--link-rate 'fast'"), "{err}");
     let err = env.fails(&["pcap", ok.to_str().unwrap(), "--bin", "1us"]);
@@ -373,14 +365,8 @@ fn bad_input_gets_clear_messages() {
 #[test]
 fn diagnose_rereads_a_stored_capture_run() {
     let env = Env::new();
-    let ok = env.path("empty.pcap");
-    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
-    header.extend_from_slice(&[0; 8]);
-    header.extend_from_slice(&65535u32.to_le_bytes());
-    header.extend_from_slice(&1u32.to_le_bytes());
-    std::fs::write(&ok, &header).unwrap();
+    let ok = empty_pcap(&env);
     env.ok(&["pcap", ok.to_str().unwrap()]);
     let d = env.json("diagnose", &["diagnose", "latest"]);
     assert_eq!(d["detectors"].as_array().unwrap().len(), 4);
-    let _ = Command::new("true").status();
 }

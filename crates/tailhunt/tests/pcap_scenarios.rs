@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Mutex;
 
+use common::capture::{detectors, pcap_json};
 use common::Env;
 use serde_json::Value;
 use tailhunt_lab::scenario::{generate, CaptureScenario, GeneratedCapture};
@@ -40,21 +41,29 @@ fn scenario(env: &Env, s: CaptureScenario) -> Option<GeneratedCapture> {
 }
 
 fn pcap(env: &Env, g: &GeneratedCapture, extra: &[&str]) -> Value {
-    let mut args = vec!["pcap", g.pcap.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    env.json("pcap", &args)
+    pcap_json(env, &g.pcap, extra)
 }
 
-fn detectors(doc: &Value) -> Vec<String> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["detector"].as_str().unwrap().to_string())
-        .collect()
+/// Generates `s`, analyses its capture with `extra` flags, and checks that exactly the
+/// `expected` detectors fired.
+fn found(
+    env: &Env,
+    s: CaptureScenario,
+    extra: &[&str],
+    expected: &[&str],
+) -> Option<(GeneratedCapture, Value)> {
+    let g = scenario(env, s)?;
+    let doc = pcap(env, &g, extra);
+    assert_eq!(detectors(&doc), expected, "{:#}", doc["findings"]);
+    Some((g, doc))
 }
 
-fn flow<'a>(doc: &'a Value, client: &str, server: &str) -> &'a Value {
+/// The flow the truth names.
+fn truth_flow<'a>(doc: &'a Value, truth: &Value) -> &'a Value {
+    let (client, server) = (
+        truth["flow"]["client"].as_str().unwrap(),
+        truth["flow"]["server"].as_str().unwrap(),
+    );
     doc["report"]["flows"]
         .as_array()
         .unwrap()
@@ -156,16 +165,9 @@ fn microburst_is_found_with_its_flows_and_times_root() {
 #[test]
 fn nagle_stalls_match_the_held_bodies_root() {
     let env = Env::new();
-    let Some(g) = scenario(&env, CaptureScenario::Nagle) else {
+    let Some((g, doc)) = found(&env, CaptureScenario::Nagle, &[], &["nagle-stall"]) else {
         return;
     };
-    let doc = pcap(&env, &g, &[]);
-    assert_eq!(
-        detectors(&doc),
-        vec!["nagle-stall"],
-        "{:#}",
-        doc["findings"]
-    );
     let stalls = doc["report"]["stalls"].as_array().unwrap();
     let requests = g.truth["requests"].as_array().unwrap();
     let matched = requests
@@ -187,22 +189,16 @@ fn nagle_stalls_match_the_held_bodies_root() {
 #[test]
 fn small_receive_window_is_found_with_the_transfer_times_root() {
     let env = Env::new();
-    let Some(g) = scenario(&env, CaptureScenario::SmallRcvbuf) else {
+    let Some((g, doc)) = found(
+        &env,
+        CaptureScenario::SmallRcvbuf,
+        &[],
+        &["receive-window-limited"],
+    ) else {
         return;
     };
     let t = &g.truth;
-    let doc = pcap(&env, &g, &[]);
-    assert_eq!(
-        detectors(&doc),
-        vec!["receive-window-limited"],
-        "{:#}",
-        doc["findings"]
-    );
-    let fl = flow(
-        &doc,
-        t["flow"]["client"].as_str().unwrap(),
-        t["flow"]["server"].as_str().unwrap(),
-    );
+    let fl = truth_flow(&doc, t);
     let tcp = &fl["tcp"];
     let (rate, bound) = (
         tcp["throughput_bps"].as_f64().unwrap(),
@@ -230,22 +226,16 @@ fn small_receive_window_is_found_with_the_transfer_times_root() {
 #[test]
 fn client_timeout_is_found_at_the_close_root() {
     let env = Env::new();
-    let Some(g) = scenario(&env, CaptureScenario::ClientTimeout) else {
+    let Some((g, doc)) = found(
+        &env,
+        CaptureScenario::ClientTimeout,
+        &[],
+        &["application-timeout"],
+    ) else {
         return;
     };
     let t = &g.truth;
-    let doc = pcap(&env, &g, &[]);
-    assert_eq!(
-        detectors(&doc),
-        vec!["application-timeout"],
-        "{:#}",
-        doc["findings"]
-    );
-    let fl = flow(
-        &doc,
-        t["flow"]["client"].as_str().unwrap(),
-        t["flow"]["server"].as_str().unwrap(),
-    );
+    let fl = truth_flow(&doc, t);
     let close = &fl["tcp"]["close"];
     assert_eq!(close["by"], "client");
     assert_eq!(close["round_gap_s"].as_f64(), Some(2.0));
@@ -260,16 +250,15 @@ fn client_timeout_is_found_at_the_close_root() {
 #[test]
 fn clean_bulk_shows_nothing_root() {
     let env = Env::new();
-    let Some(g) = scenario(&env, CaptureScenario::CleanBulk) else {
+    let Some((g, doc)) = found(
+        &env,
+        CaptureScenario::CleanBulk,
+        &["--link-rate", "100mbit"],
+        &[],
+    ) else {
         return;
     };
-    let doc = pcap(&env, &g, &["--link-rate", "100mbit"]);
-    assert!(detectors(&doc).is_empty(), "{:#}", doc["findings"]);
-    let fl = flow(
-        &doc,
-        g.truth["flow"]["client"].as_str().unwrap(),
-        g.truth["flow"]["server"].as_str().unwrap(),
-    );
+    let fl = truth_flow(&doc, &g.truth);
     assert!(
         fl["tcp"]["rwnd_limited_share"].as_f64().unwrap() < 0.2,
         "{fl:#}"

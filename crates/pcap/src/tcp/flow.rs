@@ -549,8 +549,11 @@ impl TcpFlow {
             };
         }
         let mss = self.mss(d);
+        // Window-limited: no room for another full segment (or, for windows smaller than two
+        // segments, for half the window) — loopback's 64 KiB MSS must not make every byte
+        // in flight "fill" a 64 KiB window.
         if let Some(w) = window {
-            if outstanding.saturating_add(mss) > w {
+            if w.saturating_sub(outstanding) < mss.min(w / 2) {
                 return SenderState::ReceiveWindowLimited;
             }
         }

@@ -8,7 +8,7 @@
 //! | state | when |
 //! |---|---|
 //! | zero-window | the peer advertises a window of 0 |
-//! | receive-window-limited | outstanding bytes + one MSS exceed the peer's window |
+//! | receive-window-limited | the room left in the peer's window (as the sender saw it) is less than one full segment, or than half the window |
 //! | congestion-or-loss-limited | data in flight, room in the window, and a retransmission within the last two RTTs or full-sized segments (the congestion window holds the sender back) |
 //! | application-limited | data in flight below the window in small segments, or nothing in flight for a short while: the application has nothing to send |
 //! | idle | nothing in flight for more than 10 RTTs (at least 10 ms) |

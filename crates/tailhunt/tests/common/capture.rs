@@ -88,3 +88,31 @@ pub fn tshark_fields(file: &Path, filter: Option<&str>, fields: &[&str]) -> Vec<
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect()
 }
+
+/// `tailhunt pcap FILE EXTRA... --json`, checked against the schema.
+pub fn pcap_json(env: &super::Env, file: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["pcap", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    env.json("pcap", &args)
+}
+
+/// Names of the detectors that fired.
+pub fn detectors(doc: &serde_json::Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["detector"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A valid pcap file with no packets (Ethernet, µs).
+pub fn empty_pcap(env: &super::Env) -> std::path::PathBuf {
+    let path = env.path("empty.pcap");
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend_from_slice(&[0; 8]);
+    header.extend_from_slice(&65535u32.to_le_bytes());
+    header.extend_from_slice(&1u32.to_le_bytes());
+    std::fs::write(&path, &header).unwrap();
+    path
+}
