@@ -19,7 +19,8 @@
 #      `timeout TSHARK_LIMIT`; once cut off, it is reported as such and left out of later rounds.
 #    Each: wall time, user+sys CPU, MB/s and packets/s over CPU time, peak RSS (GNU time).
 # Figures are medians of the rounds with min-max. Prints markdown; --write also stores it, with
-# the machine description and steal time, in bench/results/pcap.md. Captures live in a temp dir
+# the machine description and steal time, in bench/results/pcap.md (keeping its hand-written
+# "## Profile (by hand)" section). Captures live in a temp dir
 # under /tmp, deleted at exit unless --keep. Needs root, cargo, tshark, tcptrace, tcpdump,
 # ethtool, iproute2, python3, GNU time.
 set -euo pipefail
@@ -32,7 +33,7 @@ for arg in "$@"; do
         --write) write=1 ;;
         --keep) keep=1 ;;
         -h | --help)
-            sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+            awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -379,6 +380,12 @@ Memory against file size, \`tailhunt pcap\` (same command):
 EOF
 
 if [[ -e "$tmp/notes.md" ]]; then cat "$tmp/notes.md" >>"$report"; fi
+# A "## Profile (by hand)" section at the end of the stored results (written by a person, with
+# the commit it describes) is carried over to the new file.
+if [[ -e bench/results/pcap.md ]] && grep -q '^## Profile (by hand)' bench/results/pcap.md; then
+    echo >>"$report"
+    sed -n '/^## Profile (by hand)/,$p' bench/results/pcap.md >>"$report"
+fi
 cat "$report"
 if [[ "$write" == 1 ]]; then
     mkdir -p bench/results
