@@ -90,6 +90,8 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "building (release)..." >&2
 cargo build --release --locked -p tailhunt >&2

@@ -30,6 +30,8 @@ cleanup() {
     rm -f "$stop_file"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 ip netns add "$ns"
 ip -n "$ns" link set lo mtu 1500 up
