@@ -129,7 +129,7 @@ fn build(
         }
     }
     let mut flows: Vec<(&str, u64)> = by_flow.into_iter().collect();
-    flows.sort_by(|a, b| b.1.cmp(&a.1));
+    flows.sort_by_key(|f| std::cmp::Reverse(f.1));
     let total: u64 = flows.iter().map(|f| f.1).sum::<u64>().max(1);
     let names: Vec<String> = flows
         .iter()

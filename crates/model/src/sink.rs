@@ -67,8 +67,12 @@ pub trait SeriesSink {
     fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError>;
     /// Appends one interval histogram to a histogram series.
     fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError>;
-    /// Appends points to a values series.
-    fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError>;
+    /// Appends points to a values series. Sinks that only take latencies (the default)
+    /// refuse them.
+    fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError> {
+        let _ = points;
+        Err(format!("series handle {series}: this sink does not store values series").into())
+    }
 }
 
 impl SeriesSink for Vec<Series> {

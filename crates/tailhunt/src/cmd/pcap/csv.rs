@@ -125,7 +125,6 @@ pub fn write_bins(path: &Path, r: &CaptureReport, an: &Analyzer) -> Result<()> {
             rows("flow", &format!("{id} {src} -> {dst}"), bins.bins())?;
         }
     }
-    drop(rows);
     w.flush()?;
     Ok(())
 }
