@@ -9,11 +9,28 @@
 //! - [`live`] captures from an interface through libpcap, as another [`PacketSource`];
 //! - [`write`] writes classic nanosecond pcap files ([`PcapWriter`]);
 //! - [`matching`] pairs the flows of two captures of the same traffic (delay, loss per hop);
-//! - the analysis stages consume decoded packets.
+//! - [`analysis`] is the one pass over decoded packets: [`bins`] of bytes per channel and
+//!   [`burst`] episodes, connections named by [`flowkey`], [`tcp`] state per connection
+//!   (RTT, windows as the sender saw them, retransmissions, closes, sender states, request /
+//!   response turns, Nagle stalls);
+//! - [`record`] turns its events and bins into series, and [`run`] drives sources through it
+//!   into a [`SeriesSink`](tailhunt_model::SeriesSink).
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use tailhunt_pcap::analysis::AnalysisConfig;
+//!
+//! let mut sources = vec![tailhunt_pcap::open("cache.pcap".as_ref())?];
+//! let mut series: Vec<tailhunt_model::Series> = Vec::new();
+//! let cfg = AnalysisConfig { link_rate_bps: Some(10_000_000_000), ..AnalysisConfig::default() };
+//! let (outcome, _) = tailhunt_pcap::run::analyse(&mut sources, cfg, &mut series, &AtomicBool::new(false), &mut |_| {})?;
+//! println!("{} bursts, {} flows", outcome.report.bursts.len(), outcome.report.flows.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
-pub mod bins;
 pub mod analysis;
+pub mod bins;
 pub mod burst;
 pub mod decode;
 pub mod flowkey;
@@ -27,7 +44,7 @@ pub mod tcp;
 pub mod write;
 
 pub use decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
-pub use packet::{LinkType, RawPacket};
 pub use live::{LiveCapture, LiveError, StopHandle};
+pub use packet::{LinkType, RawPacket};
 pub use read::{open, open_file, open_reader, FileReader, PacketSource, ReadError};
 pub use write::PcapWriter;
