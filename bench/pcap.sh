@@ -288,8 +288,9 @@ prio_text="this session ran at nice -20 (autogroup)"
         echo "  (2 connections at both sizes) peak RSS is $(calc '%.0f' "$bs_rss / 1024") MiB at $(calc '%.0f' "$bulk_small_bytes / 1e6") MB and"
         echo "  $(calc '%.0f' "$b_rss / 1024") MiB at $(calc '%.0f' "$bulk_bytes / 1e6") MB ($(calc '%.2f' "$b_rss / $bs_rss")x). With the short connections it grows by about"
         echo "  $(calc '%.0f' "($(median_of th_rss) - $(median_of th_small_rss)) / ($big_flows - $small_flows)") KiB per connection ($small_flows -> $big_flows connections): tailhunt"
-        echo "  keeps every connection's state and summary to the end of the run. A capture with the"
-        echo "  same connections and more bytes needs no more memory; more connections do."
+        echo "  keeps every connection's state to the end of the run and then builds the stored run"
+        echo "  document of up to 5000 flow summaries. More bytes on the same connections need hardly"
+        echo "  more memory; more connections do."
     fi
     b_cpu="$(median_of th_bulk_cpu)"
     if [[ "$b_cpu" != 0 ]]; then
