@@ -16,6 +16,7 @@ flows with handshakes, small and multi-segment replies, and closes.
 
 import argparse
 import os
+import sys
 import socket
 import threading
 import time
@@ -156,7 +157,7 @@ def main():
         t.join(timeout=2)
     print(
         f"traffic.py: {a.bulk} bulk flows, {sum(stats.values())} request/response connections",
-        file=__import__("sys").stderr,
+        file=sys.stderr,
     )
 
 
