@@ -34,6 +34,7 @@ pub mod bins;
 pub mod burst;
 pub mod decode;
 pub mod flowkey;
+pub mod fxhash;
 pub mod live;
 pub mod matching;
 pub mod packet;

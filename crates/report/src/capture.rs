@@ -54,6 +54,9 @@ pub struct CaptureDoc {
     /// Rows shown per table in text output.
     #[serde(skip)]
     pub top: usize,
+    /// `--match OTHER`: this capture's flows paired with the other capture's, per hop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matching: Option<tailhunt_pcap::matching::MatchReport>,
 }
 
 fn opt_ns(v: Option<u64>) -> String {
@@ -198,6 +201,9 @@ pub fn render_capture(d: &CaptureDoc) -> String {
         ));
     }
     render_flows(&r.flows, d.top, &mut out);
+    if let Some(m) = &d.matching {
+        render_matching(m, d.top, &mut out);
+    }
     let _ = writeln!(out, "\ndetectors: {}", d.detectors.join(", "));
     if d.findings.is_empty() {
         out.push_str("no findings: none of these detectors sees its cause in this capture\n");
@@ -277,4 +283,69 @@ fn render_flows(flows: &[FlowSummary], top: usize, out: &mut String) {
         &rows,
         "rlrrrrrll",
     ));
+}
+
+/// `--match`: one row per flow pair and hop direction, then where closes came from.
+fn render_matching(m: &tailhunt_pcap::matching::MatchReport, top: usize, out: &mut String) {
+    let off = m
+        .clock_offset_ns
+        .map_or("unknown".into(), |o| format!("{:.3} ms", o as f64 / 1e6));
+    let _ = writeln!(
+        out,
+        "\nmatched with the other capture: {} of {} packets, {} flow pairs ({} flows only here, {} only there); clock offset {off} (other minus this; {})",
+        thousands(m.matched_packets),
+        thousands(m.packets_a),
+        m.flows.len(),
+        m.unmatched_flows_a,
+        m.unmatched_flows_b,
+        m.clock_offset_method
+    );
+    let ns = |v: Option<i64>| v.map_or("-".into(), |v| format_duration_ns(v as f64));
+    let mut rows = Vec::new();
+    for f in m.flows.iter().take(top) {
+        let nat = if f.nat {
+            format!(" (there {} -> {})", f.b.client, f.b.server)
+        } else {
+            String::new()
+        };
+        for (dir, h) in [("here->there", &f.a_to_b), ("there->here", &f.b_to_a)] {
+            let d = h.delay.as_ref();
+            rows.push(vec![
+                format!("{} -> {}{nat}", f.a.client, f.a.server),
+                format!("{dir} from {}", h.sender),
+                thousands(h.matched),
+                thousands(h.lost),
+                thousands(h.appeared),
+                ns(d.map(|d| d.p50_ns)),
+                ns(d.map(|d| d.p99_ns)),
+                ns(d.map(|d| d.max_ns)),
+            ]);
+        }
+    }
+    out.push_str(&table(
+        &[
+            "flow here",
+            "hop",
+            "matched",
+            "lost",
+            "appeared",
+            "delay p50",
+            "p99",
+            "max",
+        ],
+        &rows,
+        "llrrrrrr",
+    ));
+    for f in m.flows.iter().take(top) {
+        for c in f.closes.iter().filter(|c| c.from_middlebox) {
+            let _ = writeln!(
+                out,
+                "{} claiming to be from {} ({} -> {}) was seen only downstream: sent by a middlebox between the captures",
+                c.kind.to_uppercase(), c.sender, f.a.client, f.a.server
+            );
+        }
+    }
+    for n in &m.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
 }

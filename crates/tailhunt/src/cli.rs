@@ -439,6 +439,10 @@ pub struct PcapArgs {
     /// Capture files (pcap or pcapng, plain, gzip or zstd), read in order as one capture.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
+    /// Another capture of the same traffic taken elsewhere (e.g. the server side, behind a
+    /// NAT): pair the flows and report one-way delay, loss and FIN/RST origin per hop.
+    #[arg(long = "match", value_name = "OTHER")]
+    pub match_with: Option<PathBuf>,
     /// How to analyse.
     #[command(flatten)]
     pub analysis: CaptureAnalysisArgs,

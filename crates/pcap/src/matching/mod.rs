@@ -252,6 +252,8 @@ struct Collected {
     span_a: (i64, i64),
     span_b: (i64, i64),
     packets_a: u64,
+    /// Unmatched packets of A not kept (past the cap).
+    dropped_unmatched: u64,
     notes: Vec<String>,
 }
 
@@ -259,6 +261,16 @@ struct Collected {
 /// first (bounded by `cfg`), `a` is streamed.
 pub fn match_captures(
     a: &mut dyn PacketSource,
+    b: &mut dyn PacketSource,
+    cfg: MatchConfig,
+) -> Result<MatchReport, MatchError> {
+    match_many(&mut [a], b, cfg)
+}
+
+/// [`match_captures`] with A given as several sources read in order as one capture (e.g. a
+/// capture split into files by `tcpdump -C`).
+pub fn match_many(
+    a: &mut [&mut dyn PacketSource],
     b: &mut dyn PacketSource,
     cfg: MatchConfig,
 ) -> Result<MatchReport, MatchError> {
@@ -302,9 +314,18 @@ pub fn match_captures(
         span_a: (i64::MAX, i64::MIN),
         span_b,
         packets_a: 0,
+        dropped_unmatched: 0,
         notes,
     };
-    stream_a(a, &mut c, cfg)?;
+    for src in a.iter_mut() {
+        stream_a(&mut **src, &mut c, cfg)?;
+    }
+    if c.dropped_unmatched > 0 {
+        c.notes.push(format!(
+            "{} unmatched packets of A past the first {} were not kept: losses are undercounted",
+            c.dropped_unmatched, cfg.max_indexed_packets
+        ));
+    }
     if c.packets_a == 0 {
         return Err(MatchError::NoTcp { which: "A" });
     }
@@ -316,7 +337,6 @@ fn stream_a(
     c: &mut Collected,
     cfg: MatchConfig,
 ) -> Result<(), MatchError> {
-    let mut dropped_unmatched = 0u64;
     while let Some(pkt) = next_or_stop(a, "A", &mut c.notes)? {
         let Ok(d) = decode(&pkt) else { continue };
         let Transport::Tcp(t) = d.transport else {
@@ -346,14 +366,8 @@ fn stream_a(
                     flags: t.flags,
                 })
             }
-            None => dropped_unmatched += 1,
+            None => c.dropped_unmatched += 1,
         }
-    }
-    if dropped_unmatched > 0 {
-        c.notes.push(format!(
-            "{dropped_unmatched} unmatched packets of A past the first {} were not kept: losses are undercounted",
-            cfg.max_indexed_packets
-        ));
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ use crate::progress::{self, Interrupted};
 
 mod csv;
 mod live;
+mod matching;
 
 /// Flows kept in the run's parameters (the largest and every one a detector flagged); the
 /// CSV export has them all.
@@ -97,11 +98,15 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .collect();
     let inputs: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+    let matched = match &a.match_with {
+        Some(other) => Some(matching::run(&a.files, other)?),
+        None => None,
+    };
     progress::catch_ctrl_c();
     let mut shown = ProgressLine::new(inputs.clone(), sizes);
-    execute(
+    execute_with(
         cli,
-        "pcap",
+        ("pcap", matched),
         inputs,
         &mut sources,
         cfg,
@@ -118,6 +123,20 @@ pub fn run_live(cli: &Cli, a: &CaptureArgs) -> Result<()> {
 fn execute(
     cli: &Cli,
     kind: &str,
+    inputs: Vec<String>,
+    sources: &mut [Box<dyn PacketSource>],
+    cfg: AnalysisConfig,
+    a: &CaptureAnalysisArgs,
+    progress_fn: &mut dyn FnMut(Progress),
+) -> Result<()> {
+    let tail = (kind, None);
+    execute_with(cli, tail, inputs, sources, cfg, a, progress_fn)
+}
+
+/// [`execute`] with the `--match` report (if any) for the document.
+fn execute_with(
+    cli: &Cli,
+    (kind, matched): (&str, Option<tailhunt_pcap::matching::MatchReport>),
     inputs: Vec<String>,
     sources: &mut [Box<dyn PacketSource>],
     cfg: AnalysisConfig,
@@ -142,16 +161,22 @@ fn execute(
     writer.set_origin(ClockOrigin::wall(outcome.report.first_ns))?;
     let run_id = writer.id().to_string();
     let stopped = outcome.stopped.clone();
-    let stored = stored_report(&outcome.report);
-    let extra = json!({ "capture": stored, "stopped": stopped.as_ref().map(describe) });
+    write_csvs(a, &outcome, &analyzer)?;
+    drop(analyzer);
+    let stored = stored_report(outcome.report);
+    // The report goes into the run as one JSON string: a `Value` tree of thousands of flows
+    // would cost several times the text's memory (measured by bench/pcap.sh).
+    let extra = json!({
+        "capture": serde_json::to_string(&stored)?,
+        "stopped": stopped.as_ref().map(describe),
+    });
     if stopped.is_some() {
         writer.finish_partial(extra)?;
     } else {
         writer.finish(extra)?;
     }
-    write_csvs(a, &outcome, &analyzer)?;
     let (ports, findings) =
-        diagnose_stored(&mut store, &run_id, &outcome.report, requests.as_deref())?;
+        diagnose_stored(&mut store, &run_id, &stored, requests.as_deref())?;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if stopped.is_some() {
@@ -166,6 +191,7 @@ fn execute(
         findings,
         detectors: DETECTORS.iter().map(|d| d.to_string()).collect(),
         top: a.top,
+        matching: matched,
     };
     output::print(cli.json, &doc, render_capture)?;
     match stopped {
@@ -199,8 +225,7 @@ fn write_csvs(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()>
 
 /// The report as stored in the run: flows capped at [`MAX_STORED_FLOWS`], keeping every flow
 /// a detector may use (closes, stalls, window-limited) before the largest of the rest.
-fn stored_report(r: &CaptureReport) -> CaptureReport {
-    let mut out = r.clone();
+fn stored_report(mut out: CaptureReport) -> CaptureReport {
     if out.flows.len() > MAX_STORED_FLOWS {
         let notable = |f: &tailhunt_pcap::analysis::FlowSummary| {
             f.tcp.as_ref().is_some_and(|t| {
