@@ -7,7 +7,7 @@
 //! caller to drain into series after each packet. [`Analyzer::finish`] ends every flow and
 //! builds the [`CaptureReport`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ use crate::bins::SparseBins;
 use crate::burst::{analyse_channel, Burst, BurstConfig, ChannelSummary, Dir, FlowBins};
 use crate::decode::{Decoded, Skip, Transport};
 use crate::flowkey::{FlowKey, FlowName, Proto};
+use crate::fxhash::FxHashMap;
 use crate::tcp::{FlowEvents, NagleStall, TcpFlow, TcpSummary};
 
 /// Nagle stalls kept in the report (all are counted per flow).
@@ -164,9 +165,9 @@ pub struct Analyzer {
     last_ns: i64,
     out_of_order: u64,
     skipped: BTreeMap<String, u64>,
-    channels: HashMap<(Dir, IpAddr), SparseBins>,
+    channels: FxHashMap<(Dir, IpAddr), SparseBins>,
     flows: Vec<Flow>,
-    index: HashMap<FlowKey, usize>,
+    index: FxHashMap<FlowKey, usize>,
     stalls: Vec<NagleStall>,
     /// Events of the packets pushed since the caller last drained them.
     pub events: FlowEvents,
@@ -183,9 +184,9 @@ impl Analyzer {
             last_ns: i64::MIN,
             out_of_order: 0,
             skipped: BTreeMap::new(),
-            channels: HashMap::new(),
+            channels: FxHashMap::default(),
             flows: Vec::new(),
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             stalls: Vec::new(),
             events: FlowEvents::default(),
         }

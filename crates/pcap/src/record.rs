@@ -22,12 +22,16 @@ pub const MAX_CHANNEL_SERIES: usize = 16;
 /// TCP flows whose window and bytes in flight are stored (the largest).
 pub const MAX_WINDOW_SERIES: usize = 8;
 
+/// Samples buffered per series before one push to the sink.
+const BATCH: usize = 4096;
+
 /// Writes series into a sink as the analysis goes.
 pub struct Recorder<'a> {
     sink: &'a mut dyn SeriesSink,
     handles: HashMap<(&'static str, String), usize>,
-    /// Reused buffer for one push.
-    pending: Vec<Sample>,
+    /// Samples waiting per series handle (pushed in batches: one sink call per sample costs
+    /// more than the analysis of the packet).
+    pending: HashMap<usize, Vec<Sample>>,
 }
 
 impl<'a> Recorder<'a> {
@@ -36,7 +40,7 @@ impl<'a> Recorder<'a> {
         Recorder {
             sink,
             handles: HashMap::new(),
-            pending: Vec::new(),
+            pending: HashMap::new(),
         }
     }
 
@@ -73,9 +77,28 @@ impl<'a> Recorder<'a> {
         s: Sample,
     ) -> Result<(), SinkError> {
         let h = self.handle(name, labels, SeriesKind::Samples, Unit::Nanoseconds)?;
-        self.pending.clear();
-        self.pending.push(s);
-        self.sink.push_samples(h, &self.pending)
+        let buf = self.pending.entry(h).or_default();
+        buf.push(s);
+        if buf.len() >= BATCH {
+            self.sink.push_samples(h, buf)?;
+            buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Pushes every buffered sample.
+    pub fn flush(&mut self) -> Result<(), SinkError> {
+        let mut handles: Vec<usize> = self.pending.keys().copied().collect();
+        handles.sort_unstable();
+        for h in handles {
+            if let Some(buf) = self.pending.get_mut(&h) {
+                if !buf.is_empty() {
+                    self.sink.push_samples(h, buf)?;
+                    buf.clear();
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Drains the analysis' events into series; `flow_last_ns` gives a flow's last packet (an
@@ -127,6 +150,7 @@ impl<'a> Recorder<'a> {
 
     /// Writes the bins of the busiest channels and the window series of the largest flows.
     pub fn finish(&mut self, an: &Analyzer, report: &CaptureReport) -> Result<(), SinkError> {
+        self.flush()?;
         let bin = tailhunt_model::format_duration_ns(report.bin_ns as f64);
         for ch in report.channels.iter().take(MAX_CHANNEL_SERIES) {
             let Ok(host) = ch.host.parse() else { continue };
