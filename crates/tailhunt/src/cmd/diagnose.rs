@@ -21,7 +21,12 @@ pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
 pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
     let run = store.run(run_id)?;
     if let Some(capture) = run.params.get("capture") {
-        let report: CaptureReport = serde_json::from_value(capture.clone()).map_err(|e| {
+        // Stored as one JSON string (older runs: an object).
+        let parsed = match capture.as_str() {
+            Some(text) => serde_json::from_str(text),
+            None => serde_json::from_value(capture.clone()),
+        };
+        let report: CaptureReport = parsed.map_err(|e| {
             anyhow::anyhow!("run {run_id}'s stored capture report does not read back ({e}): re-run `tailhunt pcap` on the capture")
         })?;
         let requests = run.params.get("requests").and_then(|r| r.as_str());
