@@ -11,9 +11,10 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # loopback), wrk and sockperf (the load benchmark's peers), python3 (benchmark scripts and the
 # lab's traffic clients), tcpdump and ethtool (the capture tests write real captures in network
 # namespaces, with offloads off), libpcap-dev (`tailhunt capture`), tshark and tcptrace (the
-# capture tests' and benchmark's peers), iputils-ping (lab reachability checks).
+# capture tests' and benchmark's peers), iputils-ping (lab reachability checks), nftables (the
+# NAT between two captures in the --match test).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
-    tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping)
+    tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
