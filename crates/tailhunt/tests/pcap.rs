@@ -218,11 +218,6 @@ fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
         "{} stalls for {exchanges} requests",
         stalls.len()
     );
-    assert!(
-        stalls.len() >= 30,
-        "{} stalls for ~40 requests",
-        stalls.len()
-    );
     // The delayed-ACK timer: Linux's minimum is 40 ms (an adaptive timer may fire earlier on
     // some requests); the typical stall sits there.
     let mut delays: Vec<i64> = stalls
