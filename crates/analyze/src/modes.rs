@@ -410,12 +410,15 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(60))]
 
-        /// Sampling noise must never invent a mode.
+        /// Sampling noise must never invent a mode. Pareto shapes start at 1: the generator
+        /// clamps values at 1 h, and below shape 1 enough of the tail lands on the clamp
+        /// (1e-4 of the samples at shape 0.5, against ~0.1 per 0.01-decade bin around it) to
+        /// make a genuine second peak there, which the finder rightly reports.
         #[test]
         fn unimodal_shapes_never_split(
             n in 50usize..200_000,
             sigma in 0.02f64..2.0,
-            shape in 0.5f64..4.0,
+            shape in 1.0f64..4.0,
             pareto in proptest::bool::ANY,
             seed in proptest::prelude::any::<u64>(),
         ) {
