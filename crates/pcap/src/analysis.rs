@@ -19,6 +19,9 @@ use crate::flowkey::{FlowKey, FlowName, Proto};
 use crate::fxhash::FxHashMap;
 use crate::tcp::{FlowEvents, NagleStall, TcpFlow, TcpSummary};
 
+/// Packets between sweeps that free closed connections' live state.
+const COMPACT_EVERY: u64 = 1 << 16;
+
 /// Nagle stalls kept in the report (all are counted per flow).
 const MAX_STALLS_KEPT: usize = 1000;
 
@@ -221,6 +224,9 @@ impl Analyzer {
     /// Analyses one decoded frame.
     pub fn push(&mut self, p: &Decoded<'_>) {
         self.count_frame(p.ts_ns, p.wire_len);
+        if self.packets.is_multiple_of(COMPACT_EVERY) {
+            self.compact_closed(p.ts_ns);
+        }
         let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
         let bytes = p.wire_len as u64;
         self.channels
@@ -294,6 +300,17 @@ impl Analyzer {
         ))));
         self.index.insert(key, i);
         i
+    }
+
+    /// Frees the live state of connections that closed a while ago.
+    fn compact_closed(&mut self, now: i64) {
+        for f in &mut self.flows {
+            if let Flow::Tcp(t) = f {
+                if t.can_compact(now) {
+                    t.compact();
+                }
+            }
+        }
     }
 
     /// Ends every flow (their last exchanges land in `events`) and builds the report.

@@ -52,6 +52,11 @@ pub struct SparseBins {
 }
 
 impl SparseBins {
+    /// Gives back the spare capacity (a finished flow's bins no longer grow).
+    pub fn shrink(&mut self) {
+        self.bins.shrink_to_fit();
+    }
+
     /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / width`).
     #[inline]
     pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) {

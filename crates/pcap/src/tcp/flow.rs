@@ -25,6 +25,9 @@ const RTO_MIN_NS: i64 = 180_000_000;
 const DELAYED_ACK_MIN_NS: i64 = 20_000_000;
 /// Longest: Windows' default delayed-ACK timer is 200 ms; allow its slack.
 const DELAYED_ACK_MAX_NS: i64 = 500_000_000;
+/// Closed flows smaller than this drop their window points when compacted: the window series
+/// are stored for the largest flows only.
+const COMPACT_KEEP_WINDOW_BYTES: u64 = 1 << 20;
 
 /// Per-leg RTT statistics (capture point -> receiver of side `s`'s data -> capture point).
 #[derive(Debug, Default, Clone, Copy)]
@@ -114,6 +117,8 @@ pub struct TcpFlow {
     pub window_points: [Vec<(i64, u32, u32)>; 2],
     /// Per sending side: the receiver's ACKs as they reached the sender.
     views: [SenderView; 2],
+    /// Its live-connection state was freed ([`TcpFlow::compact`]).
+    compacted: bool,
     turn: Turn,
     held: [Option<Held>; 2],
     bin_ns: i64,
@@ -143,6 +148,7 @@ impl TcpFlow {
             data_at_close: [None; 2],
             window_points: Default::default(),
             views: Default::default(),
+            compacted: false,
             turn: Turn::default(),
             held: [None; 2],
             bin_ns,
@@ -573,6 +579,33 @@ impl TcpFlow {
     pub fn path_rtt_ns(&self, d: usize) -> Option<i64> {
         let r = &self.rtt[d];
         (r.count > 0).then(|| r.sum_ns / r.count as i64 + self.leg_to(d))
+    }
+
+    /// Frees what only a live connection needs (segments awaiting ACKs, TSvals, the ACK
+    /// replay, small flows' window points) once it has closed and been quiet for a while:
+    /// memory then follows the open connections, not every connection the capture held.
+    /// Later stray packets are still counted; they just give no RTT samples.
+    pub fn compact(&mut self) {
+        for h in &mut self.halves {
+            h.outstanding = Default::default();
+            h.tsvals = Default::default();
+        }
+        self.views = Default::default();
+        let bytes = self.halves[0].payload_bytes + self.halves[1].payload_bytes;
+        if bytes < COMPACT_KEEP_WINDOW_BYTES {
+            self.window_points = Default::default();
+        } else {
+            self.window_points
+                .iter_mut()
+                .for_each(|p| p.shrink_to_fit());
+        }
+        self.bins.iter_mut().for_each(SparseBins::shrink);
+        self.compacted = true;
+    }
+
+    /// Whether [`TcpFlow::compact`] may run at `now`: closed, and quiet for a second.
+    pub fn can_compact(&self, now: i64) -> bool {
+        !self.compacted && self.first_close.is_some() && now - self.last_ns > 1_000_000_000
     }
 
     /// Ends the flow (end of capture, or a new connection on the same ports): the exchange in
