@@ -175,8 +175,7 @@ fn execute_with(
     } else {
         writer.finish(extra)?;
     }
-    let (ports, findings) =
-        diagnose_stored(&mut store, &run_id, &stored, requests.as_deref())?;
+    let (ports, findings) = diagnose_stored(&mut store, &run_id, &stored, requests.as_deref())?;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if stopped.is_some() {
