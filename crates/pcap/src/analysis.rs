@@ -195,11 +195,6 @@ impl Analyzer {
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> &AnalysisConfig {
-        &self.cfg
-    }
-
     /// Counts a frame that did not decode.
     pub fn skip(&mut self, ts_ns: i64, wire_len: u32, why: Skip) {
         self.count_frame(ts_ns, wire_len);
@@ -410,11 +405,6 @@ impl Analyzer {
             Some(Flow::Udp(f)) => f.last_ns,
             None => 0,
         }
-    }
-
-    /// Display name of flow `i`.
-    pub fn flow_name(&self, i: usize) -> Option<FlowName> {
-        self.flows.get(i).map(Flow::name)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Naming connections: endpoints and direction-free flow keys.
 
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,11 +61,6 @@ impl FlowKey {
     }
 }
 
-/// A socket address as users write it (`198.18.0.1:80`, `[::1]:80`).
-pub fn endpoint_name(addr: SocketAddr) -> String {
-    addr.to_string()
-}
-
 /// `client -> server`, or `a <-> b` when the roles are unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowName {
@@ -85,9 +80,4 @@ impl fmt::Display for FlowName {
         };
         write!(f, "{proto} {} -> {}", self.client, self.server)
     }
-}
-
-/// Host (address only) of an endpoint, as text.
-pub fn host_name(ip: IpAddr) -> String {
-    ip.to_string()
 }

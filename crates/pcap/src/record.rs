@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `latency{server_port}` | samples | each request/response exchange: first request byte -> last response byte; unanswered requests are `timeout` samples ending at the flow's last packet |
 //! | `server_time{server_port}` | samples | last request segment -> first response segment, less the server leg's round trip |
-//! | `rtt{leg,server_port}` | samples | RTT samples of each leg (`server`: capture point -> server -> capture point) |
+//! | `rtt{leg}` | samples | RTT samples of each leg (`server`: capture point -> server -> capture point) |
 //! | `bytes{dir,host,bin}` | values | wire bytes per bin of the busiest channels (to/from a host) |
 //! | `inflight{flow}`, `window{flow}` | values | bytes in flight and the receiver's advertised window of the largest TCP flows, one point per bin |
 //!
@@ -25,13 +25,34 @@ pub const MAX_WINDOW_SERIES: usize = 8;
 /// Samples buffered per series before one push to the sink.
 const BATCH: usize = 4096;
 
+/// A sample series the recorder writes, told apart by its one label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SampleSeries {
+    Rtt(Leg),
+    Latency(u16),
+    ServerTime(u16),
+}
+
+impl SampleSeries {
+    fn meta(self) -> SeriesMeta {
+        let (name, label, value) = match self {
+            SampleSeries::Rtt(Leg::Server) => ("rtt", "leg", "server".to_string()),
+            SampleSeries::Rtt(Leg::Client) => ("rtt", "leg", "client".to_string()),
+            SampleSeries::Latency(port) => ("latency", "server_port", port.to_string()),
+            SampleSeries::ServerTime(port) => ("server_time", "server_port", port.to_string()),
+        };
+        let mut meta = SeriesMeta::latency(name);
+        meta.labels.insert(label.to_string(), value);
+        meta
+    }
+}
+
 /// Writes series into a sink as the analysis goes.
 pub struct Recorder<'a> {
     sink: &'a mut dyn SeriesSink,
-    handles: HashMap<(&'static str, String), usize>,
-    /// Samples waiting per series handle (pushed in batches: one sink call per sample costs
-    /// more than the analysis of the packet).
-    pending: HashMap<usize, Vec<Sample>>,
+    /// Each sample series' handle and the samples waiting for it (pushed in batches: one sink
+    /// call per sample costs more than the analysis of the packet).
+    samples: HashMap<SampleSeries, (usize, Vec<Sample>)>,
 }
 
 impl<'a> Recorder<'a> {
@@ -39,63 +60,45 @@ impl<'a> Recorder<'a> {
     pub fn new(sink: &'a mut dyn SeriesSink) -> Recorder<'a> {
         Recorder {
             sink,
-            handles: HashMap::new(),
-            pending: HashMap::new(),
+            samples: HashMap::new(),
         }
     }
 
-    fn handle(
-        &mut self,
-        name: &'static str,
-        labels: &[(&str, String)],
-        kind: SeriesKind,
-        unit: Unit,
-    ) -> Result<usize, SinkError> {
-        let key = labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        if let Some(&h) = self.handles.get(&(name, key.clone())) {
-            return Ok(h);
-        }
+    /// Opens a values series (each is written once, at the end).
+    fn open_values(&mut self, name: &str, labels: &[(&str, String)]) -> Result<usize, SinkError> {
         let mut meta = SeriesMeta::latency(name);
-        meta.kind = kind;
-        meta.unit = unit;
+        meta.kind = SeriesKind::Values;
+        meta.unit = Unit::Bytes;
         for (k, v) in labels {
             meta.labels.insert(k.to_string(), v.clone());
         }
-        let h = self.sink.open_series(&meta)?;
-        self.handles.insert((name, key), h);
-        Ok(h)
+        self.sink.open_series(&meta)
     }
 
-    fn sample(
-        &mut self,
-        name: &'static str,
-        labels: &[(&str, String)],
-        s: Sample,
-    ) -> Result<(), SinkError> {
-        let h = self.handle(name, labels, SeriesKind::Samples, Unit::Nanoseconds)?;
-        let buf = self.pending.entry(h).or_default();
+    fn sample(&mut self, series: SampleSeries, s: Sample) -> Result<(), SinkError> {
+        let (h, buf) = match self.samples.get_mut(&series) {
+            Some(e) => e,
+            None => {
+                let h = self.sink.open_series(&series.meta())?;
+                self.samples.entry(series).or_insert((h, Vec::new()))
+            }
+        };
         buf.push(s);
         if buf.len() >= BATCH {
-            self.sink.push_samples(h, buf)?;
+            self.sink.push_samples(*h, buf)?;
             buf.clear();
         }
         Ok(())
     }
 
-    /// Pushes every buffered sample.
+    /// Pushes every buffered sample, in the order the series were opened.
     pub fn flush(&mut self) -> Result<(), SinkError> {
-        let mut handles: Vec<usize> = self.pending.keys().copied().collect();
-        handles.sort_unstable();
-        for h in handles {
-            if let Some(buf) = self.pending.get_mut(&h) {
-                if !buf.is_empty() {
-                    self.sink.push_samples(h, buf)?;
-                    buf.clear();
-                }
+        let mut open: Vec<&mut (usize, Vec<Sample>)> = self.samples.values_mut().collect();
+        open.sort_unstable_by_key(|(h, _)| *h);
+        for (h, buf) in open {
+            if !buf.is_empty() {
+                self.sink.push_samples(*h, buf)?;
+                buf.clear();
             }
         }
         Ok(())
@@ -109,27 +112,20 @@ impl<'a> Recorder<'a> {
         flow_last_ns: impl Fn(usize) -> i64,
     ) -> Result<(), SinkError> {
         for r in events.rtt.drain(..) {
-            let leg = match r.leg {
-                Leg::Server => "server",
-                Leg::Client => "client",
-            };
             let s = Sample::new(r.ts_ns - r.rtt_ns, r.ts_ns - r.rtt_ns, r.ts_ns, Outcome::Ok);
-            self.sample("rtt", &[("leg", leg.to_string())], s)?;
+            self.sample(SampleSeries::Rtt(r.leg), s)?;
         }
         let exchanges: Vec<Exchange> = events.exchanges.drain(..).collect();
         for x in exchanges {
-            let port = ("server_port", x.server_port.to_string());
+            let port = x.server_port;
             match (x.response_end_ns, x.server_ns()) {
                 (Some(end), server) => {
                     let s = Sample::new(x.request_start_ns, x.request_start_ns, end, Outcome::Ok);
-                    self.sample("latency", std::slice::from_ref(&port), s)?;
+                    self.sample(SampleSeries::Latency(port), s)?;
                     if let Some(ns) = server {
                         let t = x.request_end_ns;
-                        self.sample(
-                            "server_time",
-                            &[port],
-                            Sample::new(t, t, t + ns, Outcome::Ok),
-                        )?;
+                        let s = Sample::new(t, t, t + ns, Outcome::Ok);
+                        self.sample(SampleSeries::ServerTime(port), s)?;
                     }
                 }
                 (None, _) => {
@@ -140,7 +136,7 @@ impl<'a> Recorder<'a> {
                         end,
                         Outcome::Timeout,
                     );
-                    self.sample("latency", &[port], s)?;
+                    self.sample(SampleSeries::Latency(port), s)?;
                 }
             }
         }
@@ -162,7 +158,7 @@ impl<'a> Recorder<'a> {
                 ("host", ch.host.clone()),
                 ("bin", bin.clone()),
             ];
-            let h = self.handle("bytes", &labels, SeriesKind::Values, Unit::Bytes)?;
+            let h = self.open_values("bytes", &labels)?;
             let points: Vec<Point> = bins
                 .bins()
                 .iter()
@@ -185,8 +181,8 @@ impl<'a> Recorder<'a> {
                 continue;
             }
             let label = [("flow", f.id.to_string())];
-            let hi = self.handle("inflight", &label, SeriesKind::Values, Unit::Bytes)?;
-            let hw = self.handle("window", &label, SeriesKind::Values, Unit::Bytes)?;
+            let hi = self.open_values("inflight", &label)?;
+            let hw = self.open_values("window", &label)?;
             let inflight: Vec<Point> = pts
                 .iter()
                 .map(|&(t, i, _)| Point {

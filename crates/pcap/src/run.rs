@@ -11,7 +11,7 @@ use tailhunt_model::{SeriesSink, SinkError};
 
 use crate::analysis::{AnalysisConfig, Analyzer, CaptureReport};
 use crate::decode::decode;
-use crate::read::{PacketSource, ReadError};
+use crate::read::PacketSource;
 use crate::record::Recorder;
 
 /// Progress callback interval, packets.
@@ -82,7 +82,7 @@ pub fn analyse(
                 Ok(Some(raw)) => raw,
                 Ok(None) => break,
                 Err(e) => {
-                    stopped = Some(bad_input(&e));
+                    stopped = Some(Stopped::BadInput(e.to_string()));
                     break 'sources;
                 }
             };
@@ -108,8 +108,4 @@ pub fn analyse(
         .map_err(RunError::Sink)?;
     rec.finish(&an, &report).map_err(RunError::Sink)?;
     Ok((Outcome { report, stopped }, an))
-}
-
-fn bad_input(e: &ReadError) -> Stopped {
-    Stopped::BadInput(e.to_string())
 }

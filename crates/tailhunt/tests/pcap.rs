@@ -181,26 +181,29 @@ fn counts_flows_and_handshake_rtts_agree_with_tshark_root() {
     assert!(port["answered"].as_u64().unwrap() >= 250, "{port}");
 }
 
+/// 20 requests/s for 2 s on one connection, each written in two pieces, TCP_NODELAY on both
+/// ends or on neither.
+fn split_write_capture(env: &Env, nodelay: bool) -> Option<std::path::PathBuf> {
+    let flag = format!("--nodelay={nodelay}");
+    let load = [
+        "--rate",
+        "20",
+        "--duration",
+        "2s",
+        "--conns",
+        "1",
+        "--split-writes",
+        &flag,
+    ];
+    capture_load(env, &format!("nodelay-{nodelay}.pcap"), &[&flag], &load)
+}
+
 /// Root cause #2 in a capture: write-write-read without TCP_NODELAY stalls on the delayed
 /// ACK; with TCP_NODELAY on both ends the same traffic shows nothing.
 #[test]
 fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
     let env = Env::new();
-    let Some(file) = capture_load(
-        &env,
-        "nagle.pcap",
-        &["--nodelay=false"],
-        &[
-            "--rate",
-            "20",
-            "--duration",
-            "2s",
-            "--conns",
-            "1",
-            "--split-writes",
-            "--nodelay=false",
-        ],
-    ) else {
+    let Some(file) = split_write_capture(&env, false) else {
         return;
     };
     let doc = pcap_json(&env, &file, &[]);
@@ -233,22 +236,7 @@ fn nagle_stalls_are_found_and_vanish_with_nodelay_root() {
     let p50 = doc["ports"][0]["p50_ns"].as_u64().unwrap();
     assert!((30_000_000..=60_000_000).contains(&p50), "p50 {p50} ns");
 
-    let fixed = capture_load(
-        &env,
-        "nodelay.pcap",
-        &["--nodelay=true"],
-        &[
-            "--rate",
-            "20",
-            "--duration",
-            "2s",
-            "--conns",
-            "1",
-            "--split-writes",
-            "--nodelay=true",
-        ],
-    )
-    .unwrap();
+    let fixed = split_write_capture(&env, true).unwrap();
     let doc = pcap_json(&env, &fixed, &[]);
     assert!(detectors(&doc).is_empty(), "{:#}", doc["findings"]);
     let p99 = doc["ports"][0]["p99_ns"].as_u64().unwrap();

@@ -153,32 +153,32 @@ impl Index {
 
     fn take_seq(&mut self, s: &SeqSig) -> Option<u32> {
         let (head, _) = self.by_seq.map.get_mut(s)?;
-        // Matched entries at the head are skipped for good: later lookups start past them.
-        while *head != NONE && self.entries[*head as usize].matched {
-            *head = self.entries[*head as usize].next_seq;
-        }
-        if *head == NONE {
-            return None;
-        }
-        let at = *head;
-        self.entries[at as usize].matched = true;
-        *head = self.entries[at as usize].next_seq;
-        Some(at)
+        pop_unmatched(&mut self.entries, head, |e| e.next_seq)
     }
 
     fn take_id(&mut self, i: &IdSig) -> Option<u32> {
         let (head, _) = self.by_id.map.get_mut(i)?;
-        while *head != NONE && self.entries[*head as usize].matched {
-            *head = self.entries[*head as usize].next_id;
-        }
-        if *head == NONE {
-            return None;
-        }
-        let at = *head;
-        self.entries[at as usize].matched = true;
-        *head = self.entries[at as usize].next_id;
-        Some(at)
+        pop_unmatched(&mut self.entries, head, |e| e.next_id)
     }
+}
+
+/// Takes the first unmatched entry of the chain starting at `head` (linked by `next`) and marks
+/// it matched. Matched entries at the head are skipped for good: later lookups start past them.
+fn pop_unmatched(
+    entries: &mut [Entry],
+    head: &mut u32,
+    next: impl Fn(&Entry) -> u32,
+) -> Option<u32> {
+    while *head != NONE && entries[*head as usize].matched {
+        *head = next(&entries[*head as usize]);
+    }
+    if *head == NONE {
+        return None;
+    }
+    let at = *head;
+    entries[at as usize].matched = true;
+    *head = next(&entries[at as usize]);
+    Some(at)
 }
 
 pub(crate) fn entry(ts_ns: i64, flow: u32, dir: u8, flags: u8) -> Entry {

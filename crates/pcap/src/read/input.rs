@@ -224,3 +224,25 @@ impl Input {
         }
     }
 }
+
+/// The 16-bit field at `at`, in the file's byte order.
+#[inline]
+pub fn u16_at(b: &[u8], at: usize, big: bool) -> u16 {
+    let a = [b[at], b[at + 1]];
+    if big {
+        u16::from_be_bytes(a)
+    } else {
+        u16::from_le_bytes(a)
+    }
+}
+
+/// The 32-bit field at `at`, in the file's byte order.
+#[inline]
+pub fn u32_at(b: &[u8], at: usize, big: bool) -> u32 {
+    let a = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    if big {
+        u32::from_be_bytes(a)
+    } else {
+        u32::from_le_bytes(a)
+    }
+}

@@ -5,7 +5,7 @@
 //! (magic a1b2c3d4) and nanosecond (a1b23c4d) timestamps.
 //! Format: <https://datatracker.ietf.org/doc/draft-ietf-opsawg-pcap/>.
 
-use super::input::{Fill, Input, MAX_BUFFER};
+use super::input::{u32_at, Fill, Input, MAX_BUFFER};
 use super::ReadError;
 use crate::packet::{LinkType, RawPacket};
 
@@ -23,16 +23,6 @@ pub struct PcapFormat {
     /// Nanoseconds per unit of the fraction field (1000 or 1).
     frac_ns: i64,
     link: LinkType,
-}
-
-#[inline]
-fn u32_at(b: &[u8], at: usize, big: bool) -> u32 {
-    let a = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if big {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    }
 }
 
 impl PcapFormat {

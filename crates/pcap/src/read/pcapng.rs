@@ -6,7 +6,7 @@
 //! and `if_tsoffset`. Unknown blocks are skipped without being buffered.
 //! Format: <https://datatracker.ietf.org/doc/draft-ietf-opsawg-pcapng/>.
 
-use super::input::{Fill, Input};
+use super::input::{u16_at, u32_at, Fill, Input};
 use super::ReadError;
 use crate::packet::{LinkType, RawPacket};
 
@@ -55,26 +55,6 @@ struct Found {
     ts_ns: i64,
     iface: u32,
     wire_len: u32,
-}
-
-#[inline]
-fn u16_at(b: &[u8], at: usize, big: bool) -> u16 {
-    let a = [b[at], b[at + 1]];
-    if big {
-        u16::from_be_bytes(a)
-    } else {
-        u16::from_le_bytes(a)
-    }
-}
-
-#[inline]
-fn u32_at(b: &[u8], at: usize, big: bool) -> u32 {
-    let a = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-    if big {
-        u32::from_be_bytes(a)
-    } else {
-        u32::from_le_bytes(a)
-    }
 }
 
 impl PcapngFormat {
@@ -239,11 +219,17 @@ impl PcapngFormat {
     }
 
     fn enhanced(&mut self, b: &[u8]) -> Result<Found, String> {
-        let big = self.big_endian;
         if b.len() < 32 {
             return Err(format!("enhanced packet block of {} bytes", b.len()));
         }
-        let id = u32_at(b, 8, big);
+        let id = u32_at(b, 8, self.big_endian);
+        self.timestamped(b, id)
+    }
+
+    /// The layout Enhanced and obsolete Packet Blocks share after the interface id: timestamp
+    /// high and low at 12 and 16, captured and original length at 20 and 24, data at 28.
+    fn timestamped(&mut self, b: &[u8], id: u32) -> Result<Found, String> {
+        let big = self.big_endian;
         let iface = *self.iface(id)?;
         let caplen = u32_at(b, 20, big) as usize;
         if 28 + caplen + 4 > b.len() {
@@ -284,28 +270,12 @@ impl PcapngFormat {
     }
 
     fn obsolete(&mut self, b: &[u8]) -> Result<Found, String> {
-        let big = self.big_endian;
         if b.len() < 32 {
             return Err(format!("packet block of {} bytes", b.len()));
         }
-        let id = u32::from(u16_at(b, 8, big));
-        let iface = *self.iface(id)?;
-        let caplen = u32_at(b, 20, big) as usize;
-        if 28 + caplen + 4 > b.len() {
-            return Err(format!(
-                "captured length {caplen} does not fit its {}-byte block",
-                b.len()
-            ));
-        }
-        let ts_ns = self.timestamp(&iface, u32_at(b, 12, big), u32_at(b, 16, big));
-        Ok(Found {
-            total: b.len(),
-            data_at: 28,
-            caplen,
-            ts_ns,
-            iface: id,
-            wire_len: u32_at(b, 24, big).max(caplen as u32),
-        })
+        // The obsolete block's interface id is 16 bits (then 16 bits of drop count).
+        let id = u32::from(u16_at(b, 8, self.big_endian));
+        self.timestamped(b, id)
     }
 }
 

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Which leg an RTT sample measures, seen from the capture point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Leg {
     /// Capture point -> server -> capture point (ACKs of the client's data).

@@ -13,7 +13,7 @@ use crate::flowkey::FlowKey;
 
 use super::events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
-use super::seq::{after, distance};
+use super::seq::{after, distance, later};
 use super::states::{SenderState, StateTimes};
 use super::view::SenderView;
 
@@ -382,8 +382,6 @@ impl TcpFlow {
         if kind == SegmentKind::Duplicate {
             return;
         }
-        let h = &mut self.halves[side];
-        h.max_inflight = h.max_inflight.max(h.inflight());
         if kind == SegmentKind::Resent {
             let end = tcp.seq.wrapping_add(tcp.payload_len);
             let srtt = self.rtt[side].srtt_ns;
@@ -465,16 +463,13 @@ impl TcpFlow {
         let h = &mut self.halves[side];
         if tcp.flags & flags::FIN != 0 && h.fin_ns.is_none() {
             h.fin_ns = Some(ts);
-            h.next_seq = tcp
-                .seq
-                .wrapping_add(tcp.payload_len)
-                .wrapping_add(1)
-                .max_after(h.next_seq);
+            // A FIN takes one sequence number.
+            let fin_end = tcp.seq.wrapping_add(tcp.payload_len).wrapping_add(1);
+            h.next_seq = later(fin_end, h.next_seq);
             self.first_close.get_or_insert((side, false, ts));
         }
         if tcp.flags & flags::RST != 0 {
             h.rsts += 1;
-            h.rst_ns.get_or_insert(ts);
             self.first_close.get_or_insert((side, true, ts));
         }
     }
@@ -621,20 +616,6 @@ impl TcpFlow {
             if let Some(since) = h.zero_since.take() {
                 h.zero_window_ns += self.last_ns - since;
             }
-        }
-    }
-}
-
-trait MaxAfter {
-    fn max_after(self, other: u32) -> u32;
-}
-
-impl MaxAfter for u32 {
-    fn max_after(self, other: u32) -> u32 {
-        if after(other, self) {
-            other
-        } else {
-            self
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::seq::{after, at_or_after, distance};
+use super::seq::{after, at_or_after, distance, later};
 
 /// Outstanding segments remembered for RTT samples; older ones are dropped (a sample lost,
 /// never a wrong one).
@@ -101,8 +101,6 @@ pub struct Half {
     pub last_send_ns: Option<i64>,
     /// FIN sent by this side (first time).
     pub fin_ns: Option<i64>,
-    /// RST sent by this side (first time).
-    pub rst_ns: Option<i64>,
     /// RSTs sent.
     pub rsts: u64,
     /// Zero windows advertised by this side: count, and when the current one started.
@@ -115,7 +113,7 @@ pub struct Half {
     pub outstanding: VecDeque<Outstanding>,
     /// TSvals this side sent, with when they were first seen.
     pub tsvals: VecDeque<(u32, i64)>,
-    /// Largest bytes-in-flight seen.
+    /// Largest bytes in flight as the sender saw them (see [`super::view`]).
     pub max_inflight: u32,
 }
 
@@ -164,7 +162,7 @@ impl Half {
             if after(seq, self.next_seq) {
                 self.unseen_bytes += distance(seq, self.next_seq) as u64;
             }
-            let fresh = distance(end, self.next_seq.max_seq(seq));
+            let fresh = distance(end, later(self.next_seq, seq));
             self.payload_bytes += fresh as u64;
             let resent_part = len - fresh.min(len);
             if resent_part > 0 {
@@ -238,20 +236,6 @@ impl Half {
         let (_, sent) = self.tsvals[i];
         self.tsvals.drain(..=i);
         (ts >= sent).then_some(ts - sent)
-    }
-}
-
-trait MaxSeq {
-    fn max_seq(self, other: u32) -> u32;
-}
-
-impl MaxSeq for u32 {
-    fn max_seq(self, other: u32) -> u32 {
-        if after(other, self) {
-            other
-        } else {
-            self
-        }
     }
 }
 

@@ -22,6 +22,16 @@ pub fn distance(a: u32, b: u32) -> u32 {
     }
 }
 
+/// The later of two sequence numbers.
+#[inline]
+pub fn later(a: u32, b: u32) -> u32 {
+    if after(b, a) {
+        b
+    } else {
+        a
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,5 +42,6 @@ mod tests {
         assert!(!after(u32::MAX - 5, 5));
         assert_eq!(distance(5, u32::MAX - 5), 11);
         assert!(at_or_after(7, 7));
+        assert_eq!(later(5, u32::MAX - 5), 5);
     }
 }

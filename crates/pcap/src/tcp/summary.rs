@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::flow::{RttStats, TcpFlow};
 use super::half::Retransmissions;
-use super::states::{StateFractions, StateTimes};
+use super::states::StateFractions;
 
 /// Round numbers of seconds that application timeouts are usually set to.
 const ROUND_SECONDS: [f64; 16] = [
@@ -284,13 +284,6 @@ pub fn round_seconds(gap_ns: i64) -> Option<f64> {
         .iter()
         .copied()
         .find(|&r| (g - r).abs() <= (0.015 * r).max(0.010))
-}
-
-impl StateTimes {
-    /// Fractions, when any time was accounted.
-    pub fn fractions_if_any(&self) -> Option<StateFractions> {
-        (self.total_ns() > 0).then(|| self.fractions())
-    }
 }
 
 #[cfg(test)]

@@ -104,45 +104,44 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
     };
     progress::catch_ctrl_c();
     let mut shown = ProgressLine::new(inputs.clone(), sizes);
-    execute_with(
-        cli,
-        ("pcap", matched),
-        inputs,
-        &mut sources,
-        cfg,
-        &a.analysis,
-        &mut |p| shown.show(p),
-    )
+    let what = Inputs {
+        kind: "pcap",
+        names: inputs,
+        matched,
+    };
+    execute(cli, what, &mut sources, cfg, &a.analysis, &mut |p| {
+        shown.show(p)
+    })
 }
 
 pub fn run_live(cli: &Cli, a: &CaptureArgs) -> Result<()> {
     live::run(cli, a)
 }
 
+/// What a capture command analyses.
+struct Inputs {
+    /// Run kind: `pcap` or `capture`.
+    kind: &'static str,
+    /// File names, or `live:IFACE`.
+    names: Vec<String>,
+    /// The `--match` report, for the document.
+    matched: Option<tailhunt_pcap::matching::MatchReport>,
+}
+
 /// The shared tail of both commands: analyse into a new run, diagnose, export, print.
 fn execute(
     cli: &Cli,
-    kind: &str,
-    inputs: Vec<String>,
+    what: Inputs,
     sources: &mut [Box<dyn PacketSource>],
     cfg: AnalysisConfig,
     a: &CaptureAnalysisArgs,
     progress_fn: &mut dyn FnMut(Progress),
 ) -> Result<()> {
-    let tail = (kind, None);
-    execute_with(cli, tail, inputs, sources, cfg, a, progress_fn)
-}
-
-/// [`execute`] with the `--match` report (if any) for the document.
-fn execute_with(
-    cli: &Cli,
-    (kind, matched): (&str, Option<tailhunt_pcap::matching::MatchReport>),
-    inputs: Vec<String>,
-    sources: &mut [Box<dyn PacketSource>],
-    cfg: AnalysisConfig,
-    a: &CaptureAnalysisArgs,
-    progress_fn: &mut dyn FnMut(Progress),
-) -> Result<()> {
+    let Inputs {
+        kind,
+        names: inputs,
+        matched,
+    } = what;
     let mut store = Store::open(&cli.db)?;
     // Resolve --requests before measuring anything: a typo should not cost a capture.
     let requests = match &a.requests {

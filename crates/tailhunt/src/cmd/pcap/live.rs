@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tailhunt_pcap::{LiveCapture, PacketSource, PcapWriter, RawPacket, ReadError};
 
-use super::{config, ctrl_c, execute};
+use super::{config, ctrl_c, execute, Inputs};
 use crate::cli::{CaptureArgs, Cli};
 use crate::progress;
 
@@ -72,16 +72,12 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
         path,
     };
     let mut sources: Vec<Box<dyn PacketSource>> = vec![Box::new(tee)];
-    let inputs = vec![format!("live:{}", a.interface)];
-    let result = execute(
-        cli,
-        "capture",
-        inputs,
-        &mut sources,
-        cfg,
-        &a.analysis,
-        &mut |_| {},
-    );
+    let what = Inputs {
+        kind: "capture",
+        names: vec![format!("live:{}", a.interface)],
+        matched: None,
+    };
+    let result = execute(cli, what, &mut sources, cfg, &a.analysis, &mut |_| {});
     // The analysis ended (duration, Ctrl-C or an error): make sure the watcher ends too.
     drop(sources);
     let _ = watcher.join();

@@ -1,0 +1,33 @@
+# Helpers shared by the benchmark scripts (sourced; they set $tmp first).
+#
+# Results are "key value" lines in $tmp/results.txt; agg KEY prints "median min max n" of a
+# key's values (nothing when there are none).
+
+# Steal and total ticks of the aggregate cpu line of /proc/stat.
+cpu_ticks() { awk '/^cpu / { print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+steal_mark() { read -r steal_a total_a < <(cpu_ticks); }
+# Steal % since steal_mark.
+steal_since() {
+    local s t
+    read -r s t < <(cpu_ticks)
+    awk -v s=$((s - steal_a)) -v t=$((t - total_a)) 'BEGIN { printf "%.2f", (t > 0 ? 100 * s / t : 0) }'
+}
+record() { echo "$1 $2" >>"$tmp/results.txt"; }
+agg() {
+    [[ -e "$tmp/results.txt" ]] || return 0
+    awk -v k="$1" '$1 == k { print $2 }' "$tmp/results.txt" | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR == 0) exit;
+            m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2;
+            print m, a[1], a[NR], NR }'
+}
+# (The parentheses keep a '>' in the expression from being read as a redirection.)
+calc() { awk "BEGIN { printf \"$1\", ($2) }"; }
+# Formats an aggregate: "median (min-max)" with a printf format and a divisor.
+fmt_agg() { # key format divisor
+    local m lo hi n
+    read -r m lo hi n < <(agg "$1") || true
+    if [[ -z "${m:-}" ]]; then echo "n/a"; return; fi
+    if [[ "$n" == 1 ]]; then calc "$2" "$m / $3"; return; fi
+    echo "$(calc "$2" "$m / $3") ($(calc "$2" "$lo / $3")-$(calc "$2" "$hi / $3"))"
+}
+median_of() { local m; read -r m _ < <(agg "$1") || true; echo "${m:-0}"; }
