@@ -296,14 +296,18 @@ fn live_capture_writes_what_it_analysed_root() {
         .command(BIN)
         .arg("--db")
         .arg(env.db())
-        .args(["capture", "-i", "lo", "--duration", "3s", "--json", "-w"])
+        .args(["capture", "-i", "lo", "--duration", "5s", "--json", "-w"])
         .arg(&file)
         .args(["--filter", "tcp port 7100"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    // Traffic starts once the capture says it is capturing.
+    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.starts_with("capturing on lo"), "{line}");
     {
         let _server = Server::start(&ns, 7100, &[]);
         load_in(&ns, &env, 7100, &["--rate", "100", "--duration", "1s"]);

@@ -44,6 +44,8 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
         .map(|d| super::super::duration_flag("--duration", d))
         .transpose()?;
     let mut live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
+    // Like tcpdump: once this line is out, packets are being captured.
+    eprintln!("capturing on {} (until --duration or Ctrl-C)", a.interface);
     let stop = live.stop_handle();
     let out = match &a.write {
         Some(p) => {
