@@ -10,6 +10,8 @@
 //! - [`capture`]: all capture detectors over one capture report.
 //! - [`microburst`]: `microburst`, slow requests that coincide with bins at link rate.
 //! - [`nagle_stall`]: `nagle-stall`, small segments held until a delayed ACK, in a capture.
+//! - [`runq`]: `noisy-neighbor` and `cpu-throttled`, from per-cgroup run-queue latency,
+//!   preemption attribution and throttling.
 //! - [`window`]: `receive-window-limited` and `application-timeout`, from a capture's flows
 //!   (or any source of [`window::WindowEvidence`]).
 //!
@@ -24,6 +26,7 @@ pub mod fragile;
 pub mod microburst;
 pub mod nagle;
 pub mod nagle_stall;
+pub mod runq;
 pub mod window;
 
 pub use tailhunt_model::Finding;

@@ -70,6 +70,27 @@ impl Histogram {
         }
     }
 
+    /// A histogram from counts per bucket index, as a BPF program keeps them, and the exact sum
+    /// of the values. Min and max are not known exactly: they are taken as the edges of the
+    /// lowest and highest non-empty buckets, so the extreme quantiles carry up to one bucket's
+    /// width of error (the others keep half a bucket's).
+    pub fn from_bucket_counts(layout: Layout, counts: &[u64], sum: u128) -> Histogram {
+        let n = counts.len().min(layout.bucket_count());
+        let counts = &counts[..n];
+        let first = counts.iter().position(|&c| c > 0);
+        let last = counts.iter().rposition(|&c| c > 0);
+        match (first, last) {
+            (Some(first), Some(last)) => Histogram::from_parts(
+                layout,
+                counts[..=last].to_vec(),
+                layout.lower(first),
+                layout.upper(last),
+                sum,
+            ),
+            _ => Histogram::with_layout(layout),
+        }
+    }
+
     /// The layout.
     pub fn layout(&self) -> Layout {
         self.layout
@@ -224,6 +245,32 @@ pub fn nearest_rank(q: f64, n: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucket_counts_from_a_kernel_map_read_back_like_recorded_values() {
+        let layout = Layout::new(4).unwrap();
+        let mut recorded = Histogram::with_layout(layout);
+        let mut counts = vec![0u64; layout.bucket_count()];
+        let mut sum = 0u128;
+        for v in (1..=5000u64).map(|i| i * 997) {
+            recorded.record(v);
+            counts[layout.index(v)] += 1;
+            sum += u128::from(v);
+        }
+        let h = Histogram::from_bucket_counts(layout, &counts, sum);
+        assert_eq!(h.count(), recorded.count());
+        assert_eq!(h.mean(), recorded.mean());
+        for q in [0.5, 0.9, 0.99] {
+            assert_eq!(h.quantile(q), recorded.quantile(q), "q={q}");
+        }
+        let (lo, hi) = (h.min().unwrap(), h.max().unwrap());
+        assert!(lo <= 997 && 997 - lo <= 997 / 16, "min {lo}");
+        assert!(
+            hi >= 4_985_000 && hi - 4_985_000 <= 4_985_000 / 16,
+            "max {hi}"
+        );
+        assert!(Histogram::from_bucket_counts(layout, &[0; 8], 0).is_empty());
+    }
 
     #[test]
     fn quantiles_of_small_exact_values_are_exact() {

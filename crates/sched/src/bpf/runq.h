@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Types shared by runq.bpf.c and the Rust loader (crates/sched/src/bpf_types.rs mirrors them
+ * field for field; a test there checks the sizes).
+ *
+ * Histogram bucket layout: the one in crates/histogram (Layout::index) with SUB_BITS = 4:
+ * 16 buckets per power of two, each at most 1/16 = 6.25% wide, values below 16 ns exact.
+ * A value v >= 16 with highest set bit h lands in bucket ((h - 4) << 4) + (v >> (h - 4)).
+ * 976 buckets cover every u64, so no value is clamped.
+ */
+#ifndef TAILHUNT_RUNQ_H
+#define TAILHUNT_RUNQ_H
+
+#define RUNQ_SUB_BITS 4
+#define RUNQ_BUCKETS ((65 - RUNQ_SUB_BITS) << RUNQ_SUB_BITS)
+#define RUNQ_COMM_LEN 16
+
+/* Per-cgroup run-queue latency histogram: cumulative since load (user space takes deltas). */
+struct runq_hist {
+	__u64 slots[RUNQ_BUCKETS];
+	__u64 count;
+	__u64 sum_ns;
+	/* The v1 cpu controller's cgroup of the last task counted (0 without one). */
+	__u64 cpu_cgroup_id;
+};
+
+/* Who a cgroup's tasks lost the CPU to, or waited behind. */
+struct runq_pair_key {
+	__u64 victim_cgroup;
+	/* The other task's cgroup; 0 = the idle task (the CPU was idle, or the victim's group
+	 * was throttled and nothing else was runnable). */
+	__u64 other_cgroup;
+};
+
+struct runq_pair {
+	/* Involuntary switches: a victim task still runnable was switched out for the other. */
+	__u64 preemptions;
+	/* Waits: the victim got the CPU right after the other task ran. */
+	__u64 waits;
+	__u64 wait_ns;
+};
+
+/* One run-queue wait, sent through the ring buffer (outliers, or every one with targ_all_events). */
+struct runq_event {
+	__u64 switch_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) when the task got the CPU */
+	__u64 latency_ns;  /* since it became runnable */
+	__u64 cgroup_id;
+	__u64 prev_cgroup_id;
+	__u32 pid;
+	__u32 tgid;
+	__u32 prev_pid;
+	__u32 cpu;
+	char comm[RUNQ_COMM_LEN];
+	char prev_comm[RUNQ_COMM_LEN];
+};
+
+/* Indexes into the per-CPU counters map. */
+enum runq_counter {
+	RUNQ_EMITTED = 0,       /* events written to the ring buffer */
+	RUNQ_RB_DROPPED = 1,    /* events lost: ring buffer full */
+	RUNQ_RATE_LIMITED = 2,  /* outliers not sent: over the per-cgroup, per-CPU budget */
+	RUNQ_HIST_FULL = 3,     /* waits not counted: the cgroup map was full */
+	RUNQ_PAIR_FULL = 4,     /* attributions not counted: the pair map was full */
+	RUNQ_TS_FULL = 5,       /* wakeups not timed: the timestamp store was full */
+	RUNQ_NR_COUNTERS = 6,
+};
+
+/* Where the wakeup timestamp of a task waits for its switch-in. */
+enum runq_store {
+	RUNQ_STORE_TASK = 0,   /* BPF task storage (tp_btf only) */
+	RUNQ_STORE_ARRAY = 1,  /* an array indexed by pid, pid_max entries */
+	RUNQ_STORE_HASH = 2,   /* a hash keyed by pid */
+};
+
+/* Which cgroup a wait is charged to. */
+enum runq_hierarchy {
+	RUNQ_CGROUP_V2 = 0,      /* task->cgroups->dfl_cgrp (cgroup2) */
+	RUNQ_CGROUP_V1_CPU = 1,  /* the v1 cpu controller's cgroup */
+};
+
+#endif

@@ -1,0 +1,287 @@
+//! Writes the tracer's intervals into a store (any [`SeriesSink`]) as series.
+//!
+//! | series | kind | labels |
+//! |---|---|---|
+//! | `runq_latency` | interval histograms, ns | `cgroup` |
+//! | `runq_preemptions` | values per interval, count | `cgroup`, `by` |
+//! | `runq_waits`, `runq_wait_ns` | values per interval | `cgroup`, `by` |
+//! | `cpu_periods`, `cpu_throttled_periods`, `cpu_throttled_ns` | values per interval | `cgroup` |
+//! | `cpu_pressure_some_ns` | values per interval | `cgroup` |
+//! | `runq_event` | raw samples (woken -> on CPU) | `cgroup` |
+//!
+//! A value point's time is its interval's end; a missing point means zero. What does not fit
+//! in a series (cgroup paths, quotas, the processes behind outliers) is kept in
+//! [`Recorder::params`] for the run's parameters.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+use serde_json::json;
+use tailhunt_model::{
+    IntervalHistogram, Labels, Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink,
+    SinkError, Timing, Unit,
+};
+
+use crate::cgroups::{CgroupKind, CgroupRef};
+use crate::cpu_stat::Quota;
+use crate::interval::{Counters, Interval, ProgramCost};
+use crate::tracer::{Observer, Started};
+
+/// What the run's parameters say about one cgroup.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CgroupInfo {
+    /// kernfs id.
+    pub id: u64,
+    /// Path in the charged hierarchy.
+    pub path: String,
+    /// Kind.
+    pub kind: CgroupKind,
+    /// Its v1 cpu cgroup, on hybrid hosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_cgroup: Option<String>,
+    /// Its CPU quota, when one was set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Quota>,
+}
+
+/// The threads a cgroup's outliers waited behind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Blocker {
+    /// The cgroup that waited.
+    pub cgroup: String,
+    /// The cgroup of the thread that ran just before.
+    pub by: String,
+    /// That thread's command and id.
+    pub comm: String,
+    /// Thread id.
+    pub pid: u32,
+    /// Outlier waits behind it.
+    pub count: u64,
+    /// Longest of them, ns.
+    pub max_ns: u64,
+}
+
+/// An [`Observer`] that writes into a sink.
+pub struct Recorder<'s> {
+    sink: &'s mut dyn SeriesSink,
+    handles: HashMap<(String, Labels), usize>,
+    cgroups: BTreeMap<String, CgroupInfo>,
+    blockers: HashMap<(String, String, String, u32), Blocker>,
+    counters: Counters,
+    programs: Vec<ProgramCost>,
+    started: Option<Started>,
+}
+
+impl<'s> Recorder<'s> {
+    /// A recorder writing into `sink`.
+    pub fn new(sink: &'s mut dyn SeriesSink) -> Recorder<'s> {
+        Recorder {
+            sink,
+            handles: HashMap::new(),
+            cgroups: BTreeMap::new(),
+            blockers: HashMap::new(),
+            counters: Counters::default(),
+            programs: Vec::new(),
+            started: None,
+        }
+    }
+
+    fn handle(
+        &mut self,
+        name: &str,
+        labels: Labels,
+        unit: Unit,
+        kind: SeriesKind,
+    ) -> Result<usize, SinkError> {
+        let key = (name.to_string(), labels);
+        if let Some(&h) = self.handles.get(&key) {
+            return Ok(h);
+        }
+        let meta = SeriesMeta {
+            name: key.0.clone(),
+            labels: key.1.clone(),
+            unit,
+            timing: Timing::Timed,
+            kind,
+        };
+        let h = self.sink.open_series(&meta)?;
+        self.handles.insert(key, h);
+        Ok(h)
+    }
+
+    fn point(
+        &mut self,
+        name: &str,
+        labels: Labels,
+        unit: Unit,
+        t_ns: i64,
+        value: u64,
+    ) -> Result<(), SinkError> {
+        let h = self.handle(name, labels, unit, SeriesKind::Values)?;
+        let value = i64::try_from(value).unwrap_or(i64::MAX);
+        self.sink.push_values(h, &[Point { t_ns, value }])
+    }
+
+    fn note(&mut self, cg: &CgroupRef) {
+        self.cgroups
+            .entry(cg.name.clone())
+            .or_insert_with(|| CgroupInfo {
+                id: cg.id,
+                path: cg.path.clone(),
+                kind: cg.kind,
+                cpu_cgroup: None,
+                quota: None,
+            });
+    }
+
+    /// The run parameters to store at the end: set-up, cgroups, outlier blockers, overhead.
+    pub fn params(&self) -> serde_json::Value {
+        let mut blockers: Vec<&Blocker> = self.blockers.values().collect();
+        blockers.sort_by(|a, b| b.count.cmp(&a.count).then(b.max_ns.cmp(&a.max_ns)));
+        blockers.truncate(200);
+        let programs: Vec<serde_json::Value> = self
+            .programs
+            .iter()
+            .map(|p| json!({"name": p.name, "run_cnt": p.run_cnt, "run_time_ns": p.run_time_ns, "ns_per_run": p.ns_per_run()}))
+            .collect();
+        json!({
+            "runq": {
+                "started": self.started,
+                "cgroups": self.cgroups,
+                "blockers": blockers,
+                "counters": self.counters,
+                "programs": programs,
+                "ns_per_hook": crate::interval::mean_ns_per_hook(&self.programs),
+            }
+        })
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Observer for Recorder<'_> {
+    fn started(&mut self, started: &Started) -> Result<(), SinkError> {
+        self.started = Some(started.clone());
+        Ok(())
+    }
+
+    fn interval(&mut self, iv: &Interval) -> Result<(), SinkError> {
+        let t = iv.end_ns;
+        for cg in &iv.cgroups {
+            self.note(&cg.cgroup);
+            if let Some(info) = self.cgroups.get_mut(&cg.cgroup.name) {
+                info.cpu_cgroup = info.cpu_cgroup.take().or_else(|| cg.cpu_cgroup.clone());
+                info.quota = cg.quota.or(info.quota);
+            }
+            let name = cg.cgroup.name.as_str();
+            if !cg.latency.is_empty() {
+                let h = self.handle(
+                    "runq_latency",
+                    labels(&[("cgroup", name)]),
+                    Unit::Nanoseconds,
+                    SeriesKind::Histograms,
+                )?;
+                self.sink.push_histogram(
+                    h,
+                    &IntervalHistogram {
+                        start_ns: iv.start_ns,
+                        end_ns: iv.end_ns,
+                        histogram: cg.latency.clone(),
+                    },
+                )?;
+            }
+            for a in &cg.by {
+                self.note(&a.other);
+                let l = labels(&[("cgroup", name), ("by", &a.other.name)]);
+                if a.preemptions > 0 {
+                    self.point("runq_preemptions", l.clone(), Unit::Count, t, a.preemptions)?;
+                }
+                if a.waits > 0 {
+                    self.point("runq_waits", l.clone(), Unit::Count, t, a.waits)?;
+                    self.point("runq_wait_ns", l, Unit::Nanoseconds, t, a.wait_ns)?;
+                }
+            }
+            let l = labels(&[("cgroup", name)]);
+            if let Some(th) = cg.throttling {
+                self.point("cpu_periods", l.clone(), Unit::Count, t, th.periods)?;
+                self.point(
+                    "cpu_throttled_periods",
+                    l.clone(),
+                    Unit::Count,
+                    t,
+                    th.throttled_periods,
+                )?;
+                self.point(
+                    "cpu_throttled_ns",
+                    l.clone(),
+                    Unit::Nanoseconds,
+                    t,
+                    th.throttled_ns,
+                )?;
+            }
+            if let Some(us) = cg.pressure_some_us {
+                self.point(
+                    "cpu_pressure_some_ns",
+                    l,
+                    Unit::Nanoseconds,
+                    t,
+                    us.saturating_mul(1000),
+                )?;
+            }
+        }
+        let mut by_series: HashMap<usize, Vec<Sample>> = HashMap::new();
+        for (e, cg, prev) in &iv.events {
+            self.note(cg);
+            let h = self.handle(
+                "runq_event",
+                labels(&[("cgroup", &cg.name)]),
+                Unit::Nanoseconds,
+                SeriesKind::Samples,
+            )?;
+            let end = i64::try_from(e.switch_ns).unwrap_or(i64::MAX);
+            let start = end.saturating_sub(i64::try_from(e.latency_ns).unwrap_or(i64::MAX));
+            by_series
+                .entry(h)
+                .or_default()
+                .push(Sample::new(start, start, end, Outcome::Ok));
+            let key = (
+                cg.name.clone(),
+                prev.name.clone(),
+                e.prev_comm.clone(),
+                e.prev_pid,
+            );
+            let b = self.blockers.entry(key).or_insert_with(|| Blocker {
+                cgroup: cg.name.clone(),
+                by: prev.name.clone(),
+                comm: if e.prev_pid == 0 {
+                    "(idle)".into()
+                } else {
+                    e.prev_comm.clone()
+                },
+                pid: e.prev_pid,
+                count: 0,
+                max_ns: 0,
+            });
+            b.count += 1;
+            b.max_ns = b.max_ns.max(e.latency_ns);
+        }
+        for (h, samples) in by_series {
+            self.sink.push_samples(h, &samples)?;
+        }
+        self.counters = self.counters + iv.counters;
+        if self.programs.is_empty() {
+            self.programs = iv.programs.clone();
+        } else {
+            for (total, p) in self.programs.iter_mut().zip(&iv.programs) {
+                total.run_cnt += p.run_cnt;
+                total.run_time_ns += p.run_time_ns;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,377 @@
+//! Reading the kernel's maps into intervals: cumulative counts in, per-interval deltas out.
+//!
+//! The kernel never resets its maps (a reset would race with the programs); each interval is the
+//! difference between two readings. Cgroups that no longer exist are read one last time and
+//! then deleted from the maps, so short-lived cgroups do not fill them.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use libbpf_rs::{MapCore, MapFlags, MapMut};
+use tailhunt_histogram::Histogram;
+
+use crate::cgroups::{CgroupIndex, CgroupRef, Hierarchy, Mounts};
+use crate::cpu_stat::{self, Throttling};
+use crate::error::SchedError;
+use crate::event::RunqEvent;
+use crate::interval::{kernel_layout, Attribution, CgroupInterval, Counters};
+
+/// Buckets per histogram (`RUNQ_BUCKETS`).
+const BUCKETS: usize = 976;
+
+/// One cgroup's `struct runq_hist`, cumulative.
+#[derive(Debug, Clone, Default)]
+struct RawHist {
+    slots: Vec<u64>,
+    sum_ns: u64,
+    cpu_cgroup_id: u64,
+}
+
+/// `struct runq_pair`, cumulative: preemptions, waits, wait_ns.
+type RawPair = [u64; 3];
+
+fn u64s(b: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    b.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default()))
+}
+
+/// The maps the reader needs, borrowed from the loaded skeleton.
+pub(crate) struct Maps<'a, 'obj> {
+    pub hists: &'a MapMut<'obj>,
+    pub pairs: &'a MapMut<'obj>,
+    pub counters: &'a MapMut<'obj>,
+    pub budgets: &'a MapMut<'obj>,
+    pub filter: &'a MapMut<'obj>,
+}
+
+/// Turns readings into intervals; keeps the previous reading and the cgroup indexes.
+pub(crate) struct Reader {
+    hierarchy: Hierarchy,
+    charged: CgroupIndex,
+    v1_cpu: Option<CgroupIndex>,
+    v2: Option<CgroupIndex>,
+    hists: HashMap<u64, RawHist>,
+    pairs: HashMap<(u64, u64), RawPair>,
+    counters: Counters,
+    throttling: HashMap<PathBuf, Throttling>,
+    pressure: HashMap<PathBuf, u64>,
+    filter_roots: Vec<PathBuf>,
+}
+
+fn read_err(source: libbpf_rs::Error) -> SchedError {
+    SchedError::bpf("read", source)
+}
+
+impl Reader {
+    pub(crate) fn new(mounts: &Mounts, hierarchy: Hierarchy, filter_roots: Vec<PathBuf>) -> Reader {
+        let charged = CgroupIndex::new(mounts.root(hierarchy));
+        let other = |h: Hierarchy| {
+            (h != hierarchy && mounts.root(h).is_some()).then(|| CgroupIndex::new(mounts.root(h)))
+        };
+        Reader {
+            hierarchy,
+            charged,
+            v1_cpu: other(Hierarchy::V1Cpu),
+            v2: other(Hierarchy::V2),
+            hists: HashMap::new(),
+            pairs: HashMap::new(),
+            counters: Counters::default(),
+            throttling: HashMap::new(),
+            pressure: HashMap::new(),
+            filter_roots,
+        }
+    }
+
+    /// The cgroup charged with `id` (refreshing the index once per call site when unknown).
+    pub(crate) fn cgroup(&mut self, id: u64) -> CgroupRef {
+        if id == 0 {
+            return CgroupRef::idle();
+        }
+        if let Some(c) = self.charged.get(id) {
+            return c;
+        }
+        self.charged.refresh();
+        self.charged
+            .get(id)
+            .unwrap_or_else(|| CgroupRef::unknown(id))
+    }
+
+    /// Puts the filtered cgroups and their descendants (new ones too) into the kernel's filter.
+    pub(crate) fn update_filter(&mut self, maps: &Maps) -> Result<usize, SchedError> {
+        let mut n = 0;
+        for root in &self.filter_roots {
+            let mut stack = vec![root.clone()];
+            while let Some(dir) = stack.pop() {
+                let Ok(id) = crate::cgroups::id_of(&dir) else {
+                    continue;
+                };
+                maps.filter
+                    .update(&id.to_ne_bytes(), &[1], MapFlags::ANY)
+                    .map_err(read_err)?;
+                n += 1;
+                if let Ok(rd) = std::fs::read_dir(&dir) {
+                    stack.extend(
+                        rd.flatten()
+                            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                            .map(|e| e.path()),
+                    );
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Reads the maps and returns the interval since the last call.
+    pub(crate) fn read(
+        &mut self,
+        maps: &Maps,
+    ) -> Result<(Vec<CgroupInterval>, Counters), SchedError> {
+        let hists = read_hists(maps)?;
+        let pairs = read_pairs(maps)?;
+        let counters = read_counters(maps)?;
+
+        if hists
+            .keys()
+            .chain(pairs.keys().map(|(v, _)| v))
+            .any(|id| self.charged.get(*id).is_none())
+        {
+            self.charged.refresh();
+        }
+        // Deltas of the pairs, grouped by victim.
+        let mut by: HashMap<u64, Vec<(u64, RawPair)>> = HashMap::new();
+        for (&(victim, other), now) in &pairs {
+            let before = self
+                .pairs
+                .get(&(victim, other))
+                .copied()
+                .unwrap_or_default();
+            let d = [0, 1, 2].map(|i| now[i].saturating_sub(before[i]));
+            if d.iter().any(|&x| x > 0) {
+                by.entry(victim).or_default().push((other, d));
+            }
+        }
+        let mut out = Vec::new();
+        for (&id, now) in &hists {
+            let before = self.hists.get(&id);
+            let slots: Vec<u64> = now
+                .slots
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| {
+                    c.saturating_sub(before.and_then(|b| b.slots.get(i)).copied().unwrap_or(0))
+                })
+                .collect();
+            let sum = now.sum_ns.saturating_sub(before.map_or(0, |b| b.sum_ns));
+            let latency = Histogram::from_bucket_counts(kernel_layout(), &slots, u128::from(sum));
+            let attributions = by.remove(&id).unwrap_or_default();
+            if latency.is_empty() && attributions.is_empty() {
+                continue;
+            }
+            out.push(self.cgroup_interval(id, now.cpu_cgroup_id, latency, attributions));
+        }
+        // Cgroups that were preempted but never waited to completion in the interval.
+        for (id, attributions) in by.into_iter().collect::<Vec<_>>() {
+            let cpu = hists.get(&id).map_or(0, |h| h.cpu_cgroup_id);
+            out.push(self.cgroup_interval(
+                id,
+                cpu,
+                Histogram::with_layout(kernel_layout()),
+                attributions,
+            ));
+        }
+        out.sort_by(|a, b| {
+            b.latency
+                .count()
+                .cmp(&a.latency.count())
+                .then(a.cgroup.name.cmp(&b.cgroup.name))
+        });
+
+        let delta = counters.since(&self.counters);
+        self.hists = hists;
+        self.pairs = pairs;
+        self.counters = counters;
+        self.forget_gone(maps)?;
+        Ok((out, delta))
+    }
+
+    fn cgroup_interval(
+        &mut self,
+        id: u64,
+        cpu_cgroup_id: u64,
+        latency: Histogram,
+        attributions: Vec<(u64, RawPair)>,
+    ) -> CgroupInterval {
+        let cgroup = self.cgroup(id);
+        let mut by: Vec<Attribution> = attributions
+            .into_iter()
+            .map(|(other, [preemptions, waits, wait_ns])| Attribution {
+                other: self.cgroup(other),
+                preemptions,
+                waits,
+                wait_ns,
+            })
+            .collect();
+        by.sort_by(|a, b| {
+            b.wait_ns
+                .cmp(&a.wait_ns)
+                .then(b.preemptions.cmp(&a.preemptions))
+        });
+        let (cpu_dir, cpu_cgroup) = self.cpu_controller_dir(&cgroup, cpu_cgroup_id);
+        let throttling = cpu_dir.as_ref().and_then(|d| {
+            let now = cpu_stat::read_throttling(d)?;
+            let before = self.throttling.insert(d.clone(), now);
+            Some(before.map_or(Throttling::default(), |b| now.since(&b)))
+        });
+        let quota = cpu_dir.as_deref().and_then(cpu_stat::read_quota);
+        let pressure_some_us = self.v2_dir(&cgroup).and_then(|d| {
+            let now = cpu_stat::read_pressure_some_us(&d)?;
+            let before = self.pressure.insert(d, now);
+            Some(before.map_or(0, |b| now.saturating_sub(b)))
+        });
+        CgroupInterval {
+            cgroup,
+            latency,
+            by,
+            throttling,
+            quota,
+            pressure_some_us,
+            cpu_cgroup,
+        }
+    }
+
+    /// The directory whose `cpu.stat` tells this cgroup's throttling: the charged cgroup itself
+    /// when its hierarchy has the cpu controller, else its v1 cpu cgroup (as the kernel saw it,
+    /// or the same path there), with that cgroup's path.
+    fn cpu_controller_dir(
+        &mut self,
+        cg: &CgroupRef,
+        cpu_cgroup_id: u64,
+    ) -> (Option<PathBuf>, Option<String>) {
+        let own = self.charged.dir(cg.id);
+        if self.hierarchy == Hierarchy::V1Cpu {
+            return (own, None);
+        }
+        if own
+            .as_ref()
+            .is_some_and(|d| cpu_stat::read_throttling(d).is_some())
+        {
+            return (own, None);
+        }
+        let Some(v1) = self.v1_cpu.as_mut() else {
+            return (None, None);
+        };
+        if cpu_cgroup_id != 0 && v1.get(cpu_cgroup_id).is_none() {
+            v1.refresh();
+        }
+        if let Some(c) = v1.get(cpu_cgroup_id) {
+            return (v1.dir(cpu_cgroup_id), Some(c.path));
+        }
+        let same = v1.root().map(|r| r.join(cg.path.trim_start_matches('/')));
+        match same {
+            Some(d) if !cg.path.is_empty() && d.is_dir() => (Some(d), Some(cg.path.clone())),
+            _ => (None, None),
+        }
+    }
+
+    /// The cgroup2 directory of a cgroup (for `cpu.pressure`).
+    fn v2_dir(&self, cg: &CgroupRef) -> Option<PathBuf> {
+        match self.hierarchy {
+            Hierarchy::V2 => self.charged.dir(cg.id),
+            Hierarchy::V1Cpu => {
+                let root = self.v2.as_ref()?.root()?;
+                let d = root.join(cg.path.trim_start_matches('/'));
+                (!cg.path.is_empty() && d.is_dir()).then_some(d)
+            }
+        }
+    }
+
+    /// Deletes the map entries of cgroups that no longer exist (their last counts were just
+    /// reported). A wait charged between the read and the delete is lost; the cgroup is gone.
+    fn forget_gone(&mut self, maps: &Maps) -> Result<(), SchedError> {
+        let gone: Vec<u64> = self
+            .hists
+            .keys()
+            .copied()
+            .filter(|&id| id != 0 && !self.charged.exists(id))
+            .collect();
+        for id in &gone {
+            // Already deleted (by a previous pass) is fine.
+            let _ = maps.hists.delete(&id.to_ne_bytes());
+            let _ = maps.budgets.delete(&id.to_ne_bytes());
+            self.hists.remove(id);
+        }
+        let stale: Vec<(u64, u64)> = self
+            .pairs
+            .keys()
+            .copied()
+            .filter(|(v, o)| gone.contains(v) || (*o != 0 && gone.contains(o)))
+            .collect();
+        for key in stale {
+            let mut k = key.0.to_ne_bytes().to_vec();
+            k.extend_from_slice(&key.1.to_ne_bytes());
+            let _ = maps.pairs.delete(&k);
+            self.pairs.remove(&key);
+        }
+        Ok(())
+    }
+
+    /// Resolves an event's two cgroups.
+    pub(crate) fn name_event(&mut self, e: RunqEvent) -> (RunqEvent, CgroupRef, CgroupRef) {
+        let a = self.cgroup(e.cgroup_id);
+        let b = self.cgroup(e.prev_cgroup_id);
+        (e, a, b)
+    }
+}
+
+fn read_hists(maps: &Maps) -> Result<HashMap<u64, RawHist>, SchedError> {
+    let mut out = HashMap::new();
+    for key in maps.hists.keys() {
+        let Some(v) = maps.hists.lookup(&key, MapFlags::ANY).map_err(read_err)? else {
+            continue; // deleted meanwhile
+        };
+        let id = u64s(&key).next().unwrap_or(0);
+        let words: Vec<u64> = u64s(&v).collect();
+        if words.len() < BUCKETS + 3 {
+            continue;
+        }
+        out.insert(
+            id,
+            RawHist {
+                slots: words[..BUCKETS].to_vec(),
+                sum_ns: words[BUCKETS + 1],
+                cpu_cgroup_id: words[BUCKETS + 2],
+            },
+        );
+    }
+    Ok(out)
+}
+
+fn read_pairs(maps: &Maps) -> Result<HashMap<(u64, u64), RawPair>, SchedError> {
+    let mut out = HashMap::new();
+    for key in maps.pairs.keys() {
+        let Some(v) = maps.pairs.lookup(&key, MapFlags::ANY).map_err(read_err)? else {
+            continue;
+        };
+        let k: Vec<u64> = u64s(&key).collect();
+        let w: Vec<u64> = u64s(&v).collect();
+        if k.len() == 2 && w.len() == 3 {
+            out.insert((k[0], k[1]), [w[0], w[1], w[2]]);
+        }
+    }
+    Ok(out)
+}
+
+fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
+    let mut slots = [0u64; 6];
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let key = (i as u32).to_ne_bytes();
+        if let Some(per_cpu) = maps
+            .counters
+            .lookup_percpu(&key, MapFlags::ANY)
+            .map_err(read_err)?
+        {
+            *slot = per_cpu.iter().flat_map(|b| u64s(b)).sum();
+        }
+    }
+    Ok(Counters::from_slots(&slots))
+}
