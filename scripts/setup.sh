@@ -12,9 +12,13 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # lab's traffic clients), tcpdump and ethtool (the capture tests write real captures in network
 # namespaces, with offloads off), libpcap-dev (`tailhunt capture`), tshark and tcptrace (the
 # capture tests' and benchmark's peers), iputils-ping (lab reachability checks), nftables (the
-# NAT between two captures in the --match test).
+# NAT between two captures in the --match test), clang and libelf-dev (the eBPF programs of
+# crates/sched are compiled at build time by libbpf-cargo; libbpf itself is vendored),
+# zlib1g-dev (libbpf links it), libbpf-tools and linux-perf (bench/runq.sh's peer `runqlat` and
+# its `perf bench sched` workload).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
-    tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables)
+    tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
+    linux-perf)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -147,7 +147,7 @@ impl Sampler {
         }
         self.last = now;
         let mut out: Vec<DegradedCgroup> = per.into_values().collect();
-        out.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+        out.sort_by_key(|c| std::cmp::Reverse(c.wait_ns));
         Ok(out)
     }
 }
