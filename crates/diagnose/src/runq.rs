@@ -7,19 +7,22 @@
 //! different fix, which must not be mistaken for a neighbour.
 //!
 //! Evidence, per cgroup, is a timeline of intervals ([`CgroupTimeline`]): its run-queue latency
-//! histogram, whom its waits ended behind and who preempted it, and its throttling counters.
-//! The *baseline* is the calm part of the run: the first quartile of the per-interval p99s.
-//! Intervals whose p99 is at least [`RISE`] times that baseline and at least [`FLOOR_NS`] are
-//! *elevated*.
+//! histogram, whom its waits ended behind (the task that held the CPU while it was runnable)
+//! and who preempted it, and its throttling counters. The *calm* intervals are those whose p99
+//! is within [`CALM_SPREAD`] of the lowest interval p99 (and under [`FLOOR_NS`]); their merged
+//! p99 is the baseline. Intervals whose p99 is at least [`RISE`] times the baseline and at
+//! least [`FLOOR_NS`] are *elevated*.
 //!
 //! - `cpu-throttled` fires when the cgroup was throttled (`nr_throttled` grew) in at least half
 //!   of its elevated intervals — or, when the whole run is slow and there is no calm part to
 //!   compare with, in at least half of all intervals with p99 above the floor.
 //! - `noisy-neighbor` fires otherwise, when in the elevated intervals at least half of the
 //!   cgroup's wait time ended behind *other* cgroups (not itself, not an idle CPU) and the
-//!   preemptions by others came at least twice as often as in the calm intervals. It names the
-//!   cgroup behind the most wait time (`system` is the host's own processes) and, when the
-//!   outlier events saw them, the threads.
+//!   others took its CPU at least twice as much as when calm: wait time behind them per second,
+//!   or their preemptions of it per second. (A task that sleeps most of the time is rarely
+//!   preempted; it waits behind whoever is running when it wakes.) It names the cgroup behind
+//!   the most wait time (`system` is the host's own processes) and, when the outlier events saw
+//!   them, the threads.
 
 use std::collections::BTreeMap;
 
@@ -39,10 +42,13 @@ pub const RISE: f64 = 5.0;
 pub const FLOOR_NS: u64 = 1_000_000;
 /// Intervals with fewer waits say little about a p99.
 const MIN_WAITS: u64 = 20;
+/// Calm intervals have a p99 within this factor of the lowest interval p99.
+pub const CALM_SPREAD: f64 = 3.0;
 /// Share of the elevated wait time that must end behind other cgroups.
 const MIN_OTHERS_SHARE: f64 = 0.5;
-/// Preemptions by others per second must rise at least this much over the calm rate.
-const MIN_PREEMPT_RISE: f64 = 2.0;
+/// Others' hold on the CPU (wait time behind them, or preemptions, per second) must rise at
+/// least this much over the calm rate.
+const MIN_TAKE_RISE: f64 = 2.0;
 
 /// Another cgroup's part in one interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -127,19 +133,21 @@ fn diagnose_one(t: &CgroupTimeline) -> Option<Finding> {
     if usable.is_empty() {
         return None;
     }
-    let mut p99s: Vec<u64> = usable.iter().map(|s| p99(&s.latency)).collect();
-    p99s.sort_unstable();
-    let baseline = p99s[(p99s.len() - 1) / 4];
+    let lowest = usable.iter().map(|s| p99(&s.latency)).min().unwrap_or(0);
+    let calm: Vec<&RunqStep> = usable
+        .iter()
+        .copied()
+        .filter(|s| {
+            let p = p99(&s.latency);
+            (p as f64) <= lowest as f64 * CALM_SPREAD && p < FLOOR_NS
+        })
+        .collect();
+    let baseline = p99(&merged(calm.iter().copied()));
     let threshold = ((baseline as f64 * RISE) as u64).max(FLOOR_NS);
     let elevated: Vec<&RunqStep> = usable
         .iter()
         .copied()
         .filter(|s| p99(&s.latency) >= threshold)
-        .collect();
-    let calm: Vec<&RunqStep> = usable
-        .iter()
-        .copied()
-        .filter(|s| (p99(&s.latency) as f64) < baseline as f64 * 2.0 && p99(&s.latency) < FLOOR_NS)
         .collect();
     let throttled = |s: &&RunqStep| s.throttled_periods.unwrap_or(0) > 0;
     if !elevated.is_empty() && !calm.is_empty() {
@@ -273,15 +281,19 @@ fn noisy_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: &[&RunqStep]) -> O
         .map(|(_, s)| s.wait_ns)
         .sum();
     let share = others_wait as f64 / all_wait.max(1) as f64;
-    let preempt = |by: &BTreeMap<String, Share>| -> u64 {
+    let taken = |by: &BTreeMap<String, Share>| -> (u64, u64) {
         by.iter()
             .filter(|(k, _)| is_other(k))
-            .map(|(_, s)| s.preemptions)
-            .sum()
+            .fold((0, 0), |(w, p), (_, s)| (w + s.wait_ns, p + s.preemptions))
     };
-    let bad_rate = preempt(&bad_by) as f64 / secs(bad).max(1e-9);
-    let calm_rate = preempt(&calm_by) as f64 / secs(calm).max(1e-9);
-    if share < MIN_OTHERS_SHARE || bad_rate < MIN_PREEMPT_RISE * calm_rate.max(1.0) {
+    let ((bad_wait, bad_pre), (calm_wait, calm_pre)) = (taken(&bad_by), taken(&calm_by));
+    let (bad_s, calm_s) = (secs(bad).max(1e-9), secs(calm).max(1e-9));
+    let bad_rate = bad_pre as f64 / bad_s;
+    let calm_rate = calm_pre as f64 / calm_s;
+    // Wait behind others per second of wall time, against at least 1 ms/s when calm.
+    let wait_rise = (bad_wait as f64 / bad_s) / (calm_wait as f64 / calm_s).max(1e6);
+    let preempt_rise = bad_rate / calm_rate.max(1.0);
+    if share < MIN_OTHERS_SHARE || (wait_rise < MIN_TAKE_RISE && preempt_rise < MIN_TAKE_RISE) {
         return None;
     }
     let (top, top_share) = bad_by
@@ -312,11 +324,13 @@ fn noisy_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: &[&RunqStep]) -> O
             ("neighbour_preemptions".to_string(), top_share.preemptions as f64),
             ("preemptions_by_others_per_s".to_string(), bad_rate),
             ("baseline_preemptions_by_others_per_s".to_string(), calm_rate),
+            ("wait_behind_others_rise".to_string(), wait_rise),
         ]),
         note: format!(
-            "{:.0}% of its wait time ended behind other cgroups, {:.0}% behind {top}; preemptions by others {:.0}/s against {:.0}/s when calm{}",
+            "{:.0}% of its wait time ended behind other cgroups, {:.0}% behind {top}; time waiting behind others {:.0}x the calm rate; preemptions by others {:.0}/s against {:.0}/s when calm{}",
             share * 100.0,
             top_share.wait_ns as f64 / all_wait.max(1) as f64 * 100.0,
+            wait_rise,
             bad_rate,
             calm_rate,
             if threads.is_empty() { String::new() } else { format!("; threads: {}", threads.join(", ")) }
@@ -478,12 +492,25 @@ mod tests {
     }
 
     #[test]
-    fn preemptions_that_do_not_rise_do_not_accuse() {
+    fn a_neighbour_that_takes_as_much_when_calm_is_not_accused() {
         let neighbour = [("/t/neighbour", 400, 90_000_000)];
         let mut steps: Vec<RunqStep> = (0..4)
             .map(|i| step(i, 60_000, &neighbour, Some(0)))
             .collect();
         steps.extend((4..8).map(|i| step(i, 3_000_000, &neighbour, Some(0))));
         assert!(diagnose(&[timeline(steps)]).is_empty());
+    }
+
+    #[test]
+    fn waiting_behind_a_hog_counts_without_preemptions_even_when_it_ran_most_of_the_run() {
+        // A sleeper is rarely preempted: it waits behind whoever runs when it wakes.
+        let mut steps: Vec<RunqStep> = (0..2).map(calm).collect();
+        steps.extend(
+            (2..10).map(|i| step(i, 4_000_000, &[("/t/neighbour", 0, 150_000_000)], Some(0))),
+        );
+        let f = diagnose(&[timeline(steps)]);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].detector, NOISY_DETECTOR);
+        assert!(f[0].evidence[1].values["wait_behind_others_rise"] > 10.0);
     }
 }

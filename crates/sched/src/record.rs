@@ -285,3 +285,51 @@ impl Observer for Recorder<'_> {
         Ok(())
     }
 }
+
+/// Writes the degraded mode's intervals: `runq_wait_total_ns`, `runq_timeslices` and
+/// `runq_wait_mean_ns` per cgroup, one point per interval.
+pub struct DegradedRecorder<'s> {
+    inner: Recorder<'s>,
+}
+
+impl<'s> DegradedRecorder<'s> {
+    /// A recorder writing into `sink`.
+    pub fn new(sink: &'s mut dyn SeriesSink) -> DegradedRecorder<'s> {
+        DegradedRecorder {
+            inner: Recorder::new(sink),
+        }
+    }
+
+    /// Writes one interval.
+    pub fn interval(&mut self, iv: &crate::schedstat::DegradedInterval) -> Result<(), SinkError> {
+        let t = iv.end_ns;
+        for c in &iv.cgroups {
+            self.inner.note(&c.cgroup);
+            let l = labels(&[("cgroup", &c.cgroup.name)]);
+            let r = &mut self.inner;
+            r.point(
+                "runq_wait_total_ns",
+                l.clone(),
+                Unit::Nanoseconds,
+                t,
+                c.wait_ns,
+            )?;
+            r.point("runq_timeslices", l.clone(), Unit::Count, t, c.timeslices)?;
+            if let Some(m) = c.mean_wait_ns() {
+                r.point(
+                    "runq_wait_mean_ns",
+                    l,
+                    Unit::Nanoseconds,
+                    t,
+                    m.round() as u64,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The run parameters: the cgroups seen.
+    pub fn params(&self) -> serde_json::Value {
+        json!({ "runq": { "mode": "schedstat", "cgroups": self.inner.cgroups } })
+    }
+}

@@ -57,6 +57,10 @@ pub enum Command {
     /// Capture from a live interface (libpcap), analyse on the fly like `pcap`, and optionally
     /// write the packets to a file.
     Capture(CaptureArgs),
+    /// Run-queue latency per cgroup, traced in the kernel with eBPF: percentiles per interval,
+    /// who took the CPU (preemptions and waits by cgroup), CPU-quota throttling and pressure,
+    /// and the noisy-neighbor / cpu-throttled detectors.
+    Runq(RunqArgs),
     /// The lab: synthetic data sets (and, later, reproduction scenarios).
     Lab(LabArgs),
 }
@@ -469,4 +473,86 @@ pub struct CaptureArgs {
     /// How to analyse.
     #[command(flatten)]
     pub analysis: CaptureAnalysisArgs,
+}
+
+/// `--hierarchy` of `tailhunt runq`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HierarchyArg {
+    /// cgroup2: every modern host; containers' cgroup2 directories.
+    V2,
+    /// The cgroup v1 cpu controller (hybrid hosts, where it governs CPU shares and quota).
+    V1Cpu,
+}
+
+/// `--attach` of `tailhunt runq`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum AttachArg {
+    /// tp_btf, falling back to raw_tp.
+    Auto,
+    /// BTF-typed tracepoints only.
+    TpBtf,
+    /// Raw tracepoints only.
+    RawTp,
+}
+
+/// `--store` of `tailhunt runq`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StoreArg {
+    /// BPF task storage (tp_btf only; the default there).
+    TaskStorage,
+    /// An array indexed by pid (the default with raw_tp).
+    Array,
+    /// A hash keyed by pid.
+    Hash,
+}
+
+/// `tailhunt runq`.
+#[derive(Debug, Args)]
+pub struct RunqArgs {
+    /// Stop after this long (`30s`, `5m`); default: until Ctrl-C, which then ends the run
+    /// normally.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Reporting interval: one histogram per cgroup per interval.
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Only tasks in this cgroup and its descendants (a cgroup directory, e.g.
+    /// /sys/fs/cgroup/unified/system.slice/docker-ID.scope); repeatable. Others are still
+    /// named when they take these tasks' CPU.
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<PathBuf>,
+    /// Which cgroup hierarchy waits are charged to.
+    #[arg(long, value_enum, default_value = "v2")]
+    pub hierarchy: HierarchyArg,
+    /// Also time kernel threads' own waits (they are always named when they preempt).
+    #[arg(long)]
+    pub kernel_threads: bool,
+    /// Waits at least this long are recorded as outlier events with the thread they waited
+    /// behind (at most 8 at once and 50/s per cgroup per CPU).
+    #[arg(long, default_value = "1ms", value_name = "DURATION")]
+    pub outlier: String,
+    /// Record every wait as an event (validation: ~2 us of extra cost per wait).
+    #[arg(long)]
+    pub all_events: bool,
+    /// BPF program kind.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub attach: AttachArg,
+    /// Where wakeup timestamps are kept (default: task storage, or the array with raw_tp).
+    #[arg(long, value_enum)]
+    pub store: Option<StoreArg>,
+    /// Cgroups the kernel keeps histograms for; waits of more are counted as lost.
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub max_cgroups: u32,
+    /// Use /proc/<pid>/schedstat instead of BPF (mean waits per cgroup only).
+    #[arg(long, conflicts_with = "require_bpf")]
+    pub degraded: bool,
+    /// Fail instead of falling back to the degraded mode when BPF is not available.
+    #[arg(long)]
+    pub require_bpf: bool,
+    /// Cgroups shown per interval and in the totals.
+    #[arg(long, default_value_t = 6, value_name = "N")]
+    pub top: usize,
+    /// Print only the summary at the end, not every interval.
+    #[arg(short, long)]
+    pub quiet: bool,
 }

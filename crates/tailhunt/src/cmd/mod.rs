@@ -7,6 +7,7 @@ pub(crate) mod import;
 mod lab;
 mod load;
 pub(crate) mod pcap;
+pub(crate) mod runq;
 mod runs;
 mod serve;
 
@@ -29,6 +30,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),
         Command::Capture(a) => pcap::run_live(cli, a),
+        Command::Runq(a) => runq::run(cli, a),
         Command::Lab(l) => match &l.command {
             LabCommand::Synth(a) => lab::synth(cli, a),
             LabCommand::Link(a) => lab::link(cli, a),

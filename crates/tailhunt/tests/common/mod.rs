@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod capture;
+pub mod cgroups;
 pub mod servers;
 
 use std::path::{Path, PathBuf};
