@@ -101,28 +101,90 @@ fn detectors(doc: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Ten one-second intervals; the hog starts 4.5 s in. Returns the document and the victim's
-/// p99s when calm (intervals 1-3) and with the hog (6-9).
+/// Runs a timing-sensitive scenario up to three times. The workloads share CPU 0 with whatever
+/// else the host runs; a burst of unrelated load can inflate the calm baseline. Each attempt
+/// starts from fresh cgroups and processes; the test fails only if every attempt fails, with
+/// every attempt's reason.
+fn attempts(name: &str, mut scenario: impl FnMut() -> Result<(), String>) {
+    let mut why = Vec::new();
+    for i in 1..=3 {
+        match scenario() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("{name}: attempt {i} failed: {e}");
+                why.push(e);
+            }
+        }
+    }
+    panic!("{name} failed three times:\n{}", why.join("\n"));
+}
+
+macro_rules! check {
+    ($cond:expr, $($fmt:tt)+) => {
+        let ok: bool = $cond;
+        if !ok {
+            return Err(format!($($fmt)+));
+        }
+    };
+}
+
+/// Ten one-second intervals; three hogs start 4.5 s in, in `hog_group` (or the root cgroup),
+/// on the victim's CPU. Returns the document and the victim's p99s when calm (intervals 1-3)
+/// and with the hogs (6-9).
 fn neighbour_run(
     cg: &mut Cgroups,
     env: &Env,
     hog_group: Option<&str>,
 ) -> (Value, Vec<f64>, Vec<f64>) {
-    cg.spawn(Some("victim"), 0, SLEEPER, 12.0);
     let base = cg.v2_dir(None);
     let runq = start_runq(
         env,
         &["--duration", "10s", "--cgroup", base.to_str().unwrap()],
     );
     sleep(Duration::from_millis(4500));
-    for _ in 0..2 {
+    for _ in 0..3 {
         cg.spawn(hog_group, 0, HOG, 6.5);
     }
     let doc = finish(runq);
-    let victim = rows(&doc, &cg.display("victim"));
-    let p = p99s(&victim);
+    let p = p99s(&rows(&doc, &cg.display("victim")));
     assert!(p.len() >= 10, "ten intervals expected: {p:?}");
-    (doc.clone(), p[1..4].to_vec(), p[6..10].to_vec())
+    let (calm, hog) = (p[1..4].to_vec(), p[6..10].to_vec());
+    (doc, calm, hog)
+}
+
+/// The checks both neighbour scenarios share: a >10x rise, the attribution and the finding.
+fn neighbour_checks(
+    doc: &Value,
+    cg: &Cgroups,
+    calm: Vec<f64>,
+    hog: Vec<f64>,
+    neighbour: &str,
+    said: &str,
+) -> Result<(), String> {
+    let (calm_p99, hog_p99) = (median(calm.clone()), median(hog.clone()));
+    check!(
+        hog_p99 > 10.0 * calm_p99,
+        "victim p99 calm {calm:?} vs with the hogs {hog:?}"
+    );
+    let me = cg.display("victim");
+    let victim = rows(doc, &me);
+    let top = top_other(&victim[6..10], &me);
+    check!(
+        top == neighbour,
+        "the victim waited most behind {top}, not {neighbour}"
+    );
+    let found = detectors(doc);
+    check!(
+        found
+            .iter()
+            .any(|(d, s)| d == "noisy-neighbor" && s.contains(&me) && s.contains(said)),
+        "no noisy-neighbor finding naming {said}: {found:#?}"
+    );
+    check!(
+        !found.iter().any(|(d, _)| d == "cpu-throttled"),
+        "throttling claimed: {found:#?}"
+    );
+    Ok(())
 }
 
 #[test]
@@ -131,40 +193,26 @@ fn root_runq_names_the_noisy_neighbour_cgroup() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let env = Env::new();
-    let mut cg = Cgroups::new("nn");
-    cg.group("victim");
-    cg.group("neighbour");
-    // A batch container with a large CPU request next to a small service.
-    cg.set_v1("neighbour", "cpu.shares", "8192");
-    let (doc, calm, hog) = neighbour_run(&mut cg, &env, Some("neighbour"));
-    let (calm_p99, hog_p99) = (median(calm.clone()), median(hog.clone()));
-    assert!(
-        hog_p99 > 10.0 * calm_p99,
-        "victim p99 calm {calm:?} vs hog {hog:?}"
-    );
-    let victim = rows(&doc, &cg.display("victim"));
-    let neighbour = cg.display("neighbour");
-    assert_eq!(top_other(&victim[6..10], &cg.display("victim")), neighbour);
-    let found = detectors(&doc);
-    assert!(
-        found.iter().any(|(d, s)| d == "noisy-neighbor"
-            && s.contains(&cg.display("victim"))
-            && s.contains(&neighbour)),
-        "{found:#?}"
-    );
-    assert!(
-        !found.iter().any(|(d, _)| d == "cpu-throttled"),
-        "{found:#?}"
-    );
-    // The stored run diagnoses the same way.
-    let run = doc["run_id"].as_str().unwrap();
-    let again = env.json("diagnose", &["diagnose", run]);
-    assert!(again["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|f| f["detector"] == "noisy-neighbor"));
+    attempts("noisy neighbour", || {
+        let env = Env::new();
+        let mut cg = Cgroups::new("nn");
+        cg.group("victim");
+        cg.group("neighbour");
+        // A batch container with a large CPU request next to a small service.
+        cg.set_v1("neighbour", "cpu.shares", "8192");
+        cg.spawn(Some("victim"), 0, SLEEPER, 12.0);
+        let (doc, calm, hog) = neighbour_run(&mut cg, &env, Some("neighbour"));
+        let neighbour = cg.display("neighbour");
+        neighbour_checks(&doc, &cg, calm, hog, &neighbour, &neighbour)?;
+        // The stored run diagnoses the same way.
+        let again = env.json("diagnose", &["diagnose", doc["run_id"].as_str().unwrap()]);
+        let stored = again["findings"].as_array().unwrap();
+        check!(
+            stored.iter().any(|f| f["detector"] == "noisy-neighbor"),
+            "diagnose of the stored run: {again:#}"
+        );
+        Ok(())
+    });
 }
 
 #[test]
@@ -173,26 +221,16 @@ fn root_runq_names_system_services_when_the_hog_is_outside_any_container() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let env = Env::new();
-    let mut cg = Cgroups::new("sys");
-    cg.group("victim");
-    // A container with a small CPU request (Kubernetes gives 100m 102 shares) on a host whose
-    // own services want the CPU.
-    cg.set_v1("victim", "cpu.shares", "102");
-    let (doc, calm, hog) = neighbour_run(&mut cg, &env, None);
-    assert!(
-        median(hog.clone()) > 10.0 * median(calm.clone()),
-        "victim p99 calm {calm:?} vs hog {hog:?}"
-    );
-    let victim = rows(&doc, &cg.display("victim"));
-    assert_eq!(top_other(&victim[6..10], &cg.display("victim")), "system");
-    let found = detectors(&doc);
-    assert!(
-        found
-            .iter()
-            .any(|(d, s)| d == "noisy-neighbor" && s.contains("system services")),
-        "{found:#?}"
-    );
+    attempts("system service", || {
+        let env = Env::new();
+        let mut cg = Cgroups::new("sys");
+        cg.group("victim");
+        // A service in a cgroup2 slice without CPU accounting, on a host whose own services
+        // want the CPU.
+        cg.spawn_v2("victim", 0, SLEEPER, 12.0);
+        let (doc, calm, hog) = neighbour_run(&mut cg, &env, None);
+        neighbour_checks(&doc, &cg, calm, hog, "system", "system services")
+    });
 }
 
 #[test]
@@ -201,41 +239,248 @@ fn root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    attempts("cpu quota", || {
+        let env = Env::new();
+        let mut cg = Cgroups::new("quota");
+        cg.group("victim");
+        cg.spawn(Some("victim"), 0, WORKER, 11.0);
+        let base = cg.v2_dir(None);
+        let runq = start_runq(
+            &env,
+            &["--duration", "9s", "--cgroup", base.to_str().unwrap()],
+        );
+        sleep(Duration::from_millis(4500));
+        // 10 ms of CPU per 100 ms for a task that wants two thirds of a CPU.
+        cg.set_v1("victim", "cpu.cfs_period_us", "100000");
+        cg.set_v1("victim", "cpu.cfs_quota_us", "10000");
+        let doc = finish(runq);
+        let victim = rows(&doc, &cg.display("victim"));
+        let p = p99s(&victim);
+        check!(
+            median(p[6..9].to_vec()) > 10.0 * median(p[1..4].to_vec()),
+            "victim p99s {p:?}"
+        );
+        let throttled: u64 = victim[6..9]
+            .iter()
+            .flatten()
+            .map(|r| r["throttled_periods"].as_u64().unwrap_or(0))
+            .sum();
+        check!(throttled > 0, "no throttling counted: {victim:#?}");
+        let found = detectors(&doc);
+        check!(
+            found
+                .iter()
+                .any(|(d, s)| d == "cpu-throttled" && s.contains("10.0ms per 100ms")),
+            "no cpu-throttled finding with the quota: {found:#?}"
+        );
+        check!(
+            !found.iter().any(|(d, _)| d == "noisy-neighbor"),
+            "a neighbour was blamed: {found:#?}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
+fn root_runq_kernel_histograms_agree_with_every_event() {
+    if !bpf_ready("root_runq_kernel_histograms_agree_with_every_event") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let env = Env::new();
-    let mut cg = Cgroups::new("quota");
+    let mut cg = Cgroups::new("events");
     cg.group("victim");
-    cg.spawn(Some("victim"), 0, WORKER, 11.0);
+    cg.group("neighbour");
+    cg.spawn(Some("victim"), 0, SLEEPER, 6.0);
+    cg.spawn(Some("neighbour"), 0, HOG, 6.0);
     let base = cg.v2_dir(None);
-    let runq = start_runq(
+    let doc = finish(start_runq(
         &env,
-        &["--duration", "9s", "--cgroup", base.to_str().unwrap()],
+        &[
+            "--duration",
+            "3s",
+            "--all-events",
+            "--cgroup",
+            base.to_str().unwrap(),
+        ],
+    ));
+    let counters = &doc["overhead"]["counters"];
+    assert_eq!(
+        counters["ring_dropped"], 0,
+        "events were dropped: {counters}"
     );
-    sleep(Duration::from_millis(4500));
-    // 10 ms of CPU per 100 ms for a task that wants two thirds of a CPU.
-    cg.set_v1("victim", "cpu.cfs_period_us", "100000");
-    cg.set_v1("victim", "cpu.cfs_quota_us", "10000");
-    let doc = finish(runq);
-    let victim = rows(&doc, &cg.display("victim"));
-    let p = p99s(&victim);
-    assert!(
-        median(p[6..9].to_vec()) > 10.0 * median(p[1..4].to_vec()),
-        "victim p99s {p:?}"
+    let run = doc["run_id"].as_str().unwrap();
+
+    let store = tailhunt_store::Store::open_existing(&env.db()).unwrap();
+    let victim = cg.display("victim");
+    let mut kernel =
+        tailhunt_histogram::Histogram::with_layout(tailhunt_histogram::Layout::new(4).unwrap());
+    let mut events: Vec<u64> = Vec::new();
+    for info in store.series(run).unwrap() {
+        if info.labels.get("cgroup") != Some(&victim) {
+            continue;
+        }
+        match (info.name.as_str(), store.load_series(&info).unwrap().data) {
+            ("runq_latency", tailhunt_model::SeriesData::Histograms(hs)) => {
+                hs.iter().for_each(|h| kernel.merge(&h.histogram))
+            }
+            ("runq_event", tailhunt_model::SeriesData::Samples(s)) => {
+                events.extend(s.iter().map(|x| x.latency_ns() as u64))
+            }
+            _ => {}
+        }
+    }
+    assert!(events.len() > 1000, "only {} events", events.len());
+    assert_eq!(
+        kernel.count(),
+        events.len() as u64,
+        "histogram and event stream disagree on the count"
     );
-    let throttled: u64 = victim[6..9]
+    // Bucket by bucket: the kernel computed the same index as the Rust layout.
+    let mut rebucketed =
+        tailhunt_histogram::Histogram::with_layout(tailhunt_histogram::Layout::new(4).unwrap());
+    events.iter().for_each(|&v| rebucketed.record(v));
+    assert_eq!(kernel.counts(), rebucketed.counts());
+    // Quantiles within the bucket bound of the exact ones.
+    events.sort_unstable();
+    for q in [0.5, 0.9, 0.99, 0.999] {
+        let exact =
+            events[(tailhunt_histogram::nearest_rank(q, events.len() as u64) - 1) as usize] as f64;
+        let from_kernel = kernel.quantile(q).unwrap() as f64;
+        assert!(
+            (from_kernel - exact).abs() <= exact / 16.0,
+            "q{q}: kernel {from_kernel} vs events {exact}"
+        );
+    }
+}
+
+#[test]
+fn root_runq_raw_tracepoints_trace_too() {
+    if !bpf_ready("root_runq_raw_tracepoints_trace_too") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let mut cg = Cgroups::new("raw");
+    cg.group("victim");
+    cg.spawn(Some("victim"), 0, SLEEPER, 4.0);
+    let base = cg.v2_dir(None);
+    let doc = finish(start_runq(
+        &env,
+        &[
+            "--duration",
+            "2s",
+            "--attach",
+            "raw-tp",
+            "--cgroup",
+            base.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(doc["started"]["attach"], "raw-tp");
+    assert_eq!(doc["started"]["store"], "array");
+    let waits: u64 = rows(&doc, &cg.display("victim"))
         .iter()
         .flatten()
-        .map(|r| r["throttled_periods"].as_u64().unwrap_or(0))
+        .map(|r| r["waits"].as_u64().unwrap())
         .sum();
-    assert!(throttled > 0, "no throttling counted: {victim:#?}");
-    let found = detectors(&doc);
     assert!(
-        found
-            .iter()
-            .any(|(d, s)| d == "cpu-throttled" && s.contains("10.0ms per 100ms")),
-        "{found:#?}"
+        waits > 500,
+        "raw_tp counted {waits} waits of a 1 kHz sleeper in 2 s"
     );
+    let per_hook = doc["overhead"]["ns_per_hook"].as_f64().unwrap();
+    assert!(per_hook > 0.0);
+}
+
+#[test]
+fn root_runq_degraded_mode_reads_schedstat() {
+    if !bpf_ready("root_runq_degraded_mode_reads_schedstat") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let mut cg = Cgroups::new("degraded");
+    cg.group("victim");
+    cg.spawn(Some("victim"), 0, SLEEPER, 4.0);
+    sleep(Duration::from_millis(300));
+    let doc = finish(start_runq(&env, &["--duration", "2s", "--degraded"]));
+    assert_eq!(doc["mode"], "schedstat");
+    assert!(doc["degraded_reason"]
+        .as_str()
+        .unwrap()
+        .contains("--degraded"));
+    let victim = cg.display("victim");
+    let slices: u64 = doc["degraded_intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|iv| iv["cgroups"].as_array().unwrap())
+        .filter(|c| c["path"] == victim.as_str())
+        .map(|c| c["timeslices"].as_u64().unwrap())
+        .sum();
+    assert!(slices > 500, "victim ran {slices} timeslices in 2 s");
+}
+
+#[test]
+fn runq_without_privileges_says_what_to_do_or_degrades() {
+    if !bpf_ready("runq_without_privileges_says_what_to_do_or_degrades") {
+        return; // dropping privileges needs root to start with
+    }
+    let env = Env::new();
+    std::fs::set_permissions(
+        env.dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let nobody = |extra: &[&str]| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                BIN,
+                "--db",
+            ])
+            .arg(env.db())
+            .args(["runq", "--duration", "1s", "-q"])
+            .args(extra)
+            .output()
+            .expect("setpriv")
+    };
+    let refused = nobody(&["--require-bpf"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
     assert!(
-        !found.iter().any(|(d, _)| d == "noisy-neighbor"),
-        "{found:#?}"
+        err.contains("CAP_BPF and CAP_PERFMON") && err.contains("run as root"),
+        "{err}"
     );
+    let degraded = nobody(&[]);
+    let err = String::from_utf8_lossy(&degraded.stderr);
+    assert!(degraded.status.success(), "{err}");
+    assert!(
+        err.contains("BPF unavailable") && err.contains("schedstat"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&degraded.stdout).contains("degraded mode"));
+}
+
+#[test]
+fn runq_bad_input_is_named() {
+    let env = Env::new();
+    assert!(env
+        .fails(&["runq", "--interval", "1ms", "--duration", "1s"])
+        .contains("too short"));
+    assert!(env
+        .fails(&["runq", "--duration", "0s"])
+        .contains("--duration 0"));
+    assert!(env
+        .fails(&["runq", "--outlier", "soon"])
+        .contains("--outlier 'soon'"));
+    if bpf_ready("runq_bad_input_is_named (cgroup part)") {
+        let err = env.fails(&["runq", "--duration", "1s", "--cgroup", "/tmp"]);
+        assert!(err.contains("'/tmp' is not a cgroup directory"), "{err}");
+        // Nothing was measured, so no run is left behind.
+        let runs = env.json("runs", &["runs"]);
+        assert!(runs["runs"].as_array().unwrap().is_empty(), "{runs}");
+    }
 }

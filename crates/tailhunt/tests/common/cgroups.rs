@@ -125,11 +125,23 @@ impl Cgroups {
     /// Starts `python3 -c PROGRAM SECONDS` pinned to `cpu`, inside `group` in both hierarchies
     /// before it runs a line of Python (or in the root cgroup with `None`). Returns its pid.
     pub fn spawn(&mut self, group: Option<&str>, cpu: u32, program: &str, seconds: f64) -> u32 {
+        let dirs: Vec<PathBuf> =
+            group.map_or_else(Vec::new, |g| vec![self.v2.join(g), self.v1.join(g)]);
+        self.spawn_in(&dirs, cpu, program, seconds)
+    }
+
+    /// Like [`Cgroups::spawn`], but only in the cgroup2 group: the v1 cpu controller keeps the
+    /// process in its root, scheduled as a task among the host's own (a service in a cgroup2
+    /// slice without CPU accounting).
+    pub fn spawn_v2(&mut self, group: &str, cpu: u32, program: &str, seconds: f64) -> u32 {
+        let dirs = vec![self.v2.join(group)];
+        self.spawn_in(&dirs, cpu, program, seconds)
+    }
+
+    fn spawn_in(&mut self, dirs: &[PathBuf], cpu: u32, program: &str, seconds: f64) -> u32 {
         let mut script = String::new();
-        if let Some(g) = group {
-            for dir in [self.v2.join(g), self.v1.join(g)] {
-                script.push_str(&format!("echo $$ > '{}/cgroup.procs' && ", dir.display()));
-            }
+        for dir in dirs {
+            script.push_str(&format!("echo $$ > '{}/cgroup.procs' && ", dir.display()));
         }
         script.push_str("exec taskset -c \"$0\" python3 -c \"$1\" \"$2\"");
         let child = Command::new("sh")
