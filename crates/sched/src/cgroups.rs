@@ -197,9 +197,14 @@ pub fn name_of(path: &str) -> (CgroupKind, String) {
         // .../kubepods[-burstable]-pod<uid>.slice/cri-containerd-<id>.scope, or
         // /kubepods/burstable/pod<uid>/<id>
         let pod = trimmed.split('/').find_map(|c| {
-            let i = c.find("pod")?;
-            let uid = c[i + 3..].trim_end_matches(".slice").replace('_', "-");
-            (!uid.is_empty()).then_some(uid)
+            let c = c.trim_end_matches(".slice");
+            let i = c.rfind("pod")?;
+            let uid = &c[i + 3..];
+            let uid_like = uid.len() >= 8
+                && uid
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b'-' || b == b'_');
+            uid_like.then(|| uid.replace('_', "-"))
         });
         if let (Some(pod), Some(id)) = (pod.clone(), container_id(last)) {
             return (CgroupKind::Kubernetes, format!("pod {pod}:{}", short(&id)));
@@ -318,9 +323,9 @@ mod tests {
         );
         assert_eq!(
             name_of(&format!(
-                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c_3d4e.slice/cri-containerd-{id}.scope"
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c_3d4e_5f60.slice/cri-containerd-{id}.scope"
             )),
-            (CgroupKind::Kubernetes, "pod 1b2c-3d4e:3f2a1c9e0b7d".into())
+            (CgroupKind::Kubernetes, "pod 1b2c-3d4e-5f60:3f2a1c9e0b7d".into())
         );
         assert_eq!(
             name_of(&format!("/kubepods/burstable/pod1b2c-3d4e/{id}")),

@@ -375,3 +375,20 @@ fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
     }
     Ok(Counters::from_slots(&slots))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::BUCKETS;
+    use crate::bpf::types;
+    use crate::event::RunqEvent;
+    use crate::interval::kernel_layout;
+
+    #[test]
+    fn c_and_rust_agree_on_the_layouts() {
+        assert_eq!(BUCKETS, kernel_layout().bucket_count());
+        assert_eq!(std::mem::size_of::<types::runq_hist>(), (BUCKETS + 3) * 8);
+        assert_eq!(std::mem::size_of::<types::runq_pair>(), 3 * 8);
+        assert_eq!(std::mem::size_of::<types::runq_pair_key>(), 2 * 8);
+        assert_eq!(std::mem::size_of::<types::runq_event>(), RunqEvent::SIZE);
+    }
+}

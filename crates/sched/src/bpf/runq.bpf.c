@@ -102,6 +102,9 @@ struct {
 
 /* A zeroed histogram to insert: too big for the 512-byte stack. */
 struct runq_hist empty_hist = {};
+/* Never written: it puts struct runq_event into the skeleton's generated types, so a Rust unit
+ * test can check its size against the decoder's. */
+struct runq_event unused_event_layout = {};
 
 /* Field reads: direct for tp_btf (the verifier knows the types), probe reads for raw_tp.
  * `btf` is a literal at every call site, so clang keeps one arm. */
