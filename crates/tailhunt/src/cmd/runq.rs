@@ -186,21 +186,11 @@ fn traced(
             });
         }
     };
-    // Without --duration, Ctrl-C is how a run ends.
-    let cut_short = summary.interrupted && cfg.duration.is_some();
-    let run_id = if cut_short {
-        writer.finish_partial(extra)?
-    } else {
-        writer.finish(extra)?
-    };
+    let (run_id, status, cut_short) = close(writer, extra, summary.interrupted, cfg)?;
     let findings = diagnose_stored(store, &run_id)?;
     let doc = RunqDoc {
         run_id,
-        status: if cut_short {
-            RunStatus::Partial
-        } else {
-            RunStatus::Complete
-        },
+        status,
         mode: "bpf".into(),
         degraded_reason: None,
         started: Some(summary.started),
@@ -254,19 +244,10 @@ fn degraded(
             )));
         }
     };
-    let cut_short = stopped && cfg.duration.is_some();
-    let run_id = if cut_short {
-        writer.finish_partial(extra)?
-    } else {
-        writer.finish(extra)?
-    };
+    let (run_id, status, cut_short) = close(writer, extra, stopped, cfg)?;
     let doc = RunqDoc {
         run_id,
-        status: if cut_short {
-            RunStatus::Partial
-        } else {
-            RunStatus::Complete
-        },
+        status,
         mode: "schedstat".into(),
         degraded_reason: Some(why),
         started: None,
@@ -277,6 +258,21 @@ fn degraded(
         findings: Vec::new(),
     };
     Ok((doc, cut_short))
+}
+
+/// Finishes the run: complete, unless Ctrl-C cut a `--duration` short (without one, Ctrl-C is
+/// how a run ends). Returns its id, status and whether it was cut short.
+fn close(
+    writer: tailhunt_store::RunWriter<'_>,
+    extra: serde_json::Value,
+    stopped: bool,
+    cfg: &TracerConfig,
+) -> Result<(String, RunStatus, bool)> {
+    if stopped && cfg.duration.is_some() {
+        Ok((writer.finish_partial(extra)?, RunStatus::Partial, true))
+    } else {
+        Ok((writer.finish(extra)?, RunStatus::Complete, false))
+    }
 }
 
 /// Runs the run-queue detectors on a stored `runq` run and stores their findings.
