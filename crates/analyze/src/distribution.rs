@@ -73,13 +73,20 @@ impl Distribution {
         }
     }
 
-    /// From any series: samples, its interval histograms merged, or the values of a values
-    /// series.
+    /// From any series: samples, its interval histograms merged (in the coarsest of their
+    /// layouts), or the values of a values series.
     pub fn from_series(series: &Series, ok_only: bool) -> Distribution {
         match &series.data {
             SeriesData::Samples(s) => Distribution::from_samples(s, ok_only),
             SeriesData::Histograms(hs) => {
-                let mut merged = Histogram::new();
+                // In the coarsest layout among them, so the stated bound stays true (a kernel
+                // histogram has 16 buckets per octave, not 128).
+                let layout = hs
+                    .iter()
+                    .map(|h| h.histogram.layout())
+                    .min_by_key(|l| l.sub_bits())
+                    .unwrap_or_default();
+                let mut merged = Histogram::with_layout(layout);
                 hs.iter().for_each(|h| merged.merge(&h.histogram));
                 Distribution::from_histogram(merged)
             }
@@ -151,5 +158,38 @@ impl Distribution {
             None => self.histogram.count_at_or_below(v),
         };
         below as f64 / n as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailhunt_histogram::Layout;
+    use tailhunt_model::{IntervalHistogram, Unit};
+
+    #[test]
+    fn coarse_interval_histograms_keep_their_layout_and_bound() {
+        let coarse = Layout::new(4).unwrap();
+        let mut series = Series::new_histograms("runq_latency", Unit::Nanoseconds);
+        if let SeriesData::Histograms(hs) = &mut series.data {
+            for i in 0..3u64 {
+                let mut h = Histogram::with_layout(coarse);
+                (1..=100u64).for_each(|v| h.record(v * 1_000 + i));
+                hs.push(IntervalHistogram {
+                    start_ns: i as i64,
+                    end_ns: i as i64 + 1,
+                    histogram: h,
+                });
+            }
+        }
+        let d = Distribution::from_series(&series, false);
+        assert_eq!(d.count(), 300);
+        assert_eq!(d.histogram().layout(), coarse);
+        assert_eq!(d.error_bound(), coarse.relative_error_bound());
+        let p50 = d.quantile(0.5).unwrap() as f64;
+        assert!(
+            (p50 - 50_000.0).abs() / 50_000.0 <= coarse.relative_error_bound(),
+            "{p50}"
+        );
     }
 }
