@@ -5,7 +5,7 @@
 //! then deleted from the maps, so short-lived cgroups do not fill them.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use libbpf_rs::{MapCore, MapFlags, MapMut};
 use tailhunt_histogram::Histogram;
@@ -240,8 +240,9 @@ impl Reader {
     }
 
     /// The directory whose `cpu.stat` tells this cgroup's throttling: the charged cgroup itself
-    /// when its hierarchy has the cpu controller, else its v1 cpu cgroup (as the kernel saw it,
-    /// or the same path there), with that cgroup's path.
+    /// when its hierarchy has the cpu controller; else the v1 cpu cgroup its processes are in
+    /// now (from `/proc/PID/cgroup` of one of them), or, when it has none left, the one the
+    /// kernel saw, or the same path there. Returns it with that cgroup's path.
     fn cpu_controller_dir(
         &mut self,
         cg: &CgroupRef,
@@ -260,17 +261,26 @@ impl Reader {
         let Some(v1) = self.v1_cpu.as_mut() else {
             return (None, None);
         };
+        let Some(v1_root) = v1.root().map(Path::to_path_buf) else {
+            return (None, None);
+        };
+        if let Some(path) = own.as_deref().and_then(member_cpu_cgroup) {
+            let dir = v1_root.join(path.trim_start_matches('/'));
+            if dir.is_dir() {
+                return (Some(dir), Some(path));
+            }
+        }
         if cpu_cgroup_id != 0 && v1.get(cpu_cgroup_id).is_none() {
             v1.refresh();
         }
         if let Some(c) = v1.get(cpu_cgroup_id) {
             return (v1.dir(cpu_cgroup_id), Some(c.path));
         }
-        let same = v1.root().map(|r| r.join(cg.path.trim_start_matches('/')));
-        match same {
-            Some(d) if !cg.path.is_empty() && d.is_dir() => (Some(d), Some(cg.path.clone())),
-            _ => (None, None),
+        let same = v1_root.join(cg.path.trim_start_matches('/'));
+        if !cg.path.is_empty() && same.is_dir() {
+            return (Some(same), Some(cg.path.clone()));
         }
+        (None, None)
     }
 
     /// The cgroup2 directory of a cgroup (for `cpu.pressure`).
@@ -321,6 +331,14 @@ impl Reader {
         let b = self.cgroup(e.prev_cgroup_id);
         (e, a, b)
     }
+}
+
+/// The v1 cpu cgroup path of the first process in the cgroup2 directory `dir`.
+fn member_cpu_cgroup(dir: &Path) -> Option<String> {
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    let pid = procs.lines().next()?.trim();
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    crate::schedstat::cgroup_path(&text, Hierarchy::V1Cpu)
 }
 
 fn read_hists(maps: &Maps) -> Result<HashMap<u64, RawHist>, SchedError> {

@@ -1,7 +1,10 @@
 //! The capture detectors against the lab's planted causes (root needed: CI has it). Each
 //! scenario writes a real capture in network namespaces with ground truth recorded by the
 //! programs that made the traffic; `tailhunt pcap` must name the planted cause with times
-//! within 1 ms of the truth, and nothing else; the healthy twin must show nothing.
+//! within 1 ms of the truth, and nothing else; the healthy twin must show nothing. The truth
+//! is taken by applications: a loaded host can make one late by more than the 1 ms allowed, so
+//! a scenario whose checks fail is generated again, up to three times in all
+//! ([`common::retry_on_noise`]); a detector that is wrong fails every time.
 
 mod common;
 
@@ -108,6 +111,13 @@ fn import_api_requests(env: &Env, truth: &Value) -> String {
 
 #[test]
 fn microburst_is_found_with_its_flows_and_times_root() {
+    common::retry_on_noise(
+        "microburst_is_found_with_its_flows_and_times_root",
+        microburst_is_found_with_its_flows_and_times_once,
+    );
+}
+
+fn microburst_is_found_with_its_flows_and_times_once() {
     let env = Env::new();
     let Some(g) = scenario(&env, CaptureScenario::Microburst) else {
         return;
@@ -182,6 +192,13 @@ fn microburst_is_found_with_its_flows_and_times_root() {
 
 #[test]
 fn nagle_stalls_match_the_held_bodies_root() {
+    common::retry_on_noise(
+        "nagle_stalls_match_the_held_bodies_root",
+        nagle_stalls_match_the_held_bodies_once,
+    );
+}
+
+fn nagle_stalls_match_the_held_bodies_once() {
     let env = Env::new();
     let Some((g, doc)) = found(&env, CaptureScenario::Nagle, &[], &["nagle-stall"]) else {
         return;
@@ -206,6 +223,13 @@ fn nagle_stalls_match_the_held_bodies_root() {
 
 #[test]
 fn small_receive_window_is_found_with_the_transfer_times_root() {
+    common::retry_on_noise(
+        "small_receive_window_is_found_with_the_transfer_times_root",
+        small_receive_window_is_found_with_the_transfer_times_once,
+    );
+}
+
+fn small_receive_window_is_found_with_the_transfer_times_once() {
     let env = Env::new();
     let Some((g, doc)) = found(
         &env,
@@ -243,6 +267,13 @@ fn small_receive_window_is_found_with_the_transfer_times_root() {
 
 #[test]
 fn client_timeout_is_found_at_the_close_root() {
+    common::retry_on_noise(
+        "client_timeout_is_found_at_the_close_root",
+        client_timeout_is_found_at_the_close_once,
+    );
+}
+
+fn client_timeout_is_found_at_the_close_once() {
     let env = Env::new();
     let Some((g, doc)) = found(
         &env,

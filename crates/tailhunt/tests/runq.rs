@@ -10,7 +10,7 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use common::cgroups::{bpf_ready, Cgroups, HOG, SLEEPER, WORKER};
-use common::{check_schema, Env, BIN};
+use common::{check_schema, retry_on_noise, Env, BIN};
 use serde_json::Value;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -101,33 +101,6 @@ fn detectors(doc: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs a timing-sensitive scenario up to three times. The workloads share CPU 0 with whatever
-/// else the host runs; a burst of unrelated load can inflate the calm baseline. Each attempt
-/// starts from fresh cgroups and processes; the test fails only if every attempt fails, with
-/// every attempt's reason.
-fn attempts(name: &str, mut scenario: impl FnMut() -> Result<(), String>) {
-    let mut why = Vec::new();
-    for i in 1..=3 {
-        match scenario() {
-            Ok(()) => return,
-            Err(e) => {
-                eprintln!("{name}: attempt {i} failed: {e}");
-                why.push(e);
-            }
-        }
-    }
-    panic!("{name} failed three times:\n{}", why.join("\n"));
-}
-
-macro_rules! check {
-    ($cond:expr, $($fmt:tt)+) => {
-        let ok: bool = $cond;
-        if !ok {
-            return Err(format!($($fmt)+));
-        }
-    };
-}
-
 /// Ten one-second intervals; three hogs start 4.5 s in, in `hog_group` (or the root cgroup),
 /// on the victim's CPU. Returns the document and the victim's p99s when calm (intervals 1-3)
 /// and with the hogs (6-9).
@@ -160,31 +133,30 @@ fn neighbour_checks(
     hog: Vec<f64>,
     neighbour: &str,
     said: &str,
-) -> Result<(), String> {
+) {
     let (calm_p99, hog_p99) = (median(calm.clone()), median(hog.clone()));
-    check!(
+    assert!(
         hog_p99 > 10.0 * calm_p99,
         "victim p99 calm {calm:?} vs with the hogs {hog:?}"
     );
     let me = cg.display("victim");
     let victim = rows(doc, &me);
     let top = top_other(&victim[6..10], &me);
-    check!(
+    assert!(
         top == neighbour,
         "the victim waited most behind {top}, not {neighbour}"
     );
     let found = detectors(doc);
-    check!(
+    assert!(
         found
             .iter()
             .any(|(d, s)| d == "noisy-neighbor" && s.contains(&me) && s.contains(said)),
         "no noisy-neighbor finding naming {said}: {found:#?}"
     );
-    check!(
+    assert!(
         !found.iter().any(|(d, _)| d == "cpu-throttled"),
         "throttling claimed: {found:#?}"
     );
-    Ok(())
 }
 
 #[test]
@@ -193,7 +165,7 @@ fn root_runq_names_the_noisy_neighbour_cgroup() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    attempts("noisy neighbour", || {
+    retry_on_noise("noisy neighbour", || {
         let env = Env::new();
         let mut cg = Cgroups::new("nn");
         cg.group("victim");
@@ -203,15 +175,14 @@ fn root_runq_names_the_noisy_neighbour_cgroup() {
         cg.spawn(Some("victim"), 0, SLEEPER, 12.0);
         let (doc, calm, hog) = neighbour_run(&mut cg, &env, Some("neighbour"));
         let neighbour = cg.display("neighbour");
-        neighbour_checks(&doc, &cg, calm, hog, &neighbour, &neighbour)?;
+        neighbour_checks(&doc, &cg, calm, hog, &neighbour, &neighbour);
         // The stored run diagnoses the same way.
         let again = env.json("diagnose", &["diagnose", doc["run_id"].as_str().unwrap()]);
         let stored = again["findings"].as_array().unwrap();
-        check!(
+        assert!(
             stored.iter().any(|f| f["detector"] == "noisy-neighbor"),
             "diagnose of the stored run: {again:#}"
         );
-        Ok(())
     });
 }
 
@@ -221,7 +192,7 @@ fn root_runq_names_system_services_when_the_hog_is_outside_any_container() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    attempts("system service", || {
+    retry_on_noise("system service", || {
         let env = Env::new();
         let mut cg = Cgroups::new("sys");
         cg.group("victim");
@@ -239,7 +210,7 @@ fn root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    attempts("cpu quota", || {
+    retry_on_noise("cpu quota", || {
         let env = Env::new();
         let mut cg = Cgroups::new("quota");
         cg.group("victim");
@@ -256,7 +227,7 @@ fn root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites() {
         let doc = finish(runq);
         let victim = rows(&doc, &cg.display("victim"));
         let p = p99s(&victim);
-        check!(
+        assert!(
             median(p[6..9].to_vec()) > 10.0 * median(p[1..4].to_vec()),
             "victim p99s {p:?}"
         );
@@ -265,19 +236,18 @@ fn root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites() {
             .flatten()
             .map(|r| r["throttled_periods"].as_u64().unwrap_or(0))
             .sum();
-        check!(throttled > 0, "no throttling counted: {victim:#?}");
+        assert!(throttled > 0, "no throttling counted: {victim:#?}");
         let found = detectors(&doc);
-        check!(
+        assert!(
             found
                 .iter()
                 .any(|(d, s)| d == "cpu-throttled" && s.contains("10.0ms per 100ms")),
             "no cpu-throttled finding with the quota: {found:#?}"
         );
-        check!(
+        assert!(
             !found.iter().any(|(d, _)| d == "noisy-neighbor"),
             "a neighbour was blamed: {found:#?}"
         );
-        Ok(())
     });
 }
 

@@ -114,6 +114,21 @@ impl Env {
     }
 }
 
+/// Runs a timing-sensitive test body up to three times, each from scratch (its own captures,
+/// namespaces or cgroups): the body panics when a check fails, and a burst of unrelated load on
+/// a shared host can spoil one run. Fails, with the last panic, only when all three do.
+pub fn retry_on_noise(name: &str, body: fn()) {
+    for attempt in 1..3 {
+        match std::panic::catch_unwind(body) {
+            Ok(()) => return,
+            Err(_) => eprintln!(
+                "{name}: attempt {attempt} of 3 failed (its message is above); running it again"
+            ),
+        }
+    }
+    body();
+}
+
 pub fn schema_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../schema")
