@@ -2,6 +2,8 @@
 //!
 //! Needs `clang` (Debian's clang 14 works) and `libelf-dev`; `scripts/setup.sh` installs both.
 //! The kernel types come from the committed src/bpf/vmlinux.h, not from the build machine.
+//! `-mcpu=v3` for the compare-and-swap that claims a histogram's inline attribution slot
+//! (BPF atomics: Linux 5.12+).
 
 use std::env;
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ fn main() {
         PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")).join("runq.skel.rs");
     if let Err(e) = SkeletonBuilder::new()
         .source(SRC)
-        .clang_args(["-Wall", "-Werror", "-Isrc/bpf"])
+        .clang_args(["-Wall", "-Werror", "-mcpu=v3", "-Isrc/bpf"])
         .build_and_generate(&out)
     {
         // The chain holds clang's own message (a missing header, a type error).

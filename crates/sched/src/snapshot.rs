@@ -18,6 +18,8 @@ use crate::interval::{kernel_layout, Attribution, CgroupInterval, Counters};
 
 /// Buckets per histogram (`RUNQ_BUCKETS`).
 const BUCKETS: usize = 976;
+/// Inline attribution slots per histogram (`RUNQ_OTHERS`).
+const OTHERS: usize = 8;
 
 /// One cgroup's `struct runq_hist`, cumulative.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +27,8 @@ struct RawHist {
     slots: Vec<u64>,
     sum_ns: u64,
     cpu_cgroup_id: u64,
+    /// Its inline `struct runq_other` slots in use: (other cgroup id, [preemptions, waits, wait_ns]).
+    others: Vec<(u64, RawPair)>,
 }
 
 /// `struct runq_pair`, cumulative: preemptions, waits, wait_ns.
@@ -127,7 +131,16 @@ impl Reader {
         maps: &Maps,
     ) -> Result<(Vec<CgroupInterval>, Counters), SchedError> {
         let hists = read_hists(maps)?;
-        let pairs = read_pairs(maps)?;
+        // The inline slots and the overflow map together: cumulative counts per pair.
+        let mut pairs = read_pairs(maps)?;
+        for (&victim, h) in &hists {
+            for &(other, counts) in &h.others {
+                let e = pairs.entry((victim, other)).or_default();
+                for i in 0..3 {
+                    e[i] += counts[i];
+                }
+            }
+        }
         let counters = read_counters(maps)?;
 
         if hists
@@ -349,15 +362,21 @@ fn read_hists(maps: &Maps) -> Result<HashMap<u64, RawHist>, SchedError> {
         };
         let id = u64s(&key).next().unwrap_or(0);
         let words: Vec<u64> = u64s(&v).collect();
-        if words.len() < BUCKETS + 3 {
+        if words.len() < BUCKETS + 2 + 4 * OTHERS {
             continue;
         }
+        let others = words[BUCKETS + 2..BUCKETS + 2 + 4 * OTHERS]
+            .chunks_exact(4)
+            .filter(|o| o[0] != 0)
+            .map(|o| (o[0] - 1, [o[1], o[2], o[3]]))
+            .collect();
         out.insert(
             id,
             RawHist {
                 slots: words[..BUCKETS].to_vec(),
-                sum_ns: words[BUCKETS + 1],
-                cpu_cgroup_id: words[BUCKETS + 2],
+                sum_ns: words[BUCKETS],
+                cpu_cgroup_id: words[BUCKETS + 1],
+                others,
             },
         );
     }
@@ -396,7 +415,7 @@ fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
 
 #[cfg(test)]
 mod tests {
-    use super::BUCKETS;
+    use super::{BUCKETS, OTHERS};
     use crate::bpf::types;
     use crate::event::RunqEvent;
     use crate::interval::kernel_layout;
@@ -404,7 +423,10 @@ mod tests {
     #[test]
     fn c_and_rust_agree_on_the_layouts() {
         assert_eq!(BUCKETS, kernel_layout().bucket_count());
-        assert_eq!(std::mem::size_of::<types::runq_hist>(), (BUCKETS + 3) * 8);
+        assert_eq!(
+            std::mem::size_of::<types::runq_hist>(),
+            (BUCKETS + 2 + 4 * OTHERS) * 8
+        );
         assert_eq!(std::mem::size_of::<types::runq_pair>(), 3 * 8);
         assert_eq!(std::mem::size_of::<types::runq_pair_key>(), 2 * 8);
         assert_eq!(std::mem::size_of::<types::runq_event>(), RunqEvent::SIZE);

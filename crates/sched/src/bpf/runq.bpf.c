@@ -230,31 +230,35 @@ static __always_inline u32 bucket_index(u64 v)
 	return (e << RUNQ_SUB_BITS) + (u32)(v >> e);
 }
 
-static __always_inline void record_hist(u64 cg, u64 delta, struct task_struct *p, const bool btf)
+/* The histogram entry of cgroup `cg`, created on first use; NULL when the map is full. */
+static __always_inline struct runq_hist *hist_of(u64 cg, struct task_struct *p, const bool btf)
 {
 	struct runq_hist *h = bpf_map_lookup_elem(&hists, &cg);
-	if (!h) {
-		if (bpf_map_update_elem(&hists, &cg, &empty_hist, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&hists, &cg)) {
-			count(RUNQ_HIST_FULL);
-			return;
-		}
-		h = bpf_map_lookup_elem(&hists, &cg);
-		if (!h)
-			return;
-		if (targ_v1_cpu)
-			h->cpu_cgroup_id = cgroup_v1_cpu(p, btf);
+	if (h)
+		return h;
+	if (bpf_map_update_elem(&hists, &cg, &empty_hist, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&hists, &cg)) {
+		count(RUNQ_HIST_FULL);
+		return NULL;
 	}
+	h = bpf_map_lookup_elem(&hists, &cg);
+	if (h && targ_v1_cpu)
+		h->cpu_cgroup_id = cgroup_v1_cpu(p, btf);
+	return h;
+}
+
+static __always_inline void record_wait(struct runq_hist *h, u64 delta)
+{
 	u64 i = bucket_index(delta);
 	/* Keep clang from checking a copy of i that the verifier does not track. */
 	barrier_var(i);
 	if (i >= RUNQ_BUCKETS)
 		return;
 	__sync_fetch_and_add(&h->slots[i], 1);
-	__sync_fetch_and_add(&h->count, 1);
 	__sync_fetch_and_add(&h->sum_ns, delta);
 }
 
+/* Overflow: the (victim, other) pair in the pairs map. */
 static __always_inline void record_pair(u64 victim, u64 other, bool preempted, u64 wait_ns)
 {
 	struct runq_pair_key key = { .victim_cgroup = victim, .other_cgroup = other };
@@ -276,6 +280,35 @@ static __always_inline void record_pair(u64 victim, u64 other, bool preempted, u
 		__sync_fetch_and_add(&v->waits, 1);
 		__sync_fetch_and_add(&v->wait_ns, wait_ns);
 	}
+}
+
+/* Charges a preemption (or a wait of wait_ns) of cgroup `victim`, whose entry is h, to the other
+ * cgroup: in one of h's inline slots (claimed with a compare-and-swap, so two CPUs never take
+ * the same one for different cgroups), else in the pairs map. */
+static __always_inline void record_other(struct runq_hist *h, u64 victim, u64 other,
+					 bool preempted, u64 wait_ns)
+{
+	u64 key = other + 1;
+#pragma unroll
+	for (int i = 0; i < RUNQ_OTHERS; i++) {
+		struct runq_other *o = &h->others[i];
+		u64 k = o->key;
+		if (k == 0) {
+			k = __sync_val_compare_and_swap(&o->key, 0, key);
+			if (k == 0)
+				k = key;
+		}
+		if (k == key) {
+			if (preempted) {
+				__sync_fetch_and_add(&o->preemptions, 1);
+			} else {
+				__sync_fetch_and_add(&o->waits, 1);
+				__sync_fetch_and_add(&o->wait_ns, wait_ns);
+			}
+			return;
+		}
+	}
+	record_pair(victim, other, preempted, wait_ns);
 }
 
 /* Token bucket per cgroup on this CPU: targ_budget_burst tokens, one back per gap. */
@@ -356,13 +389,25 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	u64 now = bpf_ktime_get_ns();
 	u32 prev_pid = READ(btf, prev, pid);
 	u32 next_pid = READ(btf, next, pid);
-	/* The idle task has cgroup "0" here: it belongs to no container. */
-	u64 prev_cg = prev_pid ? task_cgroup(prev, btf) : 0;
+	/* Cgroups are read only when needed: each is four dependent loads. The idle task's
+	 * "cgroup" is 0: it belongs to no container. */
+	u64 prev_cg = 0, next_cg = 0;
+	bool prev_known = !prev_pid, next_known = !next_pid;
 
 	/* Still runnable when switched out: preempted (or yielded); its next wait starts now. */
-	if (prev_pid && (preempt || prev_state == TASK_RUNNING) && wanted(prev, prev_cg, btf)) {
-		store_ts(prev, prev_pid, now, btf);
-		record_pair(prev_cg, next_pid ? task_cgroup(next, btf) : 0, true, 0);
+	if (prev_pid && (preempt || prev_state == TASK_RUNNING)) {
+		prev_cg = task_cgroup(prev, btf);
+		prev_known = true;
+		if (wanted(prev, prev_cg, btf)) {
+			store_ts(prev, prev_pid, now, btf);
+			if (!next_known) {
+				next_cg = task_cgroup(next, btf);
+				next_known = true;
+			}
+			struct runq_hist *ph = hist_of(prev_cg, prev, btf);
+			if (ph)
+				record_other(ph, prev_cg, next_cg, true, 0);
+		}
 	}
 	if (!next_pid)
 		return 0;
@@ -370,10 +415,16 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	if (!ts || now < ts)
 		return 0;
 	u64 delta = now - ts;
-	u64 cg = task_cgroup(next, btf);
-	record_hist(cg, delta, next, btf);
-	record_pair(cg, prev_cg, false, delta);
-	emit(now, delta, cg, prev_cg, next, prev, btf);
+	if (!prev_known)
+		prev_cg = task_cgroup(prev, btf);
+	if (!next_known)
+		next_cg = task_cgroup(next, btf);
+	struct runq_hist *h = hist_of(next_cg, next, btf);
+	if (h) {
+		record_wait(h, delta);
+		record_other(h, next_cg, prev_cg, false, delta);
+	}
+	emit(now, delta, next_cg, prev_cg, next, prev, btf);
 	return 0;
 }
 

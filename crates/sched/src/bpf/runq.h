@@ -15,16 +15,30 @@
 #define RUNQ_BUCKETS ((65 - RUNQ_SUB_BITS) << RUNQ_SUB_BITS)
 #define RUNQ_COMM_LEN 16
 
+/* How many other cgroups a cgroup's histogram entry tracks inline; more go to the pairs map. */
+#define RUNQ_OTHERS 8
+
+/* Another cgroup's part in this one's waits and preemptions (cumulative). */
+struct runq_other {
+	__u64 key;          /* the other cgroup's id + 1 (so the idle task's 0 is 1); 0 = free slot */
+	__u64 preemptions;
+	__u64 waits;
+	__u64 wait_ns;
+};
+
 /* Per-cgroup run-queue latency histogram: cumulative since load (user space takes deltas). */
 struct runq_hist {
 	__u64 slots[RUNQ_BUCKETS];
-	__u64 count;
+	/* (No count: user space sums the slots, saving an atomic add per wait.) */
 	__u64 sum_ns;
-	/* The v1 cpu controller's cgroup of the last task counted (0 without one). */
+	/* The v1 cpu controller's cgroup of the first task counted (0 without one). */
 	__u64 cpu_cgroup_id;
+	/* The first RUNQ_OTHERS other cgroups it waited behind or was preempted by: kept here so
+	 * the common case costs no second hash lookup. */
+	struct runq_other others[RUNQ_OTHERS];
 };
 
-/* Who a cgroup's tasks lost the CPU to, or waited behind. */
+/* Who a cgroup's tasks lost the CPU to, or waited behind, beyond its RUNQ_OTHERS inline slots. */
 struct runq_pair_key {
 	__u64 victim_cgroup;
 	/* The other task's cgroup; 0 = the idle task (the CPU was idle, or the victim's group
