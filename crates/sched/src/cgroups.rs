@@ -294,6 +294,17 @@ impl CgroupIndex {
             .map(|p| root.join(p.trim_start_matches('/')))
     }
 
+    /// Every cgroup directory the last walk saw.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        let Some(root) = &self.root else {
+            return Vec::new();
+        };
+        self.paths
+            .values()
+            .map(|p| root.join(p.trim_start_matches('/')))
+            .collect()
+    }
+
     /// The mount this index walks.
     pub fn root(&self) -> Option<&Path> {
         self.root.as_deref()

@@ -72,7 +72,7 @@ impl Reader {
         let other = |h: Hierarchy| {
             (h != hierarchy && mounts.root(h).is_some()).then(|| CgroupIndex::new(mounts.root(h)))
         };
-        Reader {
+        let mut reader = Reader {
             hierarchy,
             charged,
             v1_cpu: other(Hierarchy::V1Cpu),
@@ -83,6 +83,26 @@ impl Reader {
             throttling: HashMap::new(),
             pressure: HashMap::new(),
             filter_roots,
+        };
+        reader.prime();
+        reader
+    }
+
+    /// Reads every existing cgroup's throttling and pressure counters once, so the first
+    /// interval's deltas are the first interval's. (A cgroup created later starts from zero,
+    /// which is what a missing earlier reading means.)
+    fn prime(&mut self) {
+        let mut dirs = self.charged.dirs();
+        for index in [&self.v1_cpu, &self.v2].into_iter().flatten() {
+            dirs.extend(index.dirs());
+        }
+        for d in dirs {
+            if let Some(t) = cpu_stat::read_throttling(&d) {
+                self.throttling.insert(d.clone(), t);
+            }
+            if let Some(p) = cpu_stat::read_pressure_some_us(&d) {
+                self.pressure.insert(d, p);
+            }
         }
     }
 
