@@ -251,38 +251,28 @@ fn load<'o>(
     Ok((skel, store))
 }
 
-/// Attaches, polls, reads every interval, and detaches (links drop) at the end.
-fn run(
-    cfg: &TracerConfig,
-    stop: &AtomicBool,
-    observer: &mut dyn Observer,
-    skel: &RunqSkel<'_>,
-    setup: Setup,
-) -> Result<Summary, SchedError> {
-    let progs = &skel.progs;
-    let chosen = if setup.attach == Attach::RawTp {
+/// The chosen set of programs: tp_btf or raw_tp.
+fn chosen<'a, 'o>(skel: &'a RunqSkel<'o>, attach: Attach) -> [&'a libbpf_rs::ProgramMut<'o>; 3] {
+    let p = &skel.progs;
+    if attach == Attach::RawTp {
         [
-            &progs.runq_wakeup_raw,
-            &progs.runq_wakeup_new_raw,
-            &progs.runq_switch_raw,
+            &p.runq_wakeup_raw,
+            &p.runq_wakeup_new_raw,
+            &p.runq_switch_raw,
         ]
     } else {
-        [
-            &progs.runq_wakeup,
-            &progs.runq_wakeup_new,
-            &progs.runq_switch,
-        ]
-    };
-    let mut ids = Vec::new();
-    for p in chosen {
-        let id =
-            libbpf_rs::Program::id_from_fd(p.as_fd()).map_err(|e| SchedError::bpf("inspect", e))?;
-        ids.push((id, p.name().to_string_lossy().into_owned()));
+        [&p.runq_wakeup, &p.runq_wakeup_new, &p.runq_switch]
     }
-    let stats = enable_run_time_stats().ok();
+}
 
-    let received: Rc<RefCell<Vec<RunqEvent>>> = Rc::default();
-    let into = Rc::clone(&received);
+/// Events from the ring buffer land in the shared vector.
+type Received = Rc<RefCell<Vec<RunqEvent>>>;
+
+fn ring_buffer<'a>(
+    skel: &'a RunqSkel<'_>,
+    received: &Received,
+) -> Result<libbpf_rs::RingBuffer<'a>, SchedError> {
+    let into = Rc::clone(received);
     let mut rb = RingBufferBuilder::new();
     rb.add(&skel.maps.events, move |data: &[u8]| {
         if let Some(e) = RunqEvent::parse(data) {
@@ -291,10 +281,28 @@ fn run(
         0
     })
     .map_err(|e| SchedError::bpf("set up the ring buffer of", e))?;
-    let ring = rb
-        .build()
-        .map_err(|e| SchedError::bpf("set up the ring buffer of", e))?;
+    rb.build()
+        .map_err(|e| SchedError::bpf("set up the ring buffer of", e))
+}
 
+/// Attaches, polls, reads every interval, and detaches (links drop) at the end.
+fn run(
+    cfg: &TracerConfig,
+    stop: &AtomicBool,
+    observer: &mut dyn Observer,
+    skel: &RunqSkel<'_>,
+    setup: Setup,
+) -> Result<Summary, SchedError> {
+    let programs = chosen(skel, setup.attach);
+    let mut ids = Vec::new();
+    for p in programs {
+        let id =
+            libbpf_rs::Program::id_from_fd(p.as_fd()).map_err(|e| SchedError::bpf("inspect", e))?;
+        ids.push((id, p.name().to_string_lossy().into_owned()));
+    }
+    let stats = enable_run_time_stats().ok();
+    let received = Received::default();
+    let ring = ring_buffer(skel, &received)?;
     let maps = Maps {
         hists: &skel.maps.hists,
         pairs: &skel.maps.pairs,
@@ -307,10 +315,9 @@ fn run(
     let filter = filter_refs(&mut reader, &maps)?;
 
     let mut links: Vec<Link> = Vec::new();
-    for p in chosen {
+    for p in programs {
         links.push(p.attach().map_err(|e| SchedError::bpf("attach", e))?);
     }
-    let origin = ClockOrigin::now();
     let started = Started {
         attach: setup.attach,
         fallback_reason: setup.fallback_reason,
@@ -319,65 +326,102 @@ fn run(
         mounts: setup.mounts,
         filter,
         program_stats: stats.is_some(),
-        origin,
+        origin: ClockOrigin::now(),
     };
     observer.started(&started)?;
-
-    let begin = Instant::now();
-    let mut costs = ProgramCosts::new(ids, stats.is_some());
-    let mut start_ns = origin.mono_ns;
-    let mut intervals = 0;
-    let mut totals = Counters::default();
-    let interrupted = loop {
-        let due = begin + cfg.interval * (intervals as u32 + 1);
-        let end = cfg.duration.map(|d| begin + d);
-        let until = end.map_or(due, |e| e.min(due));
-        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-            let left = until.saturating_duration_since(Instant::now());
-            // EINTR (a signal such as Ctrl-C) just ends this wait early.
-            let _ = ring.poll(left.min(Duration::from_millis(100)));
-        }
-        let stopped = stop.load(Ordering::SeqCst);
-        let last = stopped || end.is_some_and(|e| Instant::now() >= e);
-        if last {
-            // Detach first: the final reading then holds every wait the programs saw.
-            links.clear();
-        }
-        let _ = ring.consume();
-        if cfg.filter_active() {
-            reader.update_filter(&maps)?;
-        }
-        let (cgroups, counters) = reader.read(&maps)?;
-        let end_ns = ClockOrigin::now().mono_ns;
-        let events = received
-            .borrow_mut()
-            .drain(..)
-            .map(|e| reader.name_event(e))
-            .collect();
-        let interval = Interval {
-            start_ns,
-            end_ns,
-            cgroups,
-            events,
-            counters,
-            programs: costs.read_delta(),
-        };
-        totals = totals + counters;
-        observer.interval(&interval)?;
-        intervals += 1;
-        start_ns = end_ns;
-        if last {
-            break stopped;
-        }
+    let mut session = Session {
+        cfg,
+        ring: &ring,
+        received: &received,
+        maps: &maps,
+        reader: &mut reader,
+        costs: ProgramCosts::new(ids, stats.is_some()),
     };
+    let (intervals, interrupted, counters) =
+        session.intervals(stop, observer, &mut links, started.origin.mono_ns)?;
+    let programs = session.costs.totals();
     drop(stats);
     Ok(Summary {
         started,
         intervals,
         interrupted,
-        counters: totals,
-        programs: costs.totals(),
+        counters,
+        programs,
     })
+}
+
+/// What the interval loop reads from.
+struct Session<'s, 'r> {
+    cfg: &'s TracerConfig,
+    ring: &'s libbpf_rs::RingBuffer<'r>,
+    received: &'s Received,
+    maps: &'s Maps<'s, 's>,
+    reader: &'s mut Reader,
+    costs: ProgramCosts,
+}
+
+impl Session<'_, '_> {
+    /// Polls and reports every interval until the duration ends or `stop` is set. Returns the
+    /// number of intervals, whether `stop` ended it, and the counters' totals.
+    fn intervals(
+        &mut self,
+        stop: &AtomicBool,
+        observer: &mut dyn Observer,
+        links: &mut Vec<Link>,
+        mut start_ns: i64,
+    ) -> Result<(usize, bool, Counters), SchedError> {
+        let begin = Instant::now();
+        let end = self.cfg.duration.map(|d| begin + d);
+        let mut n = 0;
+        let mut totals = Counters::default();
+        loop {
+            let due = begin + self.cfg.interval * (n as u32 + 1);
+            let until = end.map_or(due, |e| e.min(due));
+            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                let left = until.saturating_duration_since(Instant::now());
+                // EINTR (a signal such as Ctrl-C) just ends this wait early.
+                let _ = self.ring.poll(left.min(Duration::from_millis(100)));
+            }
+            let stopped = stop.load(Ordering::SeqCst);
+            let last = stopped || end.is_some_and(|e| Instant::now() >= e);
+            if last {
+                // Detach first: the final reading then holds every wait the programs saw.
+                links.clear();
+            }
+            let interval = self.read(start_ns)?;
+            totals = totals + interval.counters;
+            observer.interval(&interval)?;
+            n += 1;
+            start_ns = interval.end_ns;
+            if last {
+                return Ok((n, stopped, totals));
+            }
+        }
+    }
+
+    /// Drains the ring buffer and reads the maps: the interval since `start_ns`.
+    fn read(&mut self, start_ns: i64) -> Result<Interval, SchedError> {
+        let _ = self.ring.consume();
+        if !self.cfg.cgroups.is_empty() {
+            self.reader.update_filter(self.maps)?;
+        }
+        let (cgroups, counters) = self.reader.read(self.maps)?;
+        let end_ns = ClockOrigin::now().mono_ns;
+        let events = self
+            .received
+            .borrow_mut()
+            .drain(..)
+            .map(|e| self.reader.name_event(e))
+            .collect();
+        Ok(Interval {
+            start_ns,
+            end_ns,
+            cgroups,
+            events,
+            counters,
+            programs: self.costs.read_delta(),
+        })
+    }
 }
 
 fn filter_refs(reader: &mut Reader, maps: &Maps) -> Result<Vec<CgroupRef>, SchedError> {
@@ -392,12 +436,6 @@ fn filter_refs(reader: &mut Reader, maps: &Maps) -> Result<Vec<CgroupRef>, Sched
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
-}
-
-impl TracerConfig {
-    fn filter_active(&self) -> bool {
-        !self.cgroups.is_empty()
-    }
 }
 
 /// The kernel's statistics of our programs, cumulative, and deltas between readings.
