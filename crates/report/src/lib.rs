@@ -14,4 +14,5 @@
 
 pub mod capture;
 pub mod doc;
+pub mod sock;
 pub mod terminal;

@@ -9,6 +9,8 @@ mod load;
 pub(crate) mod pcap;
 mod runs;
 mod serve;
+pub(crate) mod sockets;
+pub(crate) mod transfer;
 
 use std::path::Path;
 
@@ -33,6 +35,8 @@ pub fn run(cli: &Cli) -> Result<()> {
             LabCommand::Synth(a) => lab::synth(cli, a),
             LabCommand::Link(a) => lab::link(cli, a),
         },
+        Command::Transfer(a) => transfer::run(cli, a),
+        Command::Sockets(a) => sockets::run(cli, a),
     }
 }
 
