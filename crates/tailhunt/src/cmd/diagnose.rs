@@ -20,6 +20,10 @@ pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
 /// Runs the detectors on a run, stores their findings (replacing earlier ones) and returns them.
 pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
     let run = store.run(run_id)?;
+    if let Some(findings) = super::transfer::stored_findings(&run.kind, &run.params)? {
+        store.replace_findings(run_id, &findings)?;
+        return Ok(findings);
+    }
     if let Some(capture) = run.params.get("capture") {
         // Stored as one JSON string (older runs: an object).
         let parsed = match capture.as_str() {
@@ -84,7 +88,9 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
     let run_id = store.resolve_run(&a.run)?;
     let findings = diagnose_run(&mut store, &run_id)?;
     let run = store.run(&run_id)?;
-    let detectors: &[&str] = if run.params.get("capture").is_some() {
+    let detectors: &[&str] = if matches!(run.kind.as_str(), "transfer" | "sockets") {
+        &tailhunt_diagnose::sock::DETECTORS
+    } else if run.params.get("capture").is_some() {
         &tailhunt_diagnose::capture::DETECTORS
     } else {
         &DETECTORS

@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod servers;
+pub mod sock;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
