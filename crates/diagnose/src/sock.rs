@@ -110,3 +110,99 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
         .collect();
     receive_window_limited(&evidence)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailhunt_sock::transfer::{SenderView, TcpSummary};
+
+    /// A 10 MB download over 80 ms; `share` is the sender's rwnd-limited share.
+    fn report(share: f64, mbit: f64, window: f64, outcome: TransferOutcome) -> TransferReport {
+        let mut kernel = KernelContext::default();
+        kernel
+            .sysctls
+            .insert("net.ipv4.tcp_rmem".into(), "4096 131072 33554432".into());
+        TransferReport {
+            role: "client".into(),
+            local: "198.18.12.1:5000".into(),
+            peer: "198.18.12.2:7400".into(),
+            flow: "198.18.12.1:5000 -> 198.18.12.2:7400".into(),
+            pid: 1699,
+            comm: "java".into(),
+            bytes_requested: 10_000_000,
+            bytes_transferred: 10_000_000,
+            outcome,
+            error: None,
+            timeout_ns: None,
+            transfer_ns: (80e6 / mbit * 1e3) as u64,
+            throughput_bps: mbit * 1e6,
+            rcvbuf_requested: Some(65536),
+            rcvbuf_effective: 131072,
+            sndbuf_requested: None,
+            sndbuf_effective: 87040,
+            nodelay: false,
+            tcp: TcpSummary::default(),
+            sender: Some(SenderView {
+                tcp: TcpSummary {
+                    rwnd_limited_share: Some(share),
+                    ..TcpSummary::default()
+                },
+                ..SenderView::default()
+            }),
+            window_bytes: Some(window),
+            rtt_ns: Some(80_000_000),
+            window_bound_bps: Some(window * 8.0 / 0.08),
+            range_ns: (0, 1),
+            kernel,
+        }
+    }
+
+    #[test]
+    fn window_limited_transfer_names_the_pinning_process_and_the_kernel() {
+        let f = diagnose_transfer(&report(0.45, 7.8, 80_000.0, TransferOutcome::Complete));
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].summary
+                .contains("pid 1699 (java) set SO_RCVBUF=65536 on the socket to 198.18.12.2:7400"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].evidence[0]
+            .note
+            .contains("net.ipv4.tcp_rmem=4096 131072 33554432"));
+        assert!(f[0].evidence[0].values["autotune_bound_bps"] > 1e9);
+    }
+
+    #[test]
+    fn silent_when_the_window_is_not_the_limit() {
+        // Far below window/RTT (autotuned), or hardly ever rwnd-limited.
+        assert!(
+            diagnose_transfer(&report(0.0, 60.0, 4_000_000.0, TransferOutcome::Complete))
+                .is_empty()
+        );
+        assert!(
+            diagnose_transfer(&report(0.05, 7.8, 80_000.0, TransferOutcome::Complete)).is_empty()
+        );
+    }
+
+    #[test]
+    fn timeout_fires_only_when_the_transfer_needs_longer_than_the_timeout() {
+        let mut r = report(0.45, 7.8, 80_000.0, TransferOutcome::Timeout);
+        r.sender = None;
+        r.timeout_ns = Some(3_000_000_000);
+        r.transfer_ns = 3_000_000_000;
+        r.bytes_transferred = 2_900_000;
+        let f = diagnose_transfer(&r);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].detector, "application-timeout");
+        assert_eq!(f[0].evidence[0].values["timeout_s"], 3.0);
+        // A window large enough to finish within the timeout: the timeout is not the story.
+        r.window_bytes = Some(4_000_000.0);
+        r.window_bound_bps = Some(4_000_000.0 * 8.0 / 0.08);
+        assert!(diagnose_transfer(&r).is_empty());
+        // Closed well before its timeout: not the timeout's doing.
+        r.window_bound_bps = Some(8e6);
+        r.transfer_ns = 1_000_000_000;
+        assert!(diagnose_transfer(&r).is_empty());
+    }
+}

@@ -154,6 +154,9 @@ fn load_and_attach(
     pid: Option<u32>,
 ) -> Result<Attached<'_>, SockError> {
     let bpf = |what| move |source| SockError::Bpf { what, source };
+    // libbpf would print its own warning when the tracepoint cannot be attached; the
+    // fallback below handles that, and the reason is reported in the result.
+    libbpf_rs::set_print(None);
     let mut open = SetsockoptSkelBuilder::default()
         .open(obj)
         .map_err(bpf("open"))?;
