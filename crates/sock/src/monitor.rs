@@ -175,40 +175,7 @@ pub fn run(
     let mut rounds = 0u64;
     let mut last_scan = Instant::now();
     loop {
-        let t_ns = ClockOrigin::now().mono_ns;
-        for (i, d) in diags.iter().enumerate() {
-            for s in d.dump()? {
-                if opts
-                    .port
-                    .is_some_and(|p| s.local.port() != p && s.peer.port() != p)
-                {
-                    continue;
-                }
-                if s.inode != 0
-                    && owners.get(s.inode).is_none()
-                    && last_scan.elapsed() > Duration::from_millis(200)
-                {
-                    owners.merge(Owners::scan(opts.pid));
-                    last_scan = Instant::now();
-                }
-                if opts.pid.is_some() && owners.get(s.inode).is_none() {
-                    continue;
-                }
-                let t = tracked.entry((i, s.cookie)).or_insert_with(|| Tracked {
-                    ns: i,
-                    last: s.clone(),
-                    readings: Vec::new(),
-                });
-                if let Some(info) = s.info {
-                    t.readings.push(Reading { t_ns, info });
-                }
-                if s.inode != 0 {
-                    t.last = s;
-                } else {
-                    t.last.state = s.state;
-                }
-            }
-        }
+        sample_round(&diags, opts, &mut owners, &mut last_scan, &mut tracked)?;
         rounds += 1;
         let due = begin + opts.interval * rounds as u32;
         if stop.load(Ordering::SeqCst) || begin.elapsed() >= opts.duration {
@@ -278,6 +245,53 @@ pub fn run(
 /// flight has no window yet).
 pub fn zero_window(t: &crate::tcp_info::TcpInfo) -> bool {
     t.state == crate::tcp_info::TCP_ESTABLISHED && t.snd_wnd == Some(0) && t.unacked > 0
+}
+
+/// One reading of every namespace's sockets into `tracked` (keyed by namespace and socket
+/// cookie), rescanning owners (at most every 200 ms) when an unknown socket shows up.
+fn sample_round(
+    diags: &[Diag],
+    opts: &MonitorOptions,
+    owners: &mut Owners,
+    last_scan: &mut Instant,
+    tracked: &mut BTreeMap<(usize, u64), Tracked>,
+) -> Result<(), SockError> {
+    let t_ns = ClockOrigin::now().mono_ns;
+    for (i, d) in diags.iter().enumerate() {
+        for s in d.dump()? {
+            if opts
+                .port
+                .is_some_and(|p| s.local.port() != p && s.peer.port() != p)
+            {
+                continue;
+            }
+            if s.inode != 0
+                && owners.get(s.inode).is_none()
+                && last_scan.elapsed() > Duration::from_millis(200)
+            {
+                owners.merge(Owners::scan(opts.pid));
+                *last_scan = Instant::now();
+            }
+            if opts.pid.is_some() && owners.get(s.inode).is_none() {
+                continue;
+            }
+            let t = tracked.entry((i, s.cookie)).or_insert_with(|| Tracked {
+                ns: i,
+                last: s.clone(),
+                readings: Vec::new(),
+            });
+            if let Some(info) = s.info {
+                t.readings.push(Reading { t_ns, info });
+            }
+            // TIME_WAIT sockets have no inode: keep the last full view, update the state.
+            if s.inode != 0 {
+                t.last = s;
+            } else {
+                t.last.state = s.state;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn moved(r: &[Reading]) -> u64 {

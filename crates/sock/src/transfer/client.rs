@@ -53,45 +53,12 @@ pub fn download(
         .map_err(SockError::io(format!("cannot send the request to {addr}")))?;
 
     let deadline = opts.timeout.map(|t| began + t);
-    let mut got: u64 = 0;
-    let mut last_byte_ns = start_ns;
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut outcome = TransferOutcome::Complete;
-    let mut error = None;
-    while got < bytes {
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        if left.is_some_and(|l| l.is_zero()) {
-            outcome = TransferOutcome::Timeout;
-            break;
-        }
-        // A read timeout of zero means none; the loop checks the deadline itself.
-        let _ = stream.set_read_timeout(left.map(|l| l.max(Duration::from_millis(1))));
-        let want = buf.len().min((bytes - got).min(usize::MAX as u64) as usize);
-        match (&*stream).read(&mut buf[..want]) {
-            Ok(0) => {
-                outcome = TransferOutcome::Error;
-                error = Some(format!(
-                    "the server closed the connection after {got} of {bytes} bytes"
-                ));
-                break;
-            }
-            Ok(n) => {
-                got += n as u64;
-                last_byte_ns = ClockOrigin::now().mono_ns;
-            }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => {
-                outcome = if e.kind() == ErrorKind::ConnectionReset {
-                    TransferOutcome::Reset
-                } else {
-                    TransferOutcome::Error
-                };
-                error = Some(format!("reading from {addr} after {got} bytes: {e}"));
-                break;
-            }
-        }
-    }
+    let Payload {
+        got,
+        last_byte_ns,
+        outcome,
+        error,
+    } = read_payload(&stream, bytes, deadline, start_ns);
     let end_ns = if outcome == TransferOutcome::Complete {
         last_byte_ns
     } else {
@@ -142,6 +109,71 @@ pub fn download(
         kernel: KernelContext::read(),
     };
     Ok(Transfer { report, readings })
+}
+
+/// What reading the payload came to.
+struct Payload {
+    got: u64,
+    last_byte_ns: i64,
+    outcome: TransferOutcome,
+    error: Option<String>,
+}
+
+/// Reads `bytes` or until the deadline passes (the timeout) or the connection fails.
+fn read_payload(
+    stream: &TcpStream,
+    bytes: u64,
+    deadline: Option<Instant>,
+    start_ns: i64,
+) -> Payload {
+    let mut p = Payload {
+        got: 0,
+        last_byte_ns: start_ns,
+        outcome: TransferOutcome::Complete,
+        error: None,
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "the server".into(), |a| a.to_string());
+    while p.got < bytes {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|l| l.is_zero()) {
+            p.outcome = TransferOutcome::Timeout;
+            break;
+        }
+        // A read timeout of zero means none; the loop checks the deadline itself.
+        let _ = stream.set_read_timeout(left.map(|l| l.max(Duration::from_millis(1))));
+        let want = buf
+            .len()
+            .min((bytes - p.got).min(usize::MAX as u64) as usize);
+        match (&*stream).read(&mut buf[..want]) {
+            Ok(0) => {
+                p.outcome = TransferOutcome::Error;
+                p.error = Some(format!(
+                    "the server closed the connection after {} of {bytes} bytes",
+                    p.got
+                ));
+                break;
+            }
+            Ok(n) => {
+                p.got += n as u64;
+                p.last_byte_ns = ClockOrigin::now().mono_ns;
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                p.outcome = if e.kind() == ErrorKind::ConnectionReset {
+                    TransferOutcome::Reset
+                } else {
+                    TransferOutcome::Error
+                };
+                p.error = Some(format!("reading from {peer} after {} bytes: {e}", p.got));
+                break;
+            }
+        }
+    }
+    p
 }
 
 fn read_trailer(stream: &TcpStream) -> Result<SenderView, SockError> {
