@@ -189,11 +189,23 @@ pub fn render_sockets(d: &SocketsDoc) -> String {
         }
     }
     if let Some(a) = &r.audit {
+        let cost = match (a.program_runs, a.program_run_time_ns) {
+            (Some(n), Some(ns)) if n > 0 => format!(
+                "; its program ran {n} times, {:.0} ns each",
+                ns as f64 / n as f64
+            ),
+            _ => String::new(),
+        };
         let _ = writeln!(
             out,
-            "setsockopt audit ({}): {} call(s)",
+            "setsockopt audit ({}): {} call(s){}{cost}",
             a.attach,
-            a.events.len()
+            a.events.len(),
+            if a.lost > 0 {
+                format!(" ({} more lost: the ring buffer was full)", a.lost)
+            } else {
+                String::new()
+            }
         );
         for e in a.events.iter().take(50) {
             let _ = writeln!(out, "  {}", e.describe());

@@ -21,8 +21,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, OpenObject, RingBufferBuilder};
+use libbpf_rs::{Link, MapCore, OpenObject, RingBufferBuilder};
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsFd;
 
 pub use event::{option_name, SockoptEvent};
 
@@ -38,6 +39,13 @@ pub struct AuditResult {
     pub fallback_reason: Option<String>,
     /// The calls, in order.
     pub events: Vec<SockoptEvent>,
+    /// Calls not recorded because the ring buffer was full.
+    pub lost: u64,
+    /// Times the attached program ran (kernel BPF statistics; the raw_tp fallback runs on
+    /// every system call of the host, the tracepoint only on setsockopt).
+    pub program_runs: Option<u64>,
+    /// Its total run time, ns.
+    pub program_run_time_ns: Option<u64>,
 }
 
 /// A running audit.
@@ -129,12 +137,33 @@ fn run(
     })
     .map_err(bpf("set up the ring buffer of"))?;
     let ring = rb.build().map_err(bpf("set up the ring buffer of"))?;
+    let prog = if attach == "raw_tp" {
+        &skel.progs.audit_setsockopt_raw
+    } else {
+        &skel.progs.audit_setsockopt
+    };
+    let prog_id = libbpf_rs::Program::id_from_fd(prog.as_fd()).ok();
+    let stats = crate::sys::enable_run_time_stats().ok();
     let _ = ready.send(Ok(()));
     while !stop.load(Ordering::SeqCst) {
         let _ = ring.poll(Duration::from_millis(50));
     }
     drop(link);
+    let cost = stats.as_ref().and(prog_id).and_then(|id| {
+        libbpf_rs::query::ProgInfoIter::default()
+            .find(|i| i.id == id)
+            .map(|i| (i.run_cnt, i.run_time_ns))
+    });
+    drop(stats);
     let _ = ring.consume();
+    let lost = skel
+        .maps
+        .lost
+        .lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .ok()
+        .flatten()
+        .and_then(|v| Some(u64::from_ne_bytes(v.get(..8)?.try_into().ok()?)))
+        .unwrap_or(0);
     let events = events
         .lock()
         .map(|mut v| std::mem::take(&mut *v))
@@ -143,6 +172,9 @@ fn run(
         attach: attach.to_string(),
         fallback_reason,
         events,
+        lost,
+        program_runs: cost.map(|c| c.0),
+        program_run_time_ns: cost.map(|c| c.1),
     })
 }
 

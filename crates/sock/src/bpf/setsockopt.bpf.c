@@ -37,8 +37,16 @@ const volatile long targ_setsockopt_nr = 54; /* __NR_setsockopt for the raw_tp f
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
+
+/* Events the ring buffer had no room for (user space was slower than the callers). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} lost SEC(".maps");
 
 /* The syscalls:sys_enter_setsockopt record: common header, syscall number, then the args. */
 struct setsockopt_ctx {
@@ -70,8 +78,13 @@ static __always_inline int record(long fd, long level, long optname, u64 optval,
 	if (!wanted(level, optname))
 		return 0;
 	struct sockopt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e)
+	if (!e) {
+		u32 zero = 0;
+		u64 *n = bpf_map_lookup_elem(&lost, &zero);
+		if (n)
+			__sync_fetch_and_add(n, 1);
 		return 0;
+	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->ts_ns = bpf_ktime_get_ns();
 	e->tgid = tgid;

@@ -29,6 +29,7 @@ typedef _Bool bool;
 enum { false = 0, true = 1 };
 
 enum bpf_map_type {
+	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
