@@ -81,11 +81,42 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
     out
 }
 
-/// Runs the window detector on every sampled connection that sent data.
+/// Runs the window detector on every sampled connection that sent data, and on receivers whose
+/// sender was not sampled (the usual case: a local client, a remote server).
 pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
+    let receivers = r
+        .connections
+        .iter()
+        .filter(|c| !c.peer_sampled && c.bytes_received > c.bytes_sent)
+        .filter_map(|c| {
+            let rtt = c.rcv_rtt_mean_ns.or(c.rtt_mean_ns)?;
+            let who = c.owner.as_ref().map(|o| o.describe());
+            let pinned = c
+                .options_set
+                .iter()
+                .rev()
+                .find(|e| e.option == "SO_RCVBUF" || e.option == "SO_RCVBUFFORCE")
+                .map(|e| e.describe());
+            Some(WindowEvidence {
+                flow: c.flow.clone(),
+                source: "tcp_info_receiver".into(),
+                bytes: c.bytes_received,
+                rwnd_limited_share: c.receiver_window_share?,
+                throughput_bps: c.throughput_bps?,
+                window_bytes: c.rcv_wnd_mean_bytes?,
+                rtt_ns: rtt as i64,
+                range_ns: Some(c.range_ns),
+                scale_inferred: false,
+                receiver: who,
+                pinned,
+                kernel: Some(r.kernel.cite_window()),
+                autotune_bound_bps: autotune_bound(&r.kernel, rtt),
+            })
+        });
     let evidence: Vec<WindowEvidence> = r
         .connections
         .iter()
+        .filter(|c| c.bytes_sent >= c.bytes_received)
         .filter_map(|c| {
             let share = c.rwnd_limited_share?;
             let rtt = c.rtt_mean_ns?;
@@ -107,6 +138,7 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 autotune_bound_bps: autotune_bound(&r.kernel, rtt),
             })
         })
+        .chain(receivers)
         .collect();
     receive_window_limited(&evidence)
 }

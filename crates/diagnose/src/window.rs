@@ -146,6 +146,9 @@ fn window_finding(e: &WindowEvidence) -> Finding {
             ""
         }
     );
+    if e.source == "tcp_info_receiver" {
+        note = "seen from the receiver: the share is of the intervals data arrived in, and in those it arrived at the advertised window per RTT".into();
+    }
     if let Some(k) = &e.kernel {
         note.push_str(&format!("; {k}"));
     }

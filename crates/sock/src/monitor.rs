@@ -91,10 +91,18 @@ pub struct ConnectionReport {
     pub rwnd_limited_share: Option<f64>,
     /// Share of busy time limited by the send buffer.
     pub sndbuf_limited_share: Option<f64>,
+    /// The receiver's view: the share of the intervals in which data arrived that brought at
+    /// least 75% of this end's advertised window per RTT (a sender cannot send more than the
+    /// window per round trip, so those intervals were window-limited, whatever held the sender).
+    pub receiver_window_share: Option<f64>,
+    /// The receiver's own RTT estimate (tcpi_rcv_rtt) while data arrived, mean, ns.
+    pub rcv_rtt_mean_ns: Option<u64>,
     /// Readings with a zero peer window and data outstanding.
     pub zero_window_readings: u64,
     /// `receive-window-limited`, `sndbuf-limited`, `zero-window`.
     pub flags: Vec<String>,
+    /// Whether the other end of the connection was sampled too.
+    pub peer_sampled: bool,
     /// The process at the other end, when that end was sampled too.
     pub peer_owner: Option<Process>,
     /// The audit's SO_RCVBUF call on the other end's socket, if any.
@@ -356,6 +364,12 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
     if bytes_sent >= MIN_FLAG_BYTES && sndbuf_limited_share.is_some_and(|s| s >= LIMITED_SHARE) {
         flags.push("sndbuf-limited".to_string());
     }
+    let receiver_window_share = receiver_share(r);
+    if bytes_received >= MIN_FLAG_BYTES
+        && receiver_window_share.is_some_and(|s| s >= RECEIVER_SHARE)
+    {
+        flags.push("receive-window-limited".to_string());
+    }
     if zero_window_readings > 0 {
         flags.push("zero-window".to_string());
     }
@@ -383,12 +397,49 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
         sndbuf: s.sndbuf,
         rwnd_limited_share,
         sndbuf_limited_share,
+        receiver_window_share,
+        rcv_rtt_mean_ns: mean(|x| (x.info.rcv_rtt_ns > 0).then_some(x.info.rcv_rtt_ns as f64))
+            .map(|v| v as u64),
         zero_window_readings,
         flags,
+        peer_sampled: false,
         peer_owner: None,
         peer_rcvbuf_set: None,
         options_set: Vec::new(),
     }
+}
+
+/// Receiving at 75% of window/RTT or more counts as window-limited for the receiver's view.
+const RECEIVER_RATE: f64 = 0.75;
+/// Half the receiving intervals at the window's rate flag a receiver.
+pub const RECEIVER_SHARE: f64 = 0.5;
+
+/// The receiver's window-limited share (see [`ConnectionReport::receiver_window_share`]); the
+/// RTT is the receiver's own estimate (tcpi_rcv_rtt), else the smoothed RTT.
+fn receiver_share(r: &[Reading]) -> Option<f64> {
+    let (mut active, mut at_window) = (0u32, 0u32);
+    for w in r.windows(2) {
+        let (a, b) = (&w[0].info, &w[1].info);
+        let got = b.bytes_received?.saturating_sub(a.bytes_received?);
+        let dt = (w[1].t_ns - w[0].t_ns) as f64 / 1e9;
+        if got == 0 || dt <= 0.0 {
+            continue;
+        }
+        let rtt = if b.rcv_rtt_ns > 0 {
+            b.rcv_rtt_ns
+        } else {
+            b.rtt_ns
+        };
+        let (Some(wnd), true) = (b.rcv_wnd, rtt > 0) else {
+            continue;
+        };
+        active += 1;
+        let bound = f64::from(wnd) / (rtt as f64 / 1e9);
+        if got as f64 / dt >= RECEIVER_RATE * bound {
+            at_window += 1;
+        }
+    }
+    (active > 0).then(|| f64::from(at_window) / f64::from(active))
 }
 
 /// Joins each connection with its other end (same addresses, swapped) and with the audit.
@@ -418,6 +469,7 @@ fn link_peers(conns: &mut [ConnectionReport], audit: Option<&AuditResult>) {
             .iter()
             .find(|(l, p, _, _)| *l == c.peer && *p == c.local)
         {
+            c.peer_sampled = true;
             c.peer_owner = owner.clone();
             c.peer_rcvbuf_set = on(*inode)
                 .into_iter()

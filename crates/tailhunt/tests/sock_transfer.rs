@@ -83,6 +83,22 @@ fn pinned_rcvbuf_at_80ms_is_window_limited_and_named_autotuning_is_2x_faster_roo
         "sampling TCP sockets with the setsockopt audit",
         Duration::from_secs(20),
     );
+    // The usual production view: only the receiving host (the sender is remote).
+    let receiver_only = Tailhunt::spawn(
+        None,
+        &env.db(),
+        &[
+            "sockets",
+            "--netns",
+            path.client.name(),
+            "--duration",
+            "120s",
+            "--interval",
+            "50ms",
+            "--json",
+        ],
+    );
+    receiver_only.wait_line("sampling TCP sockets", Duration::from_secs(20));
 
     let (pid, pinned) = download(&path, &env, &["--rcvbuf", "64k"]);
     assert_eq!(pinned["outcome"], "complete", "{pinned:#}");
@@ -166,6 +182,38 @@ fn pinned_rcvbuf_at_80ms_is_window_limited_and_named_autotuning_is_2x_faster_roo
     assert_eq!(f.len(), 1, "{doc:#}");
     let s = f[0]["summary"].as_str().unwrap();
     assert!(s.contains(&pinned_flow) && s.contains(&who), "{s}");
+
+    // From the receiver alone: its connection is flagged, the finding names its own SO_RCVBUF.
+    receiver_only.interrupt();
+    let doc = receiver_only.json();
+    check_schema("sockets", &doc);
+    let conns = doc["connections"].as_array().unwrap();
+    let rx = |local: &Value| {
+        conns
+            .iter()
+            .find(|c| c["local"] == *local && c["peer"] == server_addr().as_str())
+            .unwrap_or_else(|| panic!("{local} not sampled: {doc:#}"))
+    };
+    let pinned_rx = rx(&pinned["local"]);
+    assert_eq!(pinned_rx["peer_sampled"], false);
+    assert!(
+        pinned_rx["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("receive-window-limited")),
+        "{pinned_rx:#}"
+    );
+    assert!(
+        rx(&tuned["local"])["flags"].as_array().unwrap().is_empty(),
+        "{doc:#}"
+    );
+    let f = findings(&doc, "receive-window-limited");
+    assert_eq!(f.len(), 1, "{doc:#}");
+    let s = f[0]["summary"].as_str().unwrap();
+    assert!(
+        s.contains(&format!("{who} on the socket to {}", server_addr())),
+        "{s}"
+    );
 
     // `tailhunt diagnose` on the stored client run gives the same finding.
     let run = pinned["run_id"].as_str().unwrap();
