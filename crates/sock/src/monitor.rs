@@ -482,3 +482,72 @@ fn link_peers(conns: &mut [ConnectionReport], audit: Option<&AuditResult>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tcp_info::{TcpInfo, TCP_ESTABLISHED};
+
+    /// Readings 100 ms apart of a receiver advertising 80 kB at an 80 ms RTT that gets
+    /// `per_interval` bytes each interval.
+    fn receiver(per_interval: u64) -> Vec<Reading> {
+        (0..20)
+            .map(|i| Reading {
+                t_ns: i * 100_000_000,
+                info: TcpInfo {
+                    state: TCP_ESTABLISHED,
+                    rtt_ns: 80_000_000,
+                    rcv_rtt_ns: 80_000_000,
+                    rcv_wnd: Some(80_000),
+                    bytes_received: Some(i as u64 * per_interval),
+                    bytes_acked: Some(1),
+                    ..TcpInfo::default()
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_receiver_getting_its_window_per_rtt_is_flagged_and_a_slower_one_is_not() {
+        // 80 kB per 80 ms is 100 kB per 100 ms.
+        assert_eq!(receiver_share(&receiver(100_000)), Some(1.0));
+        assert_eq!(receiver_share(&receiver(40_000)), Some(0.0));
+        assert_eq!(receiver_share(&receiver(0)), None);
+        let t = Tracked {
+            ns: 0,
+            last: DiagSocket {
+                state: TCP_ESTABLISHED,
+                local: "198.18.12.1:5000".parse().unwrap(),
+                peer: "198.18.12.2:7400".parse().unwrap(),
+                inode: 7,
+                uid: 0,
+                cookie: 1,
+                info: None,
+                rcvbuf: Some(131_072),
+                sndbuf: None,
+                rmem_alloc: None,
+                cong: None,
+            },
+            readings: receiver(100_000),
+        };
+        let c = connection(&t, "host".into(), &Owners::default());
+        assert_eq!(c.bytes_received, 1_900_000);
+        assert_eq!(c.flags, vec!["receive-window-limited".to_string()]);
+        assert!((c.throughput_bps.unwrap() - 8e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_syn_in_flight_is_not_a_zero_window() {
+        let syn = TcpInfo {
+            state: 2,
+            unacked: 1,
+            snd_wnd: Some(0),
+            ..TcpInfo::default()
+        };
+        assert!(!zero_window(&syn));
+        assert!(zero_window(&TcpInfo {
+            state: TCP_ESTABLISHED,
+            ..syn
+        }));
+    }
+}
