@@ -14,6 +14,7 @@
 //!   preemption attribution and throttling.
 //! - [`window`]: `receive-window-limited` and `application-timeout`, from a capture's flows
 //!   (or any source of [`window::WindowEvidence`]).
+//! - [`sock`]: the same two from TCP_INFO and inet_diag (`tailhunt transfer`, `tailhunt sockets`).
 //!
 //! ```
 //! use tailhunt_diagnose::nagle::{latency_rises_as_load_falls, RateStep};
@@ -27,6 +28,7 @@ pub mod microburst;
 pub mod nagle;
 pub mod nagle_stall;
 pub mod runq;
+pub mod sock;
 pub mod window;
 
 pub use tailhunt_model::Finding;

@@ -22,6 +22,12 @@ pub const WINDOW_DETECTOR: &str = "receive-window-limited";
 /// Name of the timeout detector.
 pub const TIMEOUT_DETECTOR: &str = "application-timeout";
 const MIN_RWND_SHARE: f64 = 0.5;
+/// The kernel's own clock of receive-window-limited time (`tcpi_rwnd_limited`) stops whenever
+/// a write loop ends for another reason — pacing (BBR), TCP small queues — so a transfer held
+/// at window/RTT shows about 40% of its busy time with BBR on this kernel (a capture's replay
+/// of the window counts those gaps as window-limited). Evidence from TCP_INFO therefore needs
+/// a lower share; the throughput must still sit at window/RTT.
+pub const MIN_RWND_SHARE_TCP_INFO: f64 = 0.25;
 const BOUND_TOLERANCE: f64 = 0.35;
 /// Transfers smaller than this say little about windows.
 const MIN_BYTES: u64 = 256 * 1024;
@@ -47,6 +53,15 @@ pub struct WindowEvidence {
     pub range_ns: Option<(i64, i64)>,
     /// The window scale had to be inferred (no SYN in the capture).
     pub scale_inferred: bool,
+    /// The receiving process, when known: `pid 1699 (java)`.
+    pub receiver: Option<String>,
+    /// How its receive buffer was pinned, when known: `SO_RCVBUF=65536 (set by pid 1699
+    /// (java); the kernel doubled it to 131072)`.
+    pub pinned: Option<String>,
+    /// The kernel context to cite (version and window sysctls).
+    pub kernel: Option<String>,
+    /// window/RTT if autotuning could grow the buffer to its limit (tcp_rmem's maximum), bits/s.
+    pub autotune_bound_bps: Option<f64>,
 }
 
 impl WindowEvidence {
@@ -68,6 +83,10 @@ impl WindowEvidence {
             rtt_ns: t.path_rtt_ns?,
             range_ns: side.first_data_ns.zip(side.last_data_ns),
             scale_inferred: !t.wscale_from_syn,
+            receiver: None,
+            pinned: None,
+            kernel: None,
+            autotune_bound_bps: None,
         })
     }
 
@@ -81,42 +100,155 @@ impl WindowEvidence {
 pub fn receive_window_limited(evidence: &[WindowEvidence]) -> Vec<Finding> {
     evidence
         .iter()
-        .filter(|e| e.bytes >= MIN_BYTES && e.rwnd_limited_share >= MIN_RWND_SHARE)
-        .filter(|e| (e.throughput_bps / e.bound_bps() - 1.0).abs() <= BOUND_TOLERANCE)
-        .map(|e| {
-            let mut values = BTreeMap::new();
-            values.insert("rwnd_limited_share".into(), e.rwnd_limited_share);
-            values.insert("throughput_bps".into(), e.throughput_bps);
-            values.insert("window_bytes".into(), e.window_bytes);
-            values.insert("rtt_ns".into(), e.rtt_ns as f64);
-            values.insert("window_bound_bps".into(), e.bound_bps());
-            values.insert("bytes".into(), e.bytes as f64);
-            Finding {
-                detector: WINDOW_DETECTOR.into(),
-                verdict: Verdict::Detected,
-                confidence: if e.scale_inferred { 0.6 } else { 0.9 },
-                summary: format!(
-                    "{}: the receiver's window ({:.0} KiB) limits the transfer {:.0}% of its busy time; it gets {:.1} Mbit/s, window/RTT ({}) allows {:.1} Mbit/s",
-                    e.flow,
-                    e.window_bytes / 1024.0,
-                    e.rwnd_limited_share * 100.0,
-                    e.throughput_bps / 1e6,
-                    format_duration_ns(e.rtt_ns as f64),
-                    e.bound_bps() / 1e6
-                ),
-                evidence: vec![Evidence {
-                    series: format!("window ({})", e.source),
-                    range_ns: e.range_ns,
-                    values,
-                    note: format!(
-                        "bytes in flight sit at the advertised window{}",
-                        if e.scale_inferred { " (window scale inferred: the SYN is not in the capture)" } else { "" }
-                    ),
-                }],
-                fix: Some("let the kernel autotune the receive buffer: remove the application's SO_RCVBUF setting (or set it to -1 where the client library allows, e.g. Kafka's receive.buffer.bytes=-1), or raise it to at least the bandwidth-delay product".into()),
-            }
+        .filter(|e| {
+            let min = if e.source == "tcp_info" {
+                MIN_RWND_SHARE_TCP_INFO
+            } else {
+                MIN_RWND_SHARE
+            };
+            e.bytes >= MIN_BYTES && e.rwnd_limited_share >= min
         })
+        .filter(|e| (e.throughput_bps / e.bound_bps() - 1.0).abs() <= BOUND_TOLERANCE)
+        .map(window_finding)
         .collect()
+}
+
+fn window_finding(e: &WindowEvidence) -> Finding {
+    let mut values = BTreeMap::new();
+    values.insert("rwnd_limited_share".into(), e.rwnd_limited_share);
+    values.insert("throughput_bps".into(), e.throughput_bps);
+    values.insert("window_bytes".into(), e.window_bytes);
+    values.insert("rtt_ns".into(), e.rtt_ns as f64);
+    values.insert("window_bound_bps".into(), e.bound_bps());
+    values.insert("bytes".into(), e.bytes as f64);
+    if let Some(a) = e.autotune_bound_bps {
+        values.insert("autotune_bound_bps".into(), a);
+    }
+    let mut summary = format!(
+        "{}: the receiver's window ({:.0} KiB) limits the transfer {:.0}% of its busy time; it gets {:.1} Mbit/s, window/RTT ({}) allows {:.1} Mbit/s",
+        e.flow,
+        e.window_bytes / 1024.0,
+        e.rwnd_limited_share * 100.0,
+        e.throughput_bps / 1e6,
+        format_duration_ns(e.rtt_ns as f64),
+        e.bound_bps() / 1e6
+    );
+    if let Some(p) = &e.pinned {
+        summary.push_str(&format!("; the receive buffer is pinned: {p}"));
+    } else if let Some(r) = &e.receiver {
+        summary.push_str(&format!("; receiver: {r}"));
+    }
+    let mut note = format!(
+        "bytes in flight sit at the advertised window{}",
+        if e.scale_inferred {
+            " (window scale inferred: the SYN is not in the capture)"
+        } else {
+            ""
+        }
+    );
+    if e.source == "tcp_info_receiver" {
+        note = "seen from the receiver: the share is of the intervals data arrived in, and in those it arrived at the advertised window per RTT".into();
+    }
+    if let Some(k) = &e.kernel {
+        note.push_str(&format!("; {k}"));
+    }
+    let autotune = e
+        .autotune_bound_bps
+        .map(|a| format!("; with autotuning the window may grow until window/RTT reaches {:.0} Mbit/s, so the path's own rate becomes the limit", a / 1e6))
+        .unwrap_or_default();
+    let fix = match &e.pinned {
+        Some(p) => format!("remove the application's receive-buffer setting ({p}) or set it to -1 where the client library allows (e.g. Kafka's receive.buffer.bytes=-1), so the kernel autotunes the buffer{autotune}"),
+        None => format!("let the kernel autotune the receive buffer: remove the application's SO_RCVBUF setting (or set it to -1 where the client library allows, e.g. Kafka's receive.buffer.bytes=-1), or raise it to at least the bandwidth-delay product{autotune}"),
+    };
+    Finding {
+        detector: WINDOW_DETECTOR.into(),
+        verdict: Verdict::Detected,
+        confidence: if e.scale_inferred { 0.6 } else { 0.9 },
+        summary,
+        evidence: vec![Evidence {
+            series: format!("window ({})", e.source),
+            range_ns: e.range_ns,
+            values,
+            note,
+        }],
+        fix: Some(fix),
+    }
+}
+
+/// A transfer that ended at the client's timeout, from any source that knows the timeout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeoutEvidence {
+    /// The connection, `client -> server`.
+    pub flow: String,
+    /// Who gave up: `pid 1699 (java)`.
+    pub client: String,
+    /// The client's configured timeout, ns.
+    pub timeout_ns: u64,
+    /// From the request to the close, ns.
+    pub elapsed_ns: u64,
+    /// Bytes the client wanted.
+    pub bytes_wanted: u64,
+    /// Bytes it had when it gave up.
+    pub bytes_received: u64,
+    /// window/RTT at the current window, bits/s (else the achieved rate is used).
+    pub window_bound_bps: Option<f64>,
+    /// Request to close.
+    pub range_ns: Option<(i64, i64)>,
+}
+
+/// `application-timeout` for a transfer whose client timeout is known: it fires when the
+/// client closed at its timeout with data missing and the whole transfer would need longer
+/// than the timeout at the current window (or the achieved rate).
+pub fn transfer_timeout(e: &TimeoutEvidence) -> Option<Finding> {
+    // The close must be the timeout's (within 5% or 50 ms of it), with bytes still missing.
+    let slack = (e.timeout_ns / 20).max(50_000_000);
+    if e.bytes_received >= e.bytes_wanted || e.elapsed_ns + slack < e.timeout_ns {
+        return None;
+    }
+    let achieved = e.bytes_received as f64 * 8.0 / (e.elapsed_ns.max(1) as f64 / 1e9);
+    let (rate, basis) = match e.window_bound_bps {
+        Some(b) if b > 0.0 => (b, "window/RTT"),
+        _ => (achieved, "the achieved rate"),
+    };
+    if rate <= 0.0 {
+        return None;
+    }
+    let needed_ns = e.bytes_wanted as f64 * 8.0 / rate * 1e9;
+    if needed_ns <= e.timeout_ns as f64 {
+        return None;
+    }
+    let timeout = format_duration_ns(e.timeout_ns as f64);
+    let needed = format_duration_ns(needed_ns);
+    let mut values = BTreeMap::new();
+    values.insert("timeout_ns".into(), e.timeout_ns as f64);
+    values.insert("timeout_s".into(), e.timeout_ns as f64 / 1e9);
+    values.insert("elapsed_ns".into(), e.elapsed_ns as f64);
+    values.insert("needed_ns".into(), needed_ns);
+    values.insert("bytes_wanted".into(), e.bytes_wanted as f64);
+    values.insert("bytes_received".into(), e.bytes_received as f64);
+    values.insert("rate_bps".into(), rate);
+    Some(Finding {
+        detector: TIMEOUT_DETECTOR.into(),
+        verdict: Verdict::Detected,
+        confidence: 0.9,
+        summary: format!(
+            "{}: the client ({}) gave up at its {timeout} timeout with {:.1} of {:.1} MB received; at {basis} ({:.1} Mbit/s) the transfer needs {needed}",
+            e.flow,
+            e.client,
+            e.bytes_received as f64 / 1e6,
+            e.bytes_wanted as f64 / 1e6,
+            rate / 1e6
+        ),
+        evidence: vec![Evidence {
+            series: "tcp_bytes_received (tcp_info)".into(),
+            range_ns: e.range_ns,
+            values,
+            note: format!("the close came {} after the request, at the configured timeout; the server's remaining data met resets", format_duration_ns(e.elapsed_ns as f64)),
+        }],
+        fix: Some(format!(
+            "the transfer needs {needed}, longer than the {timeout} timeout: fix what slows it (see receive-window-limited) or raise the timeout"
+        )),
+    })
 }
 
 /// `application-timeout` over a capture's flows.

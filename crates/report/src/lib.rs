@@ -15,4 +15,5 @@
 pub mod capture;
 pub mod doc;
 pub mod runq;
+pub mod sock;
 pub mod terminal;

@@ -63,6 +63,13 @@ pub enum Command {
     Runq(RunqArgs),
     /// The lab: synthetic data sets (and, later, reproduction scenarios).
     Lab(LabArgs),
+    /// Bulk-transfer test: a download with chosen socket options (SO_RCVBUF, SO_SNDBUF,
+    /// TCP_NODELAY) and a client timeout, each end sampling its TCP_INFO every few ms.
+    Transfer(crate::cmd::transfer::TransferArgs),
+    /// Sample every TCP socket through inet_diag (what `ss -ti` shows), with the setsockopt
+    /// audit (eBPF): window-limited, sndbuf-limited and zero-window connections and who set
+    /// their buffers.
+    Sockets(crate::cmd::sockets::SocketsArgs),
 }
 
 /// Input formats.

@@ -23,6 +23,10 @@ pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
     if run.kind == "runq" {
         return super::runq::diagnose_stored(store, run_id);
     }
+    if let Some(findings) = super::transfer::stored_findings(&run.kind, &run.params)? {
+        store.replace_findings(run_id, &findings)?;
+        return Ok(findings);
+    }
     if let Some(capture) = run.params.get("capture") {
         // Stored as one JSON string (older runs: an object).
         let parsed = match capture.as_str() {
@@ -89,6 +93,8 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
     let run = store.run(&run_id)?;
     let detectors: &[&str] = if run.kind == "runq" {
         &tailhunt_diagnose::runq::DETECTORS
+    } else if matches!(run.kind.as_str(), "transfer" | "sockets") {
+        &tailhunt_diagnose::sock::DETECTORS
     } else if run.params.get("capture").is_some() {
         &tailhunt_diagnose::capture::DETECTORS
     } else {

@@ -10,6 +10,8 @@ pub(crate) mod pcap;
 pub(crate) mod runq;
 mod runs;
 mod serve;
+pub(crate) mod sockets;
+pub(crate) mod transfer;
 
 use std::path::Path;
 
@@ -35,6 +37,8 @@ pub fn run(cli: &Cli) -> Result<()> {
             LabCommand::Synth(a) => lab::synth(cli, a),
             LabCommand::Link(a) => lab::link(cli, a),
         },
+        Command::Transfer(a) => transfer::run(cli, a),
+        Command::Sockets(a) => sockets::run(cli, a),
     }
 }
 

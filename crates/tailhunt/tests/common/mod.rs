@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod cgroups;
 pub mod servers;
+pub mod sock;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,191 @@
+//! The sending server.
+//!
+//! In: a listen address and [`TransferOptions`] (SO_RCVBUF/SO_SNDBUF are set on the listening
+//! socket, so accepted sockets inherit them before their SYN-ACK). Out: per connection, a
+//! [`Transfer`] with the sender's view: how much it sent, whether the client reset the
+//! connection, and its TCP_INFO (where `tcpi_rwnd_limited` lives). Connections are served one
+//! at a time.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tailhunt_model::ClockOrigin;
+
+use super::sampler::{Sampler, TcpSummary};
+use super::{
+    bound_bps, buffers, ends, own_comm, tcp_socket, SenderView, Transfer, TransferOptions,
+    TransferOutcome, TransferReport, MAGIC,
+};
+use crate::error::SockError;
+use crate::kernel::KernelContext;
+
+/// The largest transfer a client may ask for (1 TB).
+pub const MAX_BYTES: u64 = 1_000_000_000_000;
+
+/// A listening transfer server.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    opts: TransferOptions,
+}
+
+impl Server {
+    /// Listens on `addr` (port 0 picks a free one).
+    pub fn bind(addr: SocketAddr, opts: TransferOptions) -> Result<Server, SockError> {
+        let fd = tcp_socket(&addr, &opts)?;
+        let listen = |e: rustix::io::Errno| SockError::Listen {
+            addr,
+            source: e.into(),
+        };
+        rustix::net::sockopt::set_socket_reuseaddr(&fd, true).map_err(listen)?;
+        rustix::net::bind(&fd, &addr).map_err(listen)?;
+        rustix::net::listen(&fd, 16).map_err(listen)?;
+        Ok(Server {
+            listener: TcpListener::from(fd),
+            opts,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr, SockError> {
+        self.listener
+            .local_addr()
+            .map_err(SockError::io("cannot read the listening address"))
+    }
+
+    /// Waits for one client and serves it. A client that does not speak the protocol is an
+    /// error for this connection only.
+    pub fn serve_one(&self) -> Result<Transfer, SockError> {
+        let (stream, _) = self
+            .listener
+            .accept()
+            .map_err(SockError::io("cannot accept a connection"))?;
+        if self.opts.nodelay {
+            let _ = stream.set_nodelay(true);
+        }
+        let (rcvbuf_effective, sndbuf_effective) = buffers(&stream);
+        let stream = Arc::new(stream);
+        let bytes = read_request(&stream)?;
+        let (local, peer) = ends(&stream);
+        let sampler = Sampler::start(stream.clone(), self.opts.sample_interval);
+        let start_ns = ClockOrigin::now().mono_ns;
+        let (sent, outcome, error) = send(&stream, bytes);
+        let end_ns = ClockOrigin::now().mono_ns;
+        let readings = sampler.stop();
+        let tcp = TcpSummary::from_readings(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
+        if outcome == TransferOutcome::Complete {
+            let view = SenderView {
+                pid: std::process::id(),
+                comm: own_comm(),
+                sndbuf_effective,
+                tcp: tcp.clone(),
+            };
+            finish(&stream, &view);
+        }
+        let window_bytes = tcp.snd_wnd_mean_bytes;
+        let transfer_ns = (end_ns - start_ns).max(1) as u64;
+        let report = TransferReport {
+            role: "server".into(),
+            // The flow is named from the client to the server, as everywhere.
+            flow: format!("{peer} -> {local}"),
+            local,
+            peer,
+            pid: std::process::id(),
+            comm: own_comm(),
+            bytes_requested: bytes,
+            bytes_transferred: sent,
+            outcome,
+            error,
+            timeout_ns: None,
+            transfer_ns,
+            throughput_bps: sent as f64 * 8.0 / (transfer_ns as f64 / 1e9),
+            rcvbuf_requested: self.opts.rcvbuf,
+            rcvbuf_effective,
+            sndbuf_requested: self.opts.sndbuf,
+            sndbuf_effective,
+            nodelay: self.opts.nodelay,
+            window_bound_bps: bound_bps(window_bytes, tcp.rtt_mean_ns),
+            rtt_ns: tcp.rtt_mean_ns,
+            window_bytes,
+            tcp,
+            sender: None,
+            range_ns: (start_ns, end_ns),
+            kernel: KernelContext::read(),
+        };
+        Ok(Transfer { report, readings })
+    }
+}
+
+fn read_request(stream: &TcpStream) -> Result<u64, SockError> {
+    let bad = |detail: String| SockError::Protocol {
+        expected: "client",
+        detail,
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut req = [0u8; 12];
+    let mut s = stream;
+    s.read_exact(&mut req)
+        .map_err(|e| bad(format!("no request within 10 s: {e}")))?;
+    if &req[..4] != MAGIC {
+        return Err(bad(format!(
+            "request starts with {:?}, not {MAGIC:?}",
+            &req[..4]
+        )));
+    }
+    let bytes = u64::from_be_bytes(req[4..].try_into().unwrap_or_default());
+    if bytes == 0 || bytes > MAX_BYTES {
+        return Err(bad(format!("asks for {bytes} bytes (1 .. {MAX_BYTES})")));
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` of payload; returns what was sent and how it ended.
+fn send(stream: &TcpStream, bytes: u64) -> (u64, TransferOutcome, Option<String>) {
+    let chunk = vec![0x5au8; 64 * 1024];
+    let mut sent = 0u64;
+    let mut s = stream;
+    while sent < bytes {
+        let n = chunk.len().min((bytes - sent) as usize);
+        match s.write(&chunk[..n]) {
+            Ok(0) => {
+                return (
+                    sent,
+                    TransferOutcome::Error,
+                    Some("write returned 0".into()),
+                )
+            }
+            Ok(k) => sent += k as u64,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                let outcome = match e.kind() {
+                    ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => TransferOutcome::Reset,
+                    _ => TransferOutcome::Error,
+                };
+                return (
+                    sent,
+                    outcome,
+                    Some(format!(
+                        "the client went away after {sent} of {bytes} bytes: {e}"
+                    )),
+                );
+            }
+        }
+    }
+    (sent, TransferOutcome::Complete, None)
+}
+
+/// Sends the trailer and waits (up to 5 s) for the client to close first.
+fn finish(stream: &TcpStream, view: &SenderView) {
+    let body = serde_json::to_vec(view).unwrap_or_default();
+    let mut s = stream;
+    let mut msg = (body.len() as u32).to_be_bytes().to_vec();
+    msg.extend_from_slice(&body);
+    if s.write_all(&msg).is_err() {
+        return;
+    }
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut sink = [0u8; 64];
+    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+}

@@ -1,0 +1,90 @@
+//! `tailhunt sockets`: sample every TCP socket (inet_diag) with the setsockopt audit, store
+//! a run of kind `sockets` with each busy connection's TCP_INFO series, and run the window
+//! detector.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+use tailhunt_model::ClockOrigin;
+use tailhunt_report::sock::{render_sockets, SocketsDoc};
+use tailhunt_sock::monitor::{self, MonitorOptions};
+use tailhunt_sock::transfer::sampler;
+use tailhunt_store::Store;
+
+use crate::cli::Cli;
+use crate::output;
+
+/// `tailhunt sockets`.
+#[derive(Debug, Args)]
+pub struct SocketsArgs {
+    /// How long to sample.
+    #[arg(long, default_value = "10s", value_name = "D")]
+    pub duration: String,
+    /// How often.
+    #[arg(long, default_value = "100ms", value_name = "D")]
+    pub interval: String,
+    /// Only sockets of this process.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Only connections with this port at either end.
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Sample this network namespace (`ip netns` name) instead of the current one; repeat
+    /// for several (both ends of a connection, say).
+    #[arg(long, value_name = "NAME")]
+    pub netns: Vec<String>,
+    /// Do not run the setsockopt audit (eBPF; needs root or CAP_BPF + CAP_PERFMON).
+    #[arg(long)]
+    pub no_audit: bool,
+}
+
+pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
+    let opts = MonitorOptions {
+        duration: super::duration_flag("--duration", &a.duration)?,
+        interval: super::duration_flag("--interval", &a.interval)?,
+        netns: a.netns.clone(),
+        pid: a.pid,
+        port: a.port,
+        audit: !a.no_audit,
+    };
+    if opts.interval.is_zero() {
+        anyhow::bail!(
+            "--interval '{}': give a positive interval such as 100ms",
+            a.interval
+        );
+    }
+    let mut db = Store::open(&cli.db)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    let origin = ClockOrigin::now();
+    let m = monitor::run(&opts, &stop, || {
+        eprintln!(
+            "sampling TCP sockets{} every {} for {}",
+            if opts.audit {
+                " with the setsockopt audit"
+            } else {
+                ""
+            },
+            a.interval,
+            a.duration
+        );
+    })?;
+    let findings = tailhunt_diagnose::sock::diagnose_sockets(&m.report);
+    let params = serde_json::json!({ "sockets": serde_json::to_value(&m.report)? });
+    let mut run = db.begin_run("sockets", params, origin)?;
+    for (labels, readings) in &m.series {
+        sampler::write_series(&mut run, labels, readings)
+            .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;
+    }
+    let run_id = run.finish(serde_json::json!({}))?;
+    db.put_findings(&run_id, &findings)?;
+    let doc = SocketsDoc {
+        run_id,
+        report: m.report,
+        findings,
+    };
+    output::print(cli.json, &doc, render_sockets)
+}

@@ -1,0 +1,242 @@
+//! `tailhunt transfer server|client`: the bulk-transfer test, stored as runs of kind
+//! `transfer` (one per end and connection) with each end's TCP_INFO series and findings.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use tailhunt_model::{ClockOrigin, Finding, Labels};
+use tailhunt_report::sock::{
+    render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
+};
+use tailhunt_sock::monitor::SocketsReport;
+use tailhunt_sock::transfer::TransferReport;
+use tailhunt_sock::transfer::{self, sampler, Transfer, TransferOptions};
+use tailhunt_store::Store;
+
+use crate::cli::Cli;
+use crate::output;
+
+/// `tailhunt transfer`.
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// Which end.
+    #[command(subcommand)]
+    pub side: TransferSide,
+}
+
+/// The two ends.
+#[derive(Debug, Subcommand)]
+pub enum TransferSide {
+    /// Listen and send each client the bytes it asks for (one connection at a time).
+    Server(TransferServerArgs),
+    /// Connect, download, report (and give up after --timeout like a real client).
+    Client(TransferClientArgs),
+}
+
+/// Options either end may set.
+#[derive(Debug, Args)]
+pub struct SocketOptionArgs {
+    /// SO_RCVBUF to set before connect/listen (64k = 65536; k, m = KiB, MiB). Setting it turns
+    /// the kernel's receive-buffer autotuning off for the socket; leave it out to autotune.
+    #[arg(long, value_name = "SIZE")]
+    pub rcvbuf: Option<String>,
+    /// SO_SNDBUF to set (same units); leave it out to autotune.
+    #[arg(long, value_name = "SIZE")]
+    pub sndbuf: Option<String>,
+    /// Set TCP_NODELAY.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// How often each end reads its socket's TCP_INFO.
+    #[arg(long, default_value = "5ms", value_name = "D")]
+    pub sample_interval: String,
+}
+
+/// `tailhunt transfer server`.
+#[derive(Debug, Args)]
+pub struct TransferServerArgs {
+    /// Address to listen on (port 0 picks one; it is printed on stderr).
+    #[arg(long, default_value = "0.0.0.0:7400", value_name = "ADDR")]
+    pub listen: String,
+    /// Serve this many connections, then exit (default: until Ctrl-C).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub opts: SocketOptionArgs,
+}
+
+/// `tailhunt transfer client`.
+#[derive(Debug, Args)]
+pub struct TransferClientArgs {
+    /// The server, `HOST:PORT`.
+    #[arg(value_name = "ADDR")]
+    pub server: String,
+    /// Bytes to download (10M = 10,000,000; MiB for 2^20).
+    #[arg(long, default_value = "10M", value_name = "SIZE")]
+    pub bytes: String,
+    /// Give up this long after the request and close the connection, as a client's request
+    /// timeout does.
+    #[arg(long, value_name = "D")]
+    pub timeout: Option<String>,
+    #[command(flatten)]
+    pub opts: SocketOptionArgs,
+}
+
+pub fn run(cli: &Cli, a: &TransferArgs) -> Result<()> {
+    match &a.side {
+        TransferSide::Server(s) => server(cli, s),
+        TransferSide::Client(c) => client(cli, c),
+    }
+}
+
+/// A socket buffer size: a number of bytes, or with k/m (KiB/MiB, as buffer sizes are counted).
+fn buffer_size(flag: &str, text: &str) -> Result<u32> {
+    let t = text.trim().to_ascii_lowercase();
+    let (num, scale) = match t.trim_end_matches(['b', 'i']) {
+        s if s.ends_with('k') => (&s[..s.len() - 1], 1024u64),
+        s if s.ends_with('m') => (&s[..s.len() - 1], 1024 * 1024),
+        s => (s, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .map(|n| n * scale)
+        .filter(|n| *n > 0 && *n <= i32::MAX as u64)
+        .map(|n| n as u32)
+        .ok_or_else(|| anyhow::anyhow!("{flag} '{text}': write a buffer size in bytes such as 65536 or 64k (k = 1024), from 1 byte to 2 GiB"))
+}
+
+fn options(o: &SocketOptionArgs, timeout: Option<&str>) -> Result<TransferOptions> {
+    Ok(TransferOptions {
+        rcvbuf: o
+            .rcvbuf
+            .as_deref()
+            .map(|t| buffer_size("--rcvbuf", t))
+            .transpose()?,
+        sndbuf: o
+            .sndbuf
+            .as_deref()
+            .map(|t| buffer_size("--sndbuf", t))
+            .transpose()?,
+        nodelay: o.nodelay,
+        sample_interval: super::duration_flag("--sample-interval", &o.sample_interval)?,
+        timeout: timeout
+            .map(|t| super::duration_flag("--timeout", t))
+            .transpose()?,
+    })
+}
+
+fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
+    text.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "{flag} '{text}' is not IP:PORT: write it like 198.18.6.2:7400 or [::1]:7400"
+        )
+    })
+}
+
+/// Stores one end's transfer as a run and runs the detectors on it.
+fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
+    let r = &t.report;
+    let params = serde_json::json!({
+        "role": r.role,
+        "transfer": serde_json::to_value(r)?,
+    });
+    let mut run = store.begin_run("transfer", params, ClockOrigin::now())?;
+    let mut labels = Labels::new();
+    labels.insert("role".into(), r.role.clone());
+    labels.insert("flow".into(), r.flow.clone());
+    sampler::write_series(&mut run, &labels, &t.readings)
+        .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;
+    let run_id = run.finish(serde_json::json!({}))?;
+    let findings = tailhunt_diagnose::sock::diagnose_transfer(r);
+    store.put_findings(&run_id, &findings)?;
+    Ok(TransferDoc {
+        run_id,
+        bound_ratio: r.bound_ratio(),
+        report: r.clone(),
+        findings,
+    })
+}
+
+/// The socket detectors on a stored `transfer` or `sockets` run; None for other kinds.
+pub fn stored_findings(kind: &str, params: &serde_json::Value) -> Result<Option<Vec<Finding>>> {
+    let unreadable = |e: serde_json::Error| {
+        anyhow::anyhow!(
+            "the run's stored {kind} report does not read back ({e}): re-run `tailhunt {kind}`"
+        )
+    };
+    Ok(match kind {
+        "transfer" => {
+            let r: TransferReport =
+                serde_json::from_value(params["transfer"].clone()).map_err(unreadable)?;
+            Some(tailhunt_diagnose::sock::diagnose_transfer(&r))
+        }
+        "sockets" => {
+            let r: SocketsReport =
+                serde_json::from_value(params["sockets"].clone()).map_err(unreadable)?;
+            Some(tailhunt_diagnose::sock::diagnose_sockets(&r))
+        }
+        _ => None,
+    })
+}
+
+fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
+    let opts = options(&a.opts, a.timeout.as_deref())?;
+    let server = addr("ADDR", &a.server)?;
+    let bytes = tailhunt_lab::link::units::parse_bytes(&a.bytes).context("--bytes")?;
+    let mut db = Store::open(&cli.db)?;
+    let t = transfer::download(server, bytes, &opts)?;
+    let doc = store(&mut db, &t)?;
+    output::print(cli.json, &doc, render_transfer)
+}
+
+fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
+    let opts = options(&a.opts, None)?;
+    let listen = addr("--listen", &a.listen)?;
+    let mut db = Store::open(&cli.db)?;
+    let server = transfer::Server::bind(listen, opts)?;
+    let local = server.local_addr()?;
+    eprintln!("transfer server listening on {local}");
+    let stop = Arc::new(AtomicBool::new(false));
+    // Ctrl-C ends the server after the connection in progress; a second one ends it at once.
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+    let mut doc = TransferServerDoc {
+        listen: local.to_string(),
+        connections: Vec::new(),
+        errors: Vec::new(),
+    };
+    while a
+        .count
+        .is_none_or(|n| ((doc.connections.len() + doc.errors.len()) as u64) < n)
+    {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        match server.serve_one() {
+            Ok(t) => {
+                let d = store(&mut db, &t)?;
+                eprintln!(
+                    "served {} -> {}: {} ({} bytes), run {}",
+                    t.report.peer,
+                    t.report.local,
+                    t.report.outcome.name(),
+                    t.report.bytes_transferred,
+                    d.run_id
+                );
+                doc.connections.push(d);
+            }
+            Err(e) => {
+                eprintln!("connection failed: {e}");
+                doc.errors.push(e.to_string());
+            }
+        }
+    }
+    output::print(cli.json, &doc, render_transfer_server)
+}
