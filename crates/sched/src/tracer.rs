@@ -13,7 +13,7 @@ use libbpf_rs::{Link, MapCore, OpenObject, RingBufferBuilder};
 use serde::Serialize;
 use tailhunt_model::{ClockOrigin, SinkError};
 
-use crate::bpf::{enable_run_time_stats, RunqSkel, RunqSkelBuilder};
+use crate::bpf::{RunqSkel, RunqSkelBuilder};
 use crate::cgroups::{CgroupRef, Hierarchy, Mounts};
 use crate::config::{Attach, TimestampStore, TracerConfig};
 use crate::error::SchedError;
@@ -85,7 +85,7 @@ pub fn trace(
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(SchedError::NoBtf);
     }
-    if let Some(why) = crate::privileges::bpf_denied() {
+    if let Some(why) = tailhunt_bpf::bpf_denied() {
         return Err(SchedError::NotPermitted(why));
     }
     let mounts = Mounts::detect();
@@ -300,7 +300,7 @@ fn run(
             libbpf_rs::Program::id_from_fd(p.as_fd()).map_err(|e| SchedError::bpf("inspect", e))?;
         ids.push((id, p.name().to_string_lossy().into_owned()));
     }
-    let stats = enable_run_time_stats().ok();
+    let stats = tailhunt_bpf::enable_run_time_stats().ok();
     let received = Received::default();
     let ring = ring_buffer(skel, &received)?;
     let maps = Maps {
@@ -463,11 +463,10 @@ impl ProgramCosts {
         if !self.enabled {
             return out;
         }
-        for info in libbpf_rs::query::ProgInfoIter::default() {
-            if let Some(i) = self.ids.iter().position(|(id, _)| *id == info.id) {
-                out[i].run_cnt = info.run_cnt;
-                out[i].run_time_ns = info.run_time_ns;
-            }
+        let ids: Vec<u32> = self.ids.iter().map(|(id, _)| *id).collect();
+        for (cost, (runs, ns)) in out.iter_mut().zip(tailhunt_bpf::program_stats(&ids)) {
+            cost.run_cnt = runs;
+            cost.run_time_ns = ns;
         }
         out
     }

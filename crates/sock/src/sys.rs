@@ -22,22 +22,6 @@ mod skel {
 
 pub(crate) use skel::*;
 
-/// Turns on the kernel's per-program run-time statistics (`run_time_ns`, `run_cnt`) for as long
-/// as the returned descriptor is open; closing it turns them off again, so a crash never leaves
-/// them on for the rest of the host (the `kernel.bpf_stats_enabled` sysctl would).
-#[allow(unsafe_code)]
-pub(crate) fn enable_run_time_stats() -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: bpf_enable_stats takes an enum by value and returns a new descriptor or -errno;
-    // it touches no memory of ours.
-    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-    if fd < 0 {
-        return Err(io::Error::from_raw_os_error(-fd));
-    }
-    // SAFETY: `fd` was just returned to us by the kernel and nothing else owns it.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
 /// Reads `TCP_INFO` of a TCP socket.
 #[allow(unsafe_code)]
 pub fn tcp_info<Fd: AsFd>(fd: Fd) -> io::Result<TcpInfo> {

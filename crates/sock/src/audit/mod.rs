@@ -58,7 +58,7 @@ pub struct Audit {
 impl Audit {
     /// Loads and attaches the programs; returns once they are attached.
     pub fn start(pid: Option<u32>) -> Result<Audit, SockError> {
-        if let Some(why) = bpf_denied() {
+        if let Some(why) = tailhunt_bpf::bpf_denied() {
             return Err(SockError::BpfNotPermitted(why));
         }
         if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
@@ -143,17 +143,16 @@ fn run(
         &skel.progs.audit_setsockopt
     };
     let prog_id = libbpf_rs::Program::id_from_fd(prog.as_fd()).ok();
-    let stats = crate::sys::enable_run_time_stats().ok();
+    let stats = tailhunt_bpf::enable_run_time_stats().ok();
     let _ = ready.send(Ok(()));
     while !stop.load(Ordering::SeqCst) {
         let _ = ring.poll(Duration::from_millis(50));
     }
     drop(link);
-    let cost = stats.as_ref().and(prog_id).and_then(|id| {
-        libbpf_rs::query::ProgInfoIter::default()
-            .find(|i| i.id == id)
-            .map(|i| (i.run_cnt, i.run_time_ns))
-    });
+    let cost = stats
+        .as_ref()
+        .and(prog_id)
+        .map(|id| tailhunt_bpf::program_stats(&[id])[0]);
     drop(stats);
     let _ = ring.consume();
     let lost = skel
@@ -216,24 +215,4 @@ fn load_and_attach(
         Err(e) => return Err(bpf("attach")(e)),
     };
     Ok((skel, link, attach, fallback_reason))
-}
-
-/// Why BPF tracing is not permitted, or `None` when it is: CAP_SYS_ADMIN, or CAP_BPF with
-/// CAP_PERFMON, in the effective set (`/proc/self/status`).
-pub fn bpf_denied() -> Option<String> {
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    const CAP_BPF: u32 = 39;
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())?;
-    let has = |cap: u32| eff & (1u64 << cap) != 0;
-    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
-        return None;
-    }
-    Some(format!(
-        "effective capabilities {eff:#x} lack CAP_BPF and CAP_PERFMON"
-    ))
 }

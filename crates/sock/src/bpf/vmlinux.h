@@ -8,30 +8,7 @@
 #ifndef TAILHUNT_SOCK_VMLINUX_H
 #define TAILHUNT_SOCK_VMLINUX_H
 
-typedef signed char __s8;
-typedef unsigned char __u8;
-typedef short int __s16;
-typedef short unsigned int __u16;
-typedef int __s32;
-typedef unsigned int __u32;
-typedef long long int __s64;
-typedef long long unsigned int __u64;
-typedef __u8 u8;
-typedef __u16 u16;
-typedef __u32 u32;
-typedef __u64 u64;
-typedef __s32 s32;
-typedef __s64 s64;
-typedef __u16 __be16;
-typedef __u32 __be32;
-typedef __u32 __wsum;
-typedef _Bool bool;
-enum { false = 0, true = 1 };
-
-enum bpf_map_type {
-	BPF_MAP_TYPE_ARRAY = 2,
-	BPF_MAP_TYPE_RINGBUF = 27,
-};
+#include "tailhunt_bpf_types.h"
 
 struct inode {
 	unsigned long i_ino;
