@@ -9,9 +9,10 @@
 # `sched messaging -g 2 -l MSG_LOOPS` (80 tasks sending to each other: wakeups and run-queue
 # waits across both CPUs). Each round, in a shuffled order, each workload runs under:
 #   - none: no tracer;
-#   - tailhunt: `tailhunt runq` with its defaults (tp_btf, task storage, per-cgroup histograms,
-#     preemption and wait attribution, outlier events), and with `--store array`,
-#     `--store hash` and `--attach raw-tp` (the choices the timestamp store comment cites);
+#   - tailhunt: `tailhunt runq` with its defaults (tp_btf, the pid-indexed array, per-cgroup
+#     histograms, preemption and wait attribution, outlier events), and with
+#     `--store task-storage`, `--store hash` and `--attach raw-tp` (the choices the timestamp
+#     store comment cites);
 #   - runqlat: libbpf-tools `runqlat` (one global log2 histogram).
 # Reported per tracer: the workload's slowdown against `none` (pipe: usecs/op; messaging: total
 # time), and the kernel's own BPF statistics: mean ns per hook run (run_time_ns / run_cnt over
@@ -129,7 +130,7 @@ run_one() { # tracer workload
             echo 0 >/proc/sys/kernel/bpf_stats_enabled
             local extra=()
             case "$tracer" in
-                th_array) extra=(--store array) ;;
+                th_task) extra=(--store task-storage) ;;
                 th_hash) extra=(--store hash) ;;
                 th_raw) extra=(--attach raw-tp) ;;
             esac
@@ -153,7 +154,7 @@ print(sum(p["run_time_ns"] for p in d), sum(p["run_cnt"] for p in d))' "$tmp/out
     record "${w}_${tracer}_ns_per_hook" "$(calc %.1f "$ns / ($cnt > 0 ? $cnt : 1)")"
 }
 
-tracers=(none th_task th_array th_hash th_raw runqlat)
+tracers=(none th_array th_task th_hash th_raw runqlat)
 started="$(date -u +%FT%TZ)"
 steal_mark
 load_start="$(awk '{ print $1 }' /proc/loadavg)"
@@ -169,8 +170,8 @@ load_end="$(awk '{ print $1 }' /proc/loadavg)"
 
 label() {
     case "$1" in
-        th_task) echo "tailhunt runq (defaults: tp_btf, task storage)" ;;
-        th_array) echo "tailhunt runq --store array" ;;
+        th_array) echo "tailhunt runq (defaults: tp_btf, array by pid)" ;;
+        th_task) echo "tailhunt runq --store task-storage" ;;
         th_hash) echo "tailhunt runq --store hash" ;;
         th_raw) echo "tailhunt runq --attach raw-tp (array)" ;;
         runqlat) echo "libbpf-tools runqlat" ;;
@@ -207,7 +208,7 @@ report() {
     pn=$(median_of pipe_none)
     mn=$(median_of messaging_none)
     echo "| no tracer | $(fmt_agg pipe_none %.2f 1) | | | $(fmt_agg messaging_none %.3f 1) | | |"
-    for t in th_task th_array th_hash th_raw runqlat; do
+    for t in th_array th_task th_hash th_raw runqlat; do
         echo "| $(label $t) | $(fmt_agg pipe_$t %.2f 1) | $(calc %.2fx "$(median_of pipe_$t) / $pn") | $(fmt_agg pipe_${t}_ns_per_hook %.0f 1) | $(fmt_agg messaging_$t %.3f 1) | $(calc %.2fx "$(median_of messaging_$t) / $mn") | $(fmt_agg messaging_${t}_ns_per_hook %.0f 1) |"
     done
 }

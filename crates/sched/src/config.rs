@@ -22,13 +22,15 @@ pub enum Attach {
 
 /// Where a woken task's timestamp waits for its switch-in.
 ///
-/// Measured on this project's 2-vCPU VM (kernel 6.18, `perf bench sched pipe`, kernel BPF
-/// statistics, mean over the three programs; `bench/runq.sh` repeats it): task storage 227-271
-/// ns per hook, an array indexed by pid 219-241 ns, a hash keyed by pid 390-440 ns, and the
-/// raw_tp programs with the array 378-385 ns. Task storage and the array cost the same; task
-/// storage is the default because it needs no pid_max-sized map (32 MiB at pid_max 4194304)
-/// and dies with its task, so a recycled pid never inherits a stale timestamp. raw_tp programs
-/// cannot use task storage (their task pointers are untrusted) and use the array.
+/// Chosen by measurement (`bench/runq.sh`, results in `bench/results/runq.md`: this project's
+/// 2-vCPU VM, kernel 6.18, kernel BPF statistics, mean ns per hook over the three programs,
+/// median of 3 rounds): under `perf bench sched pipe` / `sched messaging`, an array indexed by
+/// pid 160 / 199 ns, task storage 181 / 252 ns, a hash keyed by pid 280 / 437 ns (raw_tp with
+/// the array: 265 / 403 ns; libbpf-tools runqlat: 341 / 464 ns). The array is the default: a
+/// lookup is an index, and its entry is cleared when the task runs, so a recycled pid never
+/// inherits a stamp. Its cost is memory: pid_max entries of 8 bytes (256 KiB at pid_max 32768,
+/// 32 MiB at 4194304); task storage grows only with the tasks that wait, at 10-25% more per hook
+/// (`--store task-storage`, tp_btf only: raw_tp task pointers are untrusted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TimestampStore {
@@ -60,7 +62,7 @@ pub struct TracerConfig {
     pub duration: Option<Duration>,
     /// Program kind.
     pub attach: Attach,
-    /// Timestamp store (`None`: task storage with tp_btf, the array with raw_tp).
+    /// Timestamp store (`None`: the array).
     pub store: Option<TimestampStore>,
     /// Which hierarchy's cgroups waits are charged to.
     pub hierarchy: Hierarchy,

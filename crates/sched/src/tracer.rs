@@ -188,11 +188,7 @@ fn load<'o>(
     attach: Attach,
     filtered: bool,
 ) -> Result<(RunqSkel<'o>, TimestampStore), SchedError> {
-    let store = cfg.store.unwrap_or(if attach == Attach::RawTp {
-        TimestampStore::Array
-    } else {
-        TimestampStore::TaskStorage
-    });
+    let store = cfg.store.unwrap_or(TimestampStore::Array);
     if store == TimestampStore::TaskStorage && attach == Attach::RawTp {
         return Err(SchedError::Config(
             "task storage needs tp_btf programs (raw_tp task pointers are untrusted): use --store array or hash".into(),

@@ -270,10 +270,14 @@ fn root_runq_kernel_histograms_agree_with_every_event() {
             "--duration",
             "3s",
             "--all-events",
+            "--store",
+            "task-storage",
             "--cgroup",
             base.to_str().unwrap(),
         ],
     ));
+    // (Task storage here; the other tests use the default array.)
+    assert_eq!(doc["started"]["store"], "task-storage");
     let counters = &doc["overhead"]["counters"];
     assert_eq!(
         counters["ring_dropped"], 0,

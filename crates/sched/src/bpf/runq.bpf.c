@@ -23,7 +23,7 @@
 #define PF_KTHREAD 0x00200000
 #define TASK_RUNNING 0
 
-const volatile u32 targ_store = RUNQ_STORE_TASK;
+const volatile u32 targ_store = RUNQ_STORE_ARRAY;
 const volatile u32 targ_hierarchy = RUNQ_CGROUP_V2;
 const volatile bool targ_v1_cpu = false;       /* also note each cgroup's v1 cpu cgroup */
 const volatile bool targ_skip_kthreads = true; /* kernel threads' own waits are not wanted */
@@ -35,11 +35,10 @@ const volatile u32 targ_budget_burst = 8;
 
 /*
  * Wakeup timestamps: one of three stores (targ_store); the others are shrunk to one entry.
- * Measured here (2 vCPU VM, kernel 6.18, perf bench sched pipe, kernel BPF statistics, mean ns
- * per hook over the three programs): task storage 227-271, array by pid 219-241, hash by pid
- * 390-440; raw_tp with the array 378-385. Task storage is the default (no pid_max-sized map, no
- * stale stamp for a recycled pid); raw_tp needs the array (its task pointers are untrusted).
- * bench/runq.sh repeats the comparison; see TimestampStore in src/config.rs.
+ * Measured here (bench/runq.sh: 2 vCPU VM, kernel 6.18, kernel BPF statistics, mean ns per hook
+ * over the three programs, perf bench sched pipe / messaging): array by pid 160 / 199, task
+ * storage 181 / 252, hash by pid 280 / 437. The array is the default; see TimestampStore in
+ * src/config.rs for the trade-off.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
