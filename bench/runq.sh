@@ -211,6 +211,16 @@ report() {
     for t in th_array th_task th_hash th_raw runqlat; do
         echo "| $(label $t) | $(fmt_agg pipe_$t %.2f 1) | $(calc %.2fx "$(median_of pipe_$t) / $pn") | $(fmt_agg pipe_${t}_ns_per_hook %.0f 1) | $(fmt_agg messaging_$t %.3f 1) | $(calc %.2fx "$(median_of messaging_$t) / $mn") | $(fmt_agg messaging_${t}_ns_per_hook %.0f 1) |"
     done
+    local lo hi
+    echo
+    for w in pipe messaging; do
+        read -r _ lo hi _ < <(agg ${w}_none)
+        echo "Run-to-run spread of $w with no tracer: $(calc %.0f "100 * ($hi - $lo) / $(median_of ${w}_none)")% of its median;" \
+            "slowdowns smaller than that are within the noise."
+    done
+    echo
+    echo "ns per hook is the steadier figure: the kernel times each program run itself, so other work"
+    echo "on the machine changes it little; the workloads' own times move with the host's load."
 }
 report | tee "$tmp/report.md"
 if ((write)); then

@@ -25,11 +25,11 @@ pub enum Attach {
 /// Chosen by measurement (`bench/runq.sh`, results in `bench/results/runq.md`: this project's
 /// 2-vCPU VM, kernel 6.18, kernel BPF statistics, mean ns per hook over the three programs,
 /// median of 3 rounds): under `perf bench sched pipe` / `sched messaging`, an array indexed by
-/// pid 160 / 199 ns, task storage 181 / 252 ns, a hash keyed by pid 280 / 437 ns (raw_tp with
-/// the array: 265 / 403 ns; libbpf-tools runqlat: 341 / 464 ns). The array is the default: a
+/// pid 168 / 222 ns, task storage 177 / 313 ns, a hash keyed by pid 297 / 392 ns (raw_tp with
+/// the array: 266 / 406 ns; libbpf-tools runqlat: 352 / 484 ns). The array is the default: a
 /// lookup is an index, and its entry is cleared when the task runs, so a recycled pid never
 /// inherits a stamp. Its cost is memory: pid_max entries of 8 bytes (256 KiB at pid_max 32768,
-/// 32 MiB at 4194304); task storage grows only with the tasks that wait, at 10-25% more per hook
+/// 32 MiB at 4194304); task storage grows only with the tasks that wait, at 5-40% more per hook
 /// (`--store task-storage`, tp_btf only: raw_tp task pointers are untrusted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

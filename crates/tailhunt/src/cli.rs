@@ -505,7 +505,7 @@ pub enum AttachArg {
 /// `--store` of `tailhunt runq`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum StoreArg {
-    /// BPF task storage (tp_btf only): memory only for waiting tasks, 10-25% more per hook.
+    /// BPF task storage (tp_btf only): memory only for waiting tasks, 5-40% more per hook.
     TaskStorage,
     /// An array indexed by pid (the default): the cheapest per hook, pid_max x 8 bytes.
     Array,

@@ -36,8 +36,8 @@ const volatile u32 targ_budget_burst = 8;
 /*
  * Wakeup timestamps: one of three stores (targ_store); the others are shrunk to one entry.
  * Measured here (bench/runq.sh: 2 vCPU VM, kernel 6.18, kernel BPF statistics, mean ns per hook
- * over the three programs, perf bench sched pipe / messaging): array by pid 160 / 199, task
- * storage 181 / 252, hash by pid 280 / 437. The array is the default; see TimestampStore in
+ * over the three programs, perf bench sched pipe / messaging): array by pid 168 / 222, task
+ * storage 177 / 313, hash by pid 297 / 392. The array is the default; see TimestampStore in
  * src/config.rs for the trade-off.
  */
 struct {
