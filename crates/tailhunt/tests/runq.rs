@@ -363,6 +363,15 @@ fn root_runq_raw_tracepoints_trace_too() {
     );
     let per_hook = doc["overhead"]["ns_per_hook"].as_f64().unwrap();
     assert!(per_hook > 0.0);
+    // `analyze` reads the stored histograms, with the kernel layout's bound (3.125%).
+    let run = doc["run_id"].as_str().unwrap();
+    let analysis = env.json("analyze", &["analyze", run]);
+    let series = analysis["series"].as_array().unwrap();
+    assert!(!series.is_empty());
+    for s in series {
+        assert_eq!(s["series"]["name"], "runq_latency", "{}", s["series"]);
+        assert_eq!(s["analysis"]["summary"]["relative_error_bound"], 0.03125);
+    }
 }
 
 #[test]

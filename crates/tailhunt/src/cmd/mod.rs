@@ -62,9 +62,11 @@ fn select_series(store: &Store, run: &str, wanted: &[String]) -> Result<Vec<Seri
             .filter(|s| s.labels.get("phase").is_none_or(|p| p != "warmup"))
             .cloned()
             .collect();
+        // Latency distributions first: `latency`, or a source's own (`runq_latency`); counts
+        // and readings over time (`runq_waits`, `cpu_throttled_ns`) only when asked for.
         let latency: Vec<SeriesInfo> = measured
             .iter()
-            .filter(|s| s.name == "latency")
+            .filter(|s| s.name == "latency" || s.name.ends_with("_latency"))
             .cloned()
             .collect();
         return Ok(if !latency.is_empty() {
