@@ -91,9 +91,23 @@ pub struct CgroupTimeline {
     pub blockers: Vec<(String, String, u32, u64)>,
 }
 
-/// Both detectors over every cgroup's timeline.
-pub fn diagnose(timelines: &[CgroupTimeline]) -> Vec<Finding> {
-    timelines.iter().filter_map(diagnose_one).collect()
+/// Both detectors over every cgroup's timeline. `baseline` holds the timelines of an earlier run
+/// taken when things were fine (`tailhunt runq --baseline RUN`, possibly empty): a cgroup found
+/// there is compared with that whole run instead of its own calm intervals, so a run that is
+/// slow from its first second can still be judged.
+pub fn diagnose(timelines: &[CgroupTimeline], baseline: &[CgroupTimeline]) -> Vec<Finding> {
+    timelines
+        .iter()
+        .filter_map(|t| diagnose_one(t, baseline.iter().find(|b| b.cgroup == t.cgroup)))
+        .collect()
+}
+
+/// Intervals with enough waits to say something about a p99.
+fn usable_steps(t: &CgroupTimeline) -> Vec<&RunqStep> {
+    t.steps
+        .iter()
+        .filter(|s| s.latency.count() >= MIN_WAITS)
+        .collect()
 }
 
 fn p99(h: &Histogram) -> u64 {
@@ -124,24 +138,26 @@ fn span(steps: &[&RunqStep]) -> Option<(i64, i64)> {
     Some((steps.first()?.start_ns, steps.last()?.end_ns))
 }
 
-fn diagnose_one(t: &CgroupTimeline) -> Option<Finding> {
-    let usable: Vec<&RunqStep> = t
-        .steps
-        .iter()
-        .filter(|s| s.latency.count() >= MIN_WAITS)
-        .collect();
+fn diagnose_one(t: &CgroupTimeline, base: Option<&CgroupTimeline>) -> Option<Finding> {
+    let usable = usable_steps(t);
     if usable.is_empty() {
         return None;
     }
-    let lowest = usable.iter().map(|s| p99(&s.latency)).min().unwrap_or(0);
-    let calm: Vec<&RunqStep> = usable
-        .iter()
-        .copied()
-        .filter(|s| {
-            let p = p99(&s.latency);
-            (p as f64) <= lowest as f64 * CALM_SPREAD && p < FLOOR_NS
-        })
-        .collect();
+    let from_baseline = base.map(usable_steps).unwrap_or_default();
+    let (calm, source) = if !from_baseline.is_empty() {
+        (from_baseline, "in the baseline run")
+    } else {
+        let lowest = usable.iter().map(|s| p99(&s.latency)).min().unwrap_or(0);
+        let own = usable
+            .iter()
+            .copied()
+            .filter(|s| {
+                let p = p99(&s.latency);
+                (p as f64) <= lowest as f64 * CALM_SPREAD && p < FLOOR_NS
+            })
+            .collect();
+        (own, "when calm")
+    };
     let baseline = p99(&merged(calm.iter().copied()));
     let threshold = ((baseline as f64 * RISE) as u64).max(FLOOR_NS);
     let elevated: Vec<&RunqStep> = usable
@@ -152,9 +168,9 @@ fn diagnose_one(t: &CgroupTimeline) -> Option<Finding> {
     let throttled = |s: &&RunqStep| s.throttled_periods.unwrap_or(0) > 0;
     if !elevated.is_empty() && !calm.is_empty() {
         if elevated.iter().filter(|s| throttled(s)).count() * 2 >= elevated.len() {
-            return Some(throttled_finding(t, &elevated, Some(&calm)));
+            return Some(throttled_finding(t, &elevated, Some((&calm, source))));
         }
-        return noisy_finding(t, &elevated, &calm);
+        return noisy_finding(t, &elevated, &calm, source);
     }
     // No calm part to compare with: the whole run may be throttled.
     let slow: Vec<&RunqStep> = usable
@@ -174,10 +190,10 @@ fn diagnose_one(t: &CgroupTimeline) -> Option<Finding> {
 fn latency_evidence(
     t: &CgroupTimeline,
     bad: &[&RunqStep],
-    calm: Option<&[&RunqStep]>,
+    calm: Option<(&[&RunqStep], &str)>,
 ) -> (Evidence, u64, Option<u64>) {
     let bad_p99 = p99(&merged(bad.iter().copied()));
-    let calm_p99 = calm.map(|c| p99(&merged(c.iter().copied())));
+    let calm_p99 = calm.map(|(c, _)| p99(&merged(c.iter().copied())));
     let mut values = BTreeMap::from([
         ("elevated_p99_ns".to_string(), bad_p99 as f64),
         ("elevated_intervals".to_string(), bad.len() as f64),
@@ -188,18 +204,19 @@ fn latency_evidence(
             values.insert("rise".into(), bad_p99 as f64 / c.max(1) as f64);
             values.insert(
                 "baseline_intervals".into(),
-                calm.map_or(0, |c| c.len()) as f64,
+                calm.map_or(0, |(c, _)| c.len()) as f64,
             );
             format!(
-                "run-queue p99 {} in {} interval(s) against {} when calm ({:.0}x)",
+                "run-queue p99 {} in {} interval(s) against {} {} ({:.0}x)",
                 format_duration_ns(bad_p99 as f64),
                 bad.len(),
                 format_duration_ns(c as f64),
+                calm.map_or("", |(_, source)| source),
                 bad_p99 as f64 / c.max(1) as f64
             )
         }
         None => format!(
-            "run-queue p99 {} in {} interval(s); no calm interval to compare with",
+            "run-queue p99 {} in {} interval(s); no calm interval to compare with (give an earlier run with --baseline)",
             format_duration_ns(bad_p99 as f64),
             bad.len()
         ),
@@ -213,7 +230,11 @@ fn latency_evidence(
     (e, bad_p99, calm_p99)
 }
 
-fn throttled_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: Option<&[&RunqStep]>) -> Finding {
+fn throttled_finding(
+    t: &CgroupTimeline,
+    bad: &[&RunqStep],
+    calm: Option<(&[&RunqStep], &str)>,
+) -> Finding {
     let (lat, bad_p99, _) = latency_evidence(t, bad, calm);
     let periods: u64 = bad.iter().filter_map(|s| s.throttled_periods).sum();
     let throttled_ns: u64 = bad.iter().filter_map(|s| s.throttled_ns).sum();
@@ -270,7 +291,12 @@ fn totals(steps: &[&RunqStep]) -> BTreeMap<String, Share> {
     out
 }
 
-fn noisy_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: &[&RunqStep]) -> Option<Finding> {
+fn noisy_finding(
+    t: &CgroupTimeline,
+    bad: &[&RunqStep],
+    calm: &[&RunqStep],
+    source: &str,
+) -> Option<Finding> {
     let is_other = |name: &str| name != t.cgroup && name != "idle";
     let bad_by = totals(bad);
     let calm_by = totals(calm);
@@ -301,7 +327,7 @@ fn noisy_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: &[&RunqStep]) -> O
         .filter(|(k, _)| is_other(k))
         .max_by_key(|(_, s)| s.wait_ns)
         .map(|(k, s)| (k.clone(), *s))?;
-    let (lat, bad_p99, calm_p99) = latency_evidence(t, bad, Some(calm));
+    let (lat, bad_p99, calm_p99) = latency_evidence(t, bad, Some((calm, source)));
     let threads: Vec<String> = t
         .blockers
         .iter()
@@ -327,7 +353,7 @@ fn noisy_finding(t: &CgroupTimeline, bad: &[&RunqStep], calm: &[&RunqStep]) -> O
             ("wait_behind_others_rise".to_string(), wait_rise),
         ]),
         note: format!(
-            "{:.0}% of its wait time ended behind other cgroups, {:.0}% behind {top}; time waiting behind others {:.0}x the calm rate; preemptions by others {:.0}/s against {:.0}/s when calm{}",
+            "{:.0}% of its wait time ended behind other cgroups, {:.0}% behind {top}; time waiting behind others {:.0}x the rate {source}; preemptions by others {:.0}/s against {:.0}/s {source}{}",
             share * 100.0,
             top_share.wait_ns as f64 / all_wait.max(1) as f64 * 100.0,
             wait_rise,
@@ -436,7 +462,7 @@ mod tests {
                 Some(0),
             )
         }));
-        let f = diagnose(&[timeline(steps)]);
+        let f = diagnose(&[timeline(steps)], &[]);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].detector, NOISY_DETECTOR);
         assert!(f[0].summary.contains("/t/neighbour"), "{}", f[0].summary);
@@ -457,7 +483,7 @@ mod tests {
         steps.extend(
             (4..8).map(|i| step(i, 80_000_000, &[("/t/neighbour", 400, 90_000_000)], Some(9))),
         );
-        let f = diagnose(&[timeline(steps)]);
+        let f = diagnose(&[timeline(steps)], &[]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].detector, THROTTLED_DETECTOR);
         assert!(f[0].summary.contains("10ms per 100ms"), "{}", f[0].summary);
@@ -468,7 +494,7 @@ mod tests {
         let steps = (0..6)
             .map(|i| step(i, 80_000_000, &[("idle", 30, 500_000_000)], Some(8)))
             .collect();
-        let f = diagnose(&[timeline(steps)]);
+        let f = diagnose(&[timeline(steps)], &[]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].detector, THROTTLED_DETECTOR);
         assert!(f[0].evidence[0].note.contains("no calm interval"));
@@ -476,19 +502,19 @@ mod tests {
 
     #[test]
     fn silence_when_calm_or_when_the_wait_is_its_own() {
-        assert!(diagnose(&[timeline((0..8).map(calm).collect())]).is_empty());
+        assert!(diagnose(&[timeline((0..8).map(calm).collect())], &[]).is_empty());
         // Slow, but behind its own threads: not a neighbour.
         let mut steps: Vec<RunqStep> = (0..4).map(calm).collect();
         steps
             .extend((4..8).map(|i| step(i, 3_000_000, &[("/t/victim", 400, 90_000_000)], Some(0))));
-        assert!(diagnose(&[timeline(steps)]).is_empty());
+        assert!(diagnose(&[timeline(steps)], &[]).is_empty());
         // Too few waits per interval to judge.
         let mut sparse = timeline((0..8).map(calm).collect());
         for s in &mut sparse.steps {
             s.latency = Histogram::with_layout(Layout::new(4).unwrap());
             s.latency.record(5_000_000);
         }
-        assert!(diagnose(&[sparse]).is_empty());
+        assert!(diagnose(&[sparse], &[]).is_empty());
     }
 
     #[test]
@@ -498,7 +524,7 @@ mod tests {
             .map(|i| step(i, 60_000, &neighbour, Some(0)))
             .collect();
         steps.extend((4..8).map(|i| step(i, 3_000_000, &neighbour, Some(0))));
-        assert!(diagnose(&[timeline(steps)]).is_empty());
+        assert!(diagnose(&[timeline(steps)], &[]).is_empty());
     }
 
     #[test]
@@ -508,9 +534,35 @@ mod tests {
         steps.extend(
             (2..10).map(|i| step(i, 4_000_000, &[("/t/neighbour", 0, 150_000_000)], Some(0))),
         );
-        let f = diagnose(&[timeline(steps)]);
+        let f = diagnose(&[timeline(steps)], &[]);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].detector, NOISY_DETECTOR);
         assert!(f[0].evidence[1].values["wait_behind_others_rise"] > 10.0);
+    }
+
+    #[test]
+    fn a_run_slow_from_the_start_is_judged_against_a_baseline_run() {
+        let neighbour = [("/t/neighbour", 0, 150_000_000)];
+        let slow: Vec<RunqStep> = (0..6)
+            .map(|i| step(i, 4_000_000, &neighbour, Some(0)))
+            .collect();
+        // On its own: no calm interval, not throttled, so nothing to say.
+        assert!(diagnose(&[timeline(slow.clone())], &[]).is_empty());
+        let before = timeline((0..5).map(calm).collect());
+        let f = diagnose(&[timeline(slow)], &[before]);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].detector, NOISY_DETECTOR);
+        assert!(
+            f[0].evidence[0].note.contains("in the baseline run"),
+            "{}",
+            f[0].evidence[0].note
+        );
+        // A baseline of another cgroup does not count.
+        let mut other = timeline((0..5).map(calm).collect());
+        other.cgroup = "/t/other".into();
+        let slow: Vec<RunqStep> = (0..6)
+            .map(|i| step(i, 4_000_000, &neighbour, Some(0)))
+            .collect();
+        assert!(diagnose(&[timeline(slow)], &[other]).is_empty());
     }
 }

@@ -550,6 +550,10 @@ pub struct RunqArgs {
     /// Cgroups the kernel keeps histograms for; waits of more are counted as lost.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_cgroups: u32,
+    /// An earlier `runq` run taken when things were fine: each cgroup is compared with its
+    /// waits there, so a run that is slow from its first second can still be judged.
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
     /// Use /proc/<pid>/schedstat instead of BPF (mean waits per cgroup only).
     #[arg(long, conflicts_with = "require_bpf")]
     pub degraded: bool,

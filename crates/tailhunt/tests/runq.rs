@@ -205,6 +205,49 @@ fn root_runq_names_system_services_when_the_hog_is_outside_any_container() {
 }
 
 #[test]
+fn root_runq_judges_a_run_slow_from_the_start_against_a_baseline_run() {
+    if !bpf_ready("root_runq_judges_a_run_slow_from_the_start_against_a_baseline_run") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    retry_on_noise("baseline run", || {
+        let env = Env::new();
+        let mut cg = Cgroups::new("base");
+        cg.group("victim");
+        cg.group("neighbour");
+        cg.set_v1("neighbour", "cpu.shares", "8192");
+        cg.spawn(Some("victim"), 0, SLEEPER, 12.0);
+        let base = cg.v2_dir(None);
+        let cgroup = base.to_str().unwrap();
+        let calm = finish(start_runq(&env, &["--duration", "3s", "--cgroup", cgroup]));
+        let calm_run = calm["run_id"].as_str().unwrap().to_string();
+        for _ in 0..3 {
+            cg.spawn(Some("neighbour"), 0, HOG, 6.0);
+        }
+        sleep(Duration::from_millis(300));
+        let args = ["--duration", "4s", "--cgroup", cgroup];
+        // Slow from its first second: alone, nothing to compare with.
+        let alone = finish(start_runq(&env, &args));
+        assert!(detectors(&alone).is_empty(), "{:#?}", detectors(&alone));
+        let judged = finish(start_runq(
+            &env,
+            &[&args[..], &["--baseline", &calm_run]].concat(),
+        ));
+        let found = detectors(&judged);
+        assert!(
+            found
+                .iter()
+                .any(|(d, s)| d == "noisy-neighbor" && s.contains(&cg.display("neighbour"))),
+            "{found:#?}"
+        );
+        let note = judged["findings"][0]["evidence"][0]["note"]
+            .as_str()
+            .unwrap_or("");
+        assert!(note.contains("in the baseline run"), "{note}");
+    });
+}
+
+#[test]
 fn root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites() {
     if !bpf_ready("root_runq_says_cpu_throttled_not_neighbour_when_the_quota_bites") {
         return;
@@ -459,11 +502,23 @@ fn runq_bad_input_is_named() {
     assert!(env
         .fails(&["runq", "--outlier", "soon"])
         .contains("--outlier 'soon'"));
+    let imported = env.import(&env.trimodal("t.csv", 1, 0.0), &[]);
+    let err = env.fails(&["runq", "--duration", "1s", "--baseline", &imported]);
+    assert!(
+        err.contains("give a run recorded by `tailhunt runq`"),
+        "{err}"
+    );
     if bpf_ready("runq_bad_input_is_named (cgroup part)") {
         let err = env.fails(&["runq", "--duration", "1s", "--cgroup", "/tmp"]);
         assert!(err.contains("'/tmp' is not a cgroup directory"), "{err}");
         // Nothing was measured, so no run is left behind.
         let runs = env.json("runs", &["runs"]);
-        assert!(runs["runs"].as_array().unwrap().is_empty(), "{runs}");
+        let runq = runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "runq")
+            .count();
+        assert_eq!(runq, 0, "{runs}");
     }
 }

@@ -123,7 +123,13 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     progress::catch_ctrl_c();
     let mut store = Store::open(&cli.db)
         .with_context(|| format!("cannot open the store '{}'", cli.db.display()))?;
+    let baseline = a
+        .baseline
+        .as_deref()
+        .map(|b| baseline_run(&store, b))
+        .transpose()?;
     let params = json!({
+        "baseline_run": baseline,
         "interval_ns": cfg.interval.as_nanos() as u64,
         "duration_ns": cfg.duration.map(|d| d.as_nanos() as u64),
         "cgroups": a.cgroups,
@@ -275,9 +281,28 @@ fn close(
     }
 }
 
-/// Runs the run-queue detectors on a stored `runq` run and stores their findings.
+/// The run `--baseline` names, which must be a `runq` run.
+fn baseline_run(store: &Store, spec: &str) -> Result<String> {
+    let id = store.resolve_run(spec)?;
+    let run = store.run(&id)?;
+    if run.kind != "runq" {
+        anyhow::bail!(
+            "--baseline {spec}: run {id} is a '{}' run; give a run recorded by `tailhunt runq` (see `tailhunt runs`)",
+            run.kind
+        );
+    }
+    Ok(id)
+}
+
+/// Runs the run-queue detectors on a stored `runq` run (against its `--baseline` run, when it
+/// had one that still exists) and stores their findings.
 pub fn diagnose_stored(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
-    let findings = detect::diagnose(&timelines(store, run_id)?);
+    let run = store.run(run_id)?;
+    let baseline = match run.params["baseline_run"].as_str() {
+        Some(b) if store.run(b).is_ok() => timelines(store, b)?,
+        _ => Vec::new(),
+    };
+    let findings = detect::diagnose(&timelines(store, run_id)?, &baseline);
     store.replace_findings(run_id, &findings)?;
     Ok(findings)
 }
