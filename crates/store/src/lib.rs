@@ -42,7 +42,7 @@ pub use read::{RunInfo, SeriesInfo};
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The SQL that creates the schema (also printed in the README).
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -123,7 +123,8 @@ impl Store {
                     known: SCHEMA_VERSION,
                 })
             }
-            // Version 1 lacked `value_blocks`; SCHEMA_SQL has just created it.
+            // Version 1 lacked `value_blocks`, version 2 `documents`; SCHEMA_SQL has just
+            // created them.
             Some(v) if v < SCHEMA_VERSION => {
                 self.conn.execute(
                     "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",

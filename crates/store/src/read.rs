@@ -295,6 +295,35 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// A document stored with [`crate::RunWriter::put_document`], as JSON text; `None` when the
+    /// run has none of that name.
+    pub fn document(&self, run_id: &str, name: &str) -> Result<Option<String>, StoreError> {
+        let row: Option<(String, Vec<u8>)> = self
+            .conn
+            .query_row(
+                "SELECT codec, data FROM documents WHERE run_id = ?1 AND name = ?2",
+                [run_id, name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let Some((codec, data)) = row else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| StoreError::Corrupt { series: 0, reason };
+        if codec != "zstd" {
+            return Err(corrupt(format!(
+                "document '{name}' of run {run_id} has unknown codec '{codec}'"
+            )));
+        }
+        let text = zstd::stream::decode_all(&data[..])
+            .map_err(|e| corrupt(format!("document '{name}' of run {run_id}: {e}")))?;
+        String::from_utf8(text).map(Some).map_err(|e| {
+            corrupt(format!(
+                "document '{name}' of run {run_id} is not UTF-8: {e}"
+            ))
+        })
+    }
+
     /// Deletes a run and everything in it.
     pub fn delete_run(&mut self, run_id: &str) -> Result<(), StoreError> {
         let n = self

@@ -1,4 +1,5 @@
--- tailhunt store, schema version 2 (2 added value_blocks). Times are integer nanoseconds.
+-- tailhunt store, schema version 3 (2 added value_blocks, 3 documents). Times are integer
+-- nanoseconds.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -65,6 +66,16 @@ CREATE TABLE IF NOT EXISTS value_blocks (
     max_value  INTEGER NOT NULL,
     data       BLOB NOT NULL,
     PRIMARY KEY (series_id, seq)
+) WITHOUT ROWID;
+
+-- Large JSON documents of a run (a capture's report, with every flow), zstd-compressed, so the
+-- run's params stay small: `tailhunt diagnose` reads them back.
+CREATE TABLE IF NOT EXISTS documents (
+    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name   TEXT NOT NULL,                      -- capture, ...
+    codec  TEXT NOT NULL,                      -- zstd (of UTF-8 JSON)
+    data   BLOB NOT NULL,
+    PRIMARY KEY (run_id, name)
 ) WITHOUT ROWID;
 
 -- Detector conclusions.

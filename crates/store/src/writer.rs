@@ -162,6 +162,22 @@ impl RunWriter<'_> {
         Ok(())
     }
 
+    /// Stores a large JSON document of the run (a capture's report) under `name`,
+    /// zstd-compressed in the `documents` table, replacing one of the same name. Keeps the
+    /// run's params small: a document in params costs a JSON escape, a parse and a rewrite of
+    /// all of it when the run finishes.
+    pub fn put_document(&mut self, name: &str, json: &str) -> Result<(), StoreError> {
+        let data = zstd::bulk::compress(json.as_bytes(), 3).map_err(|e| StoreError::Corrupt {
+            series: 0,
+            reason: format!("compressing document '{name}': {e}"),
+        })?;
+        self.store.conn.execute(
+            "INSERT OR REPLACE INTO documents (run_id, name, codec, data) VALUES (?1, ?2, 'zstd', ?3)",
+            params![self.id, name, data],
+        )?;
+        Ok(())
+    }
+
     /// Writes everything buffered and commits; the run stays `partial`.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         for i in 0..self.series.len() {

@@ -17,6 +17,11 @@ use crate::output;
 /// Detectors this build runs on load and import runs.
 pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
 
+/// Whether a run holds a capture analysis (`tailhunt pcap` or `tailhunt capture`).
+fn is_capture(run: &tailhunt_store::RunInfo) -> bool {
+    matches!(run.kind.as_str(), "pcap" | "capture") || run.params.get("capture").is_some()
+}
+
 /// Runs the detectors on a run, stores their findings (replacing earlier ones) and returns them.
 pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
     let run = store.run(run_id)?;
@@ -27,11 +32,18 @@ pub fn diagnose_run(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
         store.replace_findings(run_id, &findings)?;
         return Ok(findings);
     }
-    if let Some(capture) = run.params.get("capture") {
-        // Stored as one JSON string (older runs: an object).
-        let parsed = match capture.as_str() {
-            Some(text) => serde_json::from_str(text),
-            None => serde_json::from_value(capture.clone()),
+    if is_capture(&run) {
+        // A compressed document; runs of older versions kept it in params as one JSON string
+        // (or, older still, an object).
+        let parsed = match (store.document(run_id, "capture")?, run.params.get("capture")) {
+            (Some(text), _) => serde_json::from_str(&text),
+            (None, Some(v)) => match v.as_str() {
+                Some(text) => serde_json::from_str(text),
+                None => serde_json::from_value(v.clone()),
+            },
+            (None, None) => anyhow::bail!(
+                "run {run_id} has no stored capture report (its writer stopped before the analysis ended): re-run `tailhunt pcap` on the capture"
+            ),
         };
         let report: CaptureReport = parsed.map_err(|e| {
             anyhow::anyhow!("run {run_id}'s stored capture report does not read back ({e}): re-run `tailhunt pcap` on the capture")
@@ -95,7 +107,7 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
         &tailhunt_diagnose::runq::DETECTORS
     } else if matches!(run.kind.as_str(), "transfer" | "sockets") {
         &tailhunt_diagnose::sock::DETECTORS
-    } else if run.params.get("capture").is_some() {
+    } else if is_capture(&run) {
         &tailhunt_diagnose::capture::DETECTORS
     } else {
         &DETECTORS
