@@ -147,20 +147,30 @@ fn version_one_store_is_migrated() {
 #[test]
 fn documents_round_trip_compressed_and_go_with_their_run() {
     let (dir, mut store) = store();
-    let big = format!("{{\"flows\": [{}]}}", vec!["{\"bytes\": 1234}"; 50_000].join(","));
+    let big = format!(
+        "{{\"flows\": [{}]}}",
+        vec!["{\"bytes\": 1234}"; 50_000].join(",")
+    );
     let mut w = store
         .begin_run("pcap", serde_json::json!({}), ClockOrigin::wall(0))
         .unwrap();
     w.put_document("capture", &big).unwrap();
     w.put_document("capture", &big).unwrap(); // replaced, not duplicated
     let id = w.finish(serde_json::json!({})).unwrap();
-    assert_eq!(store.document(&id, "capture").unwrap().as_deref(), Some(big.as_str()));
+    assert_eq!(
+        store.document(&id, "capture").unwrap().as_deref(),
+        Some(big.as_str())
+    );
     assert_eq!(store.document(&id, "other").unwrap(), None);
     let sql = rusqlite::Connection::open(store.path()).unwrap();
     let stored: i64 = sql
         .query_row("SELECT sum(length(data)) FROM documents", [], |r| r.get(0))
         .unwrap();
-    assert!(stored * 20 < big.len() as i64, "{stored} bytes stored for {}", big.len());
+    assert!(
+        stored * 20 < big.len() as i64,
+        "{stored} bytes stored for {}",
+        big.len()
+    );
     store.delete_run(&id).unwrap();
     let left: i64 = sql
         .query_row("SELECT count(*) FROM documents", [], |r| r.get(0))
