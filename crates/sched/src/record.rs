@@ -3,7 +3,7 @@
 //! | series | kind | labels |
 //! |---|---|---|
 //! | `runq_latency` | interval histograms, ns | `cgroup` |
-//! | `runq_preemptions` | values per interval, count | `cgroup`, `by` |
+//! | `runq_preemptions` | values per interval, count | `cgroup`, `by` (itself, `idle`, the 8 others with the most wait time, `other cgroups` for the rest) |
 //! | `runq_waits`, `runq_wait_ns` | values per interval | `cgroup`, `by` |
 //! | `cpu_periods`, `cpu_throttled_periods`, `cpu_throttled_ns` | values per interval | `cgroup` |
 //! | `cpu_pressure_some_ns` | values per interval | `cgroup` |
@@ -24,7 +24,7 @@ use tailhunt_model::{
 
 use crate::cgroups::{CgroupKind, CgroupRef};
 use crate::cpu_stat::Quota;
-use crate::interval::{Counters, Interval, ProgramCost};
+use crate::interval::{Attribution, Counters, Interval, ProgramCost};
 use crate::tracer::{Observer, Started};
 
 /// What the run's parameters say about one cgroup.
@@ -157,6 +157,48 @@ impl<'s> Recorder<'s> {
     }
 }
 
+/// Other cgroups stored per cgroup per interval, besides itself and the idle CPU; the rest are
+/// summed into one `by=other cgroups` entry, so a host with hundreds of containers does not
+/// store a series for every pair that ever met.
+pub const MAX_STORED_OTHERS: usize = 8;
+
+/// Name of the entry the attributions beyond [`MAX_STORED_OTHERS`] are summed into.
+pub const OTHER_CGROUPS: &str = "other cgroups";
+
+/// The attributions worth a series: the cgroup itself, the idle CPU, and the
+/// [`MAX_STORED_OTHERS`] other cgroups with the most wait time; the rest summed.
+fn stored_attributions(me: &CgroupRef, by: &[Attribution]) -> Vec<Attribution> {
+    let mut kept = Vec::new();
+    let mut rest: Option<Attribution> = None;
+    let mut others = 0;
+    let mut sorted: Vec<&Attribution> = by.iter().collect();
+    sorted.sort_by_key(|a| std::cmp::Reverse(a.wait_ns));
+    for a in sorted {
+        let special = a.other.id == me.id || a.other.kind == CgroupKind::Idle;
+        if special || others < MAX_STORED_OTHERS {
+            others += usize::from(!special);
+            kept.push(a.clone());
+            continue;
+        }
+        let r = rest.get_or_insert_with(|| Attribution {
+            other: CgroupRef {
+                id: u64::MAX,
+                path: String::new(),
+                name: OTHER_CGROUPS.into(),
+                kind: CgroupKind::Cgroup,
+            },
+            preemptions: 0,
+            waits: 0,
+            wait_ns: 0,
+        });
+        r.preemptions += a.preemptions;
+        r.waits += a.waits;
+        r.wait_ns += a.wait_ns;
+    }
+    kept.extend(rest);
+    kept
+}
+
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
@@ -195,8 +237,10 @@ impl Observer for Recorder<'_> {
                     },
                 )?;
             }
-            for a in &cg.by {
-                self.note(&a.other);
+            for a in &stored_attributions(&cg.cgroup, &cg.by) {
+                if a.other.name != OTHER_CGROUPS {
+                    self.note(&a.other);
+                }
                 let l = labels(&[("cgroup", name), ("by", &a.other.name)]);
                 if a.preemptions > 0 {
                     self.point("runq_preemptions", l.clone(), Unit::Count, t, a.preemptions)?;
@@ -331,5 +375,46 @@ impl<'s> DegradedRecorder<'s> {
     /// The run parameters: the cgroups seen.
     pub fn params(&self) -> serde_json::Value {
         json!({ "runq": { "mode": "schedstat", "cgroups": self.inner.cgroups } })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(id: u64, name: &str, wait_ns: u64) -> Attribution {
+        Attribution {
+            other: if id == 0 {
+                CgroupRef::idle()
+            } else {
+                CgroupRef::at(id, name)
+            },
+            preemptions: 1,
+            waits: 1,
+            wait_ns,
+        }
+    }
+
+    #[test]
+    fn many_neighbours_are_summed_beyond_the_busiest() {
+        let me = CgroupRef::at(7, "/me");
+        let mut by: Vec<Attribution> = (100..120)
+            .map(|i| a(i, &format!("/n{i}"), i * 10))
+            .collect();
+        by.push(a(7, "/me", 1));
+        by.push(a(0, "", 2));
+        let kept = stored_attributions(&me, &by);
+        // itself, idle, the 8 busiest others, and one sum of the other 12
+        assert_eq!(kept.len(), 11);
+        assert!(kept.iter().any(|k| k.other.id == 7) && kept.iter().any(|k| k.other.id == 0));
+        assert!(kept.iter().any(|k| k.other.name == "/n119"));
+        assert!(!kept.iter().any(|k| k.other.name == "/n100"));
+        let rest = kept.iter().find(|k| k.other.name == OTHER_CGROUPS).unwrap();
+        assert_eq!(rest.waits, 12);
+        assert_eq!(rest.wait_ns, (100..112).map(|i| i * 10).sum::<u64>());
+        let total: u64 = kept.iter().map(|k| k.wait_ns).sum();
+        assert_eq!(total, by.iter().map(|k| k.wait_ns).sum::<u64>());
+        // Few neighbours: kept as they are.
+        assert_eq!(stored_attributions(&me, &by[..3]).len(), 3);
     }
 }
