@@ -31,3 +31,37 @@ fmt_agg() { # key format divisor
     echo "$(calc "$2" "$m / $3") ($(calc "$2" "$lo / $3")-$(calc "$2" "$hi / $3"))"
 }
 median_of() { local m; read -r m _ < <(agg "$1") || true; echo "${m:-0}"; }
+
+# The flags every benchmark takes: --write (sets write=1) and -h/--help (prints the script's
+# header comment). Usage: bench_flags NAME "KNOB=N, ..." "$@".
+bench_flags() {
+    local name=$1 knobs=$2 arg
+    shift 2
+    write=0
+    for arg in "$@"; do
+        case "$arg" in
+            --write) write=1 ;;
+            -h | --help)
+                awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
+                exit 0
+                ;;
+            *)
+                echo "$name: unknown argument '$arg' (use --write, or $knobs in the environment)" >&2
+                exit 2
+                ;;
+        esac
+    done
+}
+
+# Exits with a message unless every KNOB=VALUE given has a positive whole number.
+# Usage: positive_whole NAME "ROUNDS=$rounds" ...
+positive_whole() {
+    local name=$1 pair
+    shift
+    for pair in "$@"; do
+        if ! [[ "${pair#*=}" =~ ^[1-9][0-9]*$ ]]; then
+            echo "$name: ${pair%%=*}='${pair#*=}' is not a positive whole number" >&2
+            exit 2
+        fi
+    done
+}

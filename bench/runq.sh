@@ -25,30 +25,13 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-write=0
-for arg in "$@"; do
-    case "$arg" in
-        --write) write=1 ;;
-        -h | --help)
-            awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'
-            exit 0
-            ;;
-        *)
-            echo "bench/runq.sh: unknown argument '$arg' (use --write, or ROUNDS=N, PIPE_LOOPS=N," \
-                "MSG_LOOPS=N in the environment)" >&2
-            exit 2
-            ;;
-    esac
-done
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_flags bench/runq.sh "ROUNDS=N, PIPE_LOOPS=N, MSG_LOOPS=N" "$@"
 rounds="${ROUNDS:-3}"
 pipe_loops="${PIPE_LOOPS:-200000}"
 msg_loops="${MSG_LOOPS:-1000}"
-for pair in "ROUNDS=$rounds" "PIPE_LOOPS=$pipe_loops" "MSG_LOOPS=$msg_loops"; do
-    if ! [[ "${pair#*=}" =~ ^[1-9][0-9]*$ ]]; then
-        echo "bench/runq.sh: ${pair%%=*}='${pair#*=}' is not a positive whole number" >&2
-        exit 2
-    fi
-done
+positive_whole bench/runq.sh "ROUNDS=$rounds" "PIPE_LOOPS=$pipe_loops" "MSG_LOOPS=$msg_loops"
 if ((EUID != 0)); then
     echo "bench/runq.sh: needs root (it loads BPF programs); run it with sudo" >&2
     exit 2
@@ -75,8 +58,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# shellcheck source=bench/lib.sh
-. bench/lib.sh
 
 # Waits until a tracer's stderr (file $1) shows it has attached.
 wait_attached() {

@@ -16,25 +16,11 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-write=0
-for arg in "$@"; do
-    case "$arg" in
-        --write) write=1 ;;
-        -h | --help)
-            sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
-            exit 0
-            ;;
-        *)
-            echo "bench/sock.sh: unknown argument '$arg' (use --write, or ROUNDS=N in the environment)" >&2
-            exit 2
-            ;;
-    esac
-done
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+bench_flags bench/sock.sh "ROUNDS=N" "$@"
 rounds="${ROUNDS:-3}"
-if ! [[ "$rounds" =~ ^[1-9][0-9]*$ ]]; then
-    echo "bench/sock.sh: ROUNDS='$rounds' is not a positive whole number" >&2
-    exit 2
-fi
+positive_whole bench/sock.sh "ROUNDS=$rounds"
 if [[ "$(id -u)" != 0 ]]; then
     echo "bench/sock.sh: needs root (namespaces, TUN devices, BPF): run as root" >&2
     exit 2
@@ -52,8 +38,6 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-# shellcheck source=bench/lib.sh
-source bench/lib.sh
 
 "$bin" --db "$tmp/t.db" lab link --create --delay 40ms --rate 100mbit --queue 2MB \
     --duration 3600s >"$tmp/link.out" 2>"$tmp/link.err" &

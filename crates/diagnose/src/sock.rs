@@ -11,7 +11,9 @@ use tailhunt_sock::kernel::KernelContext;
 use tailhunt_sock::monitor::SocketsReport;
 use tailhunt_sock::transfer::{TransferOutcome, TransferReport};
 
-use crate::window::{receive_window_limited, transfer_timeout, TimeoutEvidence, WindowEvidence};
+use crate::window::{
+    receive_window_limited, transfer_timeout, TimeoutEvidence, WindowEvidence, WindowSource,
+};
 
 /// Detectors run on transfer and sockets runs.
 pub const DETECTORS: [&str; 2] = [
@@ -49,7 +51,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         let evidence = WindowEvidence {
             flow: r.flow.clone(),
-            source: "tcp_info".into(),
+            source: WindowSource::TcpInfo,
             bytes: r.bytes_transferred,
             rwnd_limited_share: share,
             throughput_bps: r.throughput_bps,
@@ -99,7 +101,7 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 .map(|e| e.describe());
             Some(WindowEvidence {
                 flow: c.flow.clone(),
-                source: "tcp_info_receiver".into(),
+                source: WindowSource::TcpInfoReceiver,
                 bytes: c.bytes_received,
                 rwnd_limited_share: c.receiver_window_share?,
                 throughput_bps: c.throughput_bps?,
@@ -124,7 +126,7 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
             let pinned = c.peer_rcvbuf_set.as_ref().map(|s| s.describe());
             Some(WindowEvidence {
                 flow: c.flow.clone(),
-                source: "tcp_info".into(),
+                source: WindowSource::TcpInfo,
                 bytes: c.bytes_sent,
                 rwnd_limited_share: share,
                 throughput_bps: c.throughput_bps?,

@@ -21,13 +21,42 @@ use tailhunt_pcap::analysis::FlowSummary;
 pub const WINDOW_DETECTOR: &str = "receive-window-limited";
 /// Name of the timeout detector.
 pub const TIMEOUT_DETECTOR: &str = "application-timeout";
-const MIN_RWND_SHARE: f64 = 0.5;
-/// The kernel's own clock of receive-window-limited time (`tcpi_rwnd_limited`) stops whenever
-/// a write loop ends for another reason — pacing (BBR), TCP small queues — so a transfer held
-/// at window/RTT shows about 40% of its busy time with BBR on this kernel (a capture's replay
-/// of the window counts those gaps as window-limited). Evidence from TCP_INFO therefore needs
-/// a lower share; the throughput must still sit at window/RTT.
-pub const MIN_RWND_SHARE_TCP_INFO: f64 = 0.25;
+/// Where window evidence comes from: each source measures the window-limited share its own way,
+/// so each has its own threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowSource {
+    /// A capture: the receiver's ACKs replayed at the sender; share of the sender's busy time.
+    Capture,
+    /// The sender's TCP_INFO (`tcpi_rwnd_limited` over busy time).
+    TcpInfo,
+    /// The receiver's TCP_INFO: share of the intervals data arrived in that brought the
+    /// advertised window per RTT.
+    TcpInfoReceiver,
+}
+
+impl WindowSource {
+    /// Name in evidence (`window (tcp_info)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WindowSource::Capture => "capture",
+            WindowSource::TcpInfo => "tcp_info",
+            WindowSource::TcpInfoReceiver => "tcp_info_receiver",
+        }
+    }
+
+    /// The window-limited share that makes a transfer window-limited. The kernel's own clock
+    /// (`tcpi_rwnd_limited`) stops whenever a write loop ends for another reason — pacing
+    /// (BBR), TCP small queues — so a transfer held at window/RTT shows about 40% of its busy
+    /// time with BBR on this kernel, where a capture's replay of the window counts those gaps
+    /// as window-limited. TCP_INFO from the sender therefore needs a lower share; the
+    /// throughput must still sit at window/RTT either way.
+    pub fn min_share(self) -> f64 {
+        match self {
+            WindowSource::TcpInfo => 0.25,
+            WindowSource::Capture | WindowSource::TcpInfoReceiver => 0.5,
+        }
+    }
+}
 const BOUND_TOLERANCE: f64 = 0.35;
 /// Transfers smaller than this say little about windows.
 const MIN_BYTES: u64 = 256 * 1024;
@@ -37,8 +66,8 @@ const MIN_BYTES: u64 = 256 * 1024;
 pub struct WindowEvidence {
     /// The connection, `client -> server`.
     pub flow: String,
-    /// `capture` or `tcp_info`.
-    pub source: String,
+    /// Which source saw it.
+    pub source: WindowSource,
     /// Payload bytes the main sender sent.
     pub bytes: u64,
     /// Share of its busy time limited by the receive window.
@@ -75,7 +104,7 @@ impl WindowEvidence {
         };
         Some(WindowEvidence {
             flow: f.name.to_string(),
-            source: "capture".into(),
+            source: WindowSource::Capture,
             bytes: side.payload_bytes,
             rwnd_limited_share: t.rwnd_limited_share,
             throughput_bps: t.throughput_bps?,
@@ -100,14 +129,7 @@ impl WindowEvidence {
 pub fn receive_window_limited(evidence: &[WindowEvidence]) -> Vec<Finding> {
     evidence
         .iter()
-        .filter(|e| {
-            let min = if e.source == "tcp_info" {
-                MIN_RWND_SHARE_TCP_INFO
-            } else {
-                MIN_RWND_SHARE
-            };
-            e.bytes >= MIN_BYTES && e.rwnd_limited_share >= min
-        })
+        .filter(|e| e.bytes >= MIN_BYTES && e.rwnd_limited_share >= e.source.min_share())
         .filter(|e| (e.throughput_bps / e.bound_bps() - 1.0).abs() <= BOUND_TOLERANCE)
         .map(window_finding)
         .collect()
@@ -146,7 +168,7 @@ fn window_finding(e: &WindowEvidence) -> Finding {
             ""
         }
     );
-    if e.source == "tcp_info_receiver" {
+    if e.source == WindowSource::TcpInfoReceiver {
         note = "seen from the receiver: the share is of the intervals data arrived in, and in those it arrived at the advertised window per RTT".into();
     }
     if let Some(k) = &e.kernel {
@@ -166,7 +188,7 @@ fn window_finding(e: &WindowEvidence) -> Finding {
         confidence: if e.scale_inferred { 0.6 } else { 0.9 },
         summary,
         evidence: vec![Evidence {
-            series: format!("window ({})", e.source),
+            series: format!("window ({})", e.source.name()),
             range_ns: e.range_ns,
             values,
             note,

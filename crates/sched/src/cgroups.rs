@@ -236,6 +236,8 @@ pub fn name_of(path: &str) -> (CgroupKind, String) {
 pub struct CgroupIndex {
     root: Option<PathBuf>,
     paths: HashMap<u64, String>,
+    /// Walked since the last [`CgroupIndex::expire`]: an id it still lacks is gone.
+    fresh: bool,
 }
 
 impl CgroupIndex {
@@ -244,6 +246,7 @@ impl CgroupIndex {
         let mut index = CgroupIndex {
             root: root.map(Path::to_path_buf),
             paths: HashMap::new(),
+            fresh: false,
         };
         index.refresh();
         index
@@ -251,6 +254,7 @@ impl CgroupIndex {
 
     /// Walks the hierarchy again (new cgroups appear; gone ones keep their last path).
     pub fn refresh(&mut self) {
+        self.fresh = true;
         let Some(root) = self.root.clone() else {
             return;
         };
@@ -276,6 +280,21 @@ impl CgroupIndex {
     /// The cgroup with kernfs id `id`, when the last walk saw it.
     pub fn get(&self, id: u64) -> Option<CgroupRef> {
         self.paths.get(&id).map(|p| CgroupRef::at(id, p))
+    }
+
+    /// Like [`CgroupIndex::get`], walking the hierarchy first when `id` is new — at most once
+    /// between two [`CgroupIndex::expire`] calls, however many unknown ids are asked for (a
+    /// cgroup created and removed between walks is never found).
+    pub fn find(&mut self, id: u64) -> Option<CgroupRef> {
+        if !self.paths.contains_key(&id) && !self.fresh {
+            self.refresh();
+        }
+        self.get(id)
+    }
+
+    /// Lets the next [`CgroupIndex::find`] of an unknown id walk again (once per interval).
+    pub fn expire(&mut self) {
+        self.fresh = false;
     }
 
     /// Whether the cgroup still exists.

@@ -84,6 +84,19 @@ impl Quota {
     }
 }
 
+/// `10.0ms per 100ms (0.10 CPU)`.
+impl std::fmt::Display for Quota {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} per {} ({:.2} CPU)",
+            tailhunt_model::format_duration_ns(self.quota_us as f64 * 1e3),
+            tailhunt_model::format_duration_ns(self.period_us as f64 * 1e3),
+            self.cpus()
+        )
+    }
+}
+
 /// The CPU quota set on the cgroup at `dir`, v1 or v2; `None` when unlimited or unreadable.
 pub fn read_quota(dir: &Path) -> Option<Quota> {
     if let Ok(max) = fs::read_to_string(dir.join("cpu.max")) {
@@ -157,6 +170,15 @@ mod tests {
         let b = Throttling { periods: 4, ..a };
         assert_eq!(b.since(&a).periods, 0);
         assert_eq!(a.since(&b).periods, 6);
+    }
+
+    #[test]
+    fn quota_in_words() {
+        let q = Quota {
+            quota_us: 10_000,
+            period_us: 100_000,
+        };
+        assert_eq!(q.to_string(), "10.0ms per 100ms (0.10 CPU)");
     }
 
     #[test]

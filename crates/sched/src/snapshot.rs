@@ -111,12 +111,8 @@ impl Reader {
         if id == 0 {
             return CgroupRef::idle();
         }
-        if let Some(c) = self.charged.get(id) {
-            return c;
-        }
-        self.charged.refresh();
         self.charged
-            .get(id)
+            .find(id)
             .unwrap_or_else(|| CgroupRef::unknown(id))
     }
 
@@ -163,12 +159,10 @@ impl Reader {
         }
         let counters = read_counters(maps)?;
 
-        if hists
-            .keys()
-            .chain(pairs.keys().map(|(v, _)| v))
-            .any(|id| self.charged.get(*id).is_none())
-        {
-            self.charged.refresh();
+        // New cgroups since the last interval are found by one walk per hierarchy at most.
+        self.charged.expire();
+        if let Some(v1) = self.v1_cpu.as_mut() {
+            v1.expire();
         }
         // Deltas of the pairs, grouped by victim.
         let mut by: HashMap<u64, Vec<(u64, RawPair)>> = HashMap::new();
@@ -303,10 +297,10 @@ impl Reader {
                 return (Some(dir), Some(path));
             }
         }
-        if cpu_cgroup_id != 0 && v1.get(cpu_cgroup_id).is_none() {
-            v1.refresh();
-        }
-        if let Some(c) = v1.get(cpu_cgroup_id) {
+        let seen = (cpu_cgroup_id != 0)
+            .then(|| v1.find(cpu_cgroup_id))
+            .flatten();
+        if let Some(c) = seen {
             return (v1.dir(cpu_cgroup_id), Some(c.path));
         }
         let same = v1_root.join(cg.path.trim_start_matches('/'));

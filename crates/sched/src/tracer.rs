@@ -104,16 +104,18 @@ pub fn trace(
 
     let mut first = MaybeUninit::uninit();
     let mut second = MaybeUninit::uninit();
+    let filtered = !filter_roots.is_empty();
+    let v1_cpu = mounts.v1_cpu.is_some();
     let (skel, attach, store, fallback_reason) = match cfg.attach {
-        Attach::Auto => match load(&mut first, cfg, Attach::TpBtf, !filter_roots.is_empty()) {
+        Attach::Auto => match load(&mut first, cfg, Attach::TpBtf, filtered, v1_cpu) {
             Ok((s, st)) => (s, Attach::TpBtf, st, None),
             Err(e) => {
-                let (s, st) = load(&mut second, cfg, Attach::RawTp, !filter_roots.is_empty())?;
+                let (s, st) = load(&mut second, cfg, Attach::RawTp, filtered, v1_cpu)?;
                 (s, Attach::RawTp, st, Some(e.to_string()))
             }
         },
         a => {
-            let (s, st) = load(&mut first, cfg, a, !filter_roots.is_empty())?;
+            let (s, st) = load(&mut first, cfg, a, filtered, v1_cpu)?;
             (s, a, st, None)
         }
     };
@@ -187,6 +189,7 @@ fn load<'o>(
     cfg: &TracerConfig,
     attach: Attach,
     filtered: bool,
+    v1_cpu_mounted: bool,
 ) -> Result<(RunqSkel<'o>, TimestampStore), SchedError> {
     let store = cfg.store.unwrap_or(TimestampStore::Array);
     if store == TimestampStore::TaskStorage && attach == Attach::RawTp {
@@ -203,7 +206,7 @@ fn load<'o>(
         })?;
     ro.targ_store = store.code();
     ro.targ_hierarchy = u32::from(cfg.hierarchy == Hierarchy::V1Cpu);
-    ro.targ_v1_cpu = cfg.hierarchy == Hierarchy::V2 && Mounts::detect().v1_cpu.is_some();
+    ro.targ_v1_cpu = cfg.hierarchy == Hierarchy::V2 && v1_cpu_mounted;
     ro.targ_skip_kthreads = !cfg.kernel_threads;
     ro.targ_filter = filtered;
     ro.targ_all_events = cfg.all_events;

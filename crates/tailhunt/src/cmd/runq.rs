@@ -15,6 +15,7 @@ use tailhunt_report::runq::{
     OverheadDoc, RunqDoc, Totals,
 };
 use tailhunt_sched::cgroups::Hierarchy;
+use tailhunt_sched::cpu_stat::Quota;
 use tailhunt_sched::record::{DegradedRecorder, Recorder};
 use tailhunt_sched::{Attach, Interval, Observer, Started, TimestampStore, TracerConfig};
 use tailhunt_store::Store;
@@ -323,10 +324,22 @@ fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>> {
         throttled_periods: None,
         throttled_ns: None,
     };
+    // What the detectors read; the outlier events and pressure are not loaded.
+    const USED: [&str; 6] = [
+        "runq_latency",
+        "runq_preemptions",
+        "runq_waits",
+        "runq_wait_ns",
+        "cpu_throttled_periods",
+        "cpu_throttled_ns",
+    ];
     for info in store.series(run_id)? {
         let Some(cgroup) = info.labels.get("cgroup").cloned() else {
             continue;
         };
+        if !USED.contains(&info.name.as_str()) {
+            continue;
+        }
         let series = store.load_series(&info)?;
         let per = steps.entry(cgroup).or_default();
         match (&series.data, info.name.as_str()) {
@@ -359,18 +372,9 @@ fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>> {
     Ok(steps
         .into_iter()
         .map(|(cgroup, per)| {
-            let quota = info["cgroups"][&cgroup]["quota"].as_object().map(|q| {
-                let (qu, pe) = (
-                    q["quota_us"].as_u64().unwrap_or(0),
-                    q["period_us"].as_u64().unwrap_or(1),
-                );
-                format!(
-                    "{} per {} ({:.2} CPU)",
-                    tailhunt_model::format_duration_ns(qu as f64 * 1e3),
-                    tailhunt_model::format_duration_ns(pe as f64 * 1e3),
-                    qu as f64 / pe.max(1) as f64
-                )
-            });
+            let quota = serde_json::from_value::<Quota>(info["cgroups"][&cgroup]["quota"].clone())
+                .ok()
+                .map(|q| q.to_string());
             let blockers = info["blockers"]
                 .as_array()
                 .into_iter()
