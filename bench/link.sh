@@ -55,7 +55,7 @@ for tool in cargo ip ping; do
 done
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
-cmd=(cargo test --release -q -p tailhunt-lab --test link_bench -- --ignored --nocapture)
+cmd=(cargo test --release -q -p tailhunt-netlab --test link_bench -- --ignored --nocapture)
 body="$(LINK_BENCH_PING_S="$ping_s" LINK_BENCH_BULK_S="$bulk_s" "${cmd[@]}" 2>/dev/null |
     grep -v -E '^(running [0-9]+ test|test result:|test link_bench_root|\.+$)' || true)"
 if ! grep -q 'goodput' <<<"$body"; then

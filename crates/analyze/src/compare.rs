@@ -155,7 +155,7 @@ pub fn compare(before: &Analysis, after: &Analysis) -> Comparison {
 mod tests {
     use super::*;
     use crate::{analyze, AnalyzeOptions, Distribution};
-    use tailhunt_lab::synth;
+    use tailhunt_synth as synth;
 
     fn analysis(shift: f64, seed: u64) -> Analysis {
         let v = synth::mixture(100_000, &synth::trimodal_components(shift).unwrap(), seed).unwrap();

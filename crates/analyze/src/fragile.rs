@@ -115,7 +115,7 @@ fn fmt(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use crate::{analyze, AnalyzeOptions, Distribution};
-    use tailhunt_lab::synth;
+    use tailhunt_synth as synth;
 
     fn analysis(shift: f64, seed: u64) -> crate::Analysis {
         let v = synth::mixture(100_000, &synth::trimodal_components(shift).unwrap(), seed).unwrap();

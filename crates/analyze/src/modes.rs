@@ -340,7 +340,7 @@ fn build(h: &Histogram, b: &Binned, peaks: &[usize]) -> Modes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tailhunt_lab::synth;
+    use tailhunt_synth as synth;
 
     fn hist(values: &[u64]) -> Histogram {
         let mut h = Histogram::new();

@@ -164,7 +164,7 @@ fn sorted(steps: &[RateStep]) -> Vec<&RateStep> {
 mod tests {
     use super::*;
     use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
-    use tailhunt_lab::synth;
+    use tailhunt_synth as synth;
 
     fn step(rate: f64, median_ns: f64, seed: u64) -> RateStep {
         let v = synth::lognormal(2000, median_ns, 0.1, seed).unwrap();

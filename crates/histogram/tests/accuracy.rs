@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use tailhunt_histogram::Histogram;
-use tailhunt_lab::synth;
+use tailhunt_synth as synth;
 
 const QUANTILES: [f64; 12] = [
     0.0, 0.001, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 0.9999, 1.0,

@@ -26,9 +26,9 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{params, Connection};
-use tailhunt_lab::synth;
 use tailhunt_model::{ClockOrigin, Outcome, Sample, SeriesMeta, SeriesSink, Timing};
 use tailhunt_store::Store;
+use tailhunt_synth as synth;
 
 type Result<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 

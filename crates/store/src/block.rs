@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_is_small_for_latency_data() {
-        let lat = tailhunt_lab::synth::lognormal(BLOCK_SAMPLES, 500e3, 0.5, 9).unwrap();
+        let lat = tailhunt_synth::lognormal(BLOCK_SAMPLES, 500e3, 0.5, 9).unwrap();
         let s = samples(&lat, 1_000_000);
         let enc = encode(&s);
         assert_eq!(decode(CODEC_PLANES_ZSTD, &enc).unwrap(), s);
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn microsecond_data_stores_microseconds() {
-        let lat: Vec<u64> = tailhunt_lab::synth::lognormal(BLOCK_SAMPLES, 500e3, 0.5, 9)
+        let lat: Vec<u64> = tailhunt_synth::lognormal(BLOCK_SAMPLES, 500e3, 0.5, 9)
             .unwrap()
             .into_iter()
             .map(|v| v / 1000 * 1000)

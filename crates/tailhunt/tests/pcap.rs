@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::capture::{detectors, empty_pcap, namespace, pcap_json, tshark_fields, Tcpdump};
 use common::{Env, BIN};
 use serde_json::Value;
-use tailhunt_lab::netns::Netns;
+use tailhunt_netlab::netns::Netns;
 
 /// A tailhunt reference server inside `ns`, killed on drop.
 struct Server(Child);

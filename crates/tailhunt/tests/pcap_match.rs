@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::capture::{namespace, pcap_json, Tcpdump};
 use common::{Env, BIN};
-use tailhunt_lab::netns::{veth, Netns};
+use tailhunt_netlab::netns::{veth, Netns};
 
 /// A process inside a namespace, killed (by its PID) on drop.
 struct Proc(Child);

@@ -191,7 +191,7 @@ fn without_privileges_the_messages_say_what_is_needed_root() {
         err.contains("needs BPF") && err.contains("CAP_BPF") && err.contains("--no-audit"),
         "{err}"
     );
-    let ns = tailhunt_lab::netns::Netns::new("nobody").unwrap();
+    let ns = tailhunt_netlab::netns::Netns::new("nobody").unwrap();
     let out = as_nobody(&[
         "sockets",
         "--no-audit",

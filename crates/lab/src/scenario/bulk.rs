@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 
 use super::procs::{Capture, Proc};
 use super::{read_part, Out, ScenarioError};
-use crate::link::{EmulatedLink, LinkConfig};
-use crate::netns::{veth, Netns};
+use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
+use tailhunt_netlab::netns::{veth, Netns};
 
 const CLIENT: &str = "198.18.4.1";
 const GW_LAN: &str = "198.18.4.254";
@@ -110,7 +110,7 @@ pub(crate) fn run(out: &Out, rcvbuf: Option<u32>) -> Result<Value, ScenarioError
         "rtt_ns": RTT_NS,
         "rate_bps": RATE_BPS,
         "queue_bytes": QUEUE_BYTES,
-        "emulator": "tailhunt_lab::link (userspace, TUN), same config both ways",
+        "emulator": "tailhunt_netlab::link (userspace, TUN), same config both ways",
         "stats_directions": {"forward": "gw -> server", "reverse": "server -> gw"},
         "stats": stats,
     });

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
 use super::{median, read_part, Out, ScenarioError};
-use crate::netns::{veth, Netns};
+use tailhunt_netlab::netns::{veth, Netns};
 
 const CACHE: &str = "198.18.2.2";
 const FAR: &str = "198.18.2.1";

@@ -101,7 +101,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::netns::NetnsError;
+use tailhunt_netlab::netns::NetnsError;
 
 /// A scenario that plants one root cause (or none) in a capture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +159,7 @@ pub enum ScenarioError {
     Netns(#[from] NetnsError),
     /// The link emulator would not start.
     #[error("starting the link emulator: {0}")]
-    Link(#[from] crate::link::LinkError),
+    Link(#[from] tailhunt_netlab::link::LinkError),
     /// A file in the output directory could not be written or read.
     #[error("cannot use '{path}': {source} (give a writable output directory)")]
     Io {

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::procs::{Capture, Proc};
 use super::{median, read_part, Out, ScenarioError};
-use crate::netns::{veth, Netns};
+use tailhunt_netlab::netns::{veth, Netns};
 
 const CLIENT: &str = "198.18.3.1";
 const SERVER: &str = "198.18.3.2";

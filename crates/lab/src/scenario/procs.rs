@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::ScenarioError;
-use crate::netns::Netns;
+use tailhunt_netlab::netns::Netns;
 
 /// A process started inside a namespace; killed (SIGKILL, by PID) and reaped on drop.
 pub(crate) struct Proc {

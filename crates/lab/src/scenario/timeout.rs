@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::procs::{add_tbf, qdisc_counts, Capture, Proc};
 use super::{read_part, Out, ScenarioError};
-use crate::netns::{veth, Netns};
+use tailhunt_netlab::netns::{veth, Netns};
 
 const CLIENT: &str = "198.18.5.1";
 const SERVER: &str = "198.18.5.2";

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tailhunt_lab::link::{units, DirectionStats, EmulatedLink, LinkConfig};
-use tailhunt_lab::netns::Netns;
-use tailhunt_lab::synth;
+use tailhunt_netlab::link::{units, DirectionStats, EmulatedLink, LinkConfig};
+use tailhunt_netlab::netns::Netns;
 use tailhunt_report::doc::WrittenDoc;
+use tailhunt_synth as synth;
 
 use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;

@@ -185,7 +185,7 @@ pub fn stored_findings(kind: &str, params: &serde_json::Value) -> Result<Option<
 fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
     let opts = options(&a.opts, a.timeout.as_deref())?;
     let server = addr("ADDR", &a.server)?;
-    let bytes = tailhunt_lab::link::units::parse_bytes(&a.bytes).context("--bytes")?;
+    let bytes = tailhunt_netlab::link::units::parse_bytes(&a.bytes).context("--bytes")?;
     let mut db = Store::open(&cli.db)?;
     let t = transfer::download(server, bytes, &opts)?;
     let doc = store(&mut db, &t)?;

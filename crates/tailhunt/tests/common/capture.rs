@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use tailhunt_lab::netns::Netns;
+use tailhunt_netlab::netns::Netns;
 
 /// A namespace with loopback up, or `None` (with the reason printed) where namespaces cannot
 /// be made (not root). CI runs as root, so there these tests run.

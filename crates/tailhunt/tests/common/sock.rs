@@ -9,8 +9,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tailhunt_lab::link::{EmulatedLink, LinkConfig};
-use tailhunt_lab::netns::Netns;
+use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
+use tailhunt_netlab::netns::Netns;
 
 use super::BIN;
 

@@ -25,8 +25,8 @@
 //! framing), queue sizes in bytes of IP packets.
 //!
 //! ```no_run
-//! use tailhunt_lab::link::{EmulatedLink, LinkConfig};
-//! use tailhunt_lab::netns::Netns;
+//! use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
+//! use tailhunt_netlab::netns::Netns;
 //! let (a, b) = (Netns::new("client")?, Netns::new("server")?);
 //! // 80 ms round trip, 100 Mbit/s each way with a 1 MB drop-tail queue.
 //! let cfg = LinkConfig { rate_bps: Some(100_000_000), ..LinkConfig::delay_ms(40) };

@@ -8,9 +8,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tailhunt_lab::link::measure::{cpu_steal_ns, tcp_bulk, udp_ping_pong, PingPong, UdpEcho};
-use tailhunt_lab::link::{EmulatedLink, LinkConfig, LinkStats};
-use tailhunt_lab::netns::Netns;
+use tailhunt_netlab::link::measure::{cpu_steal_ns, tcp_bulk, udp_ping_pong, PingPong, UdpEcho};
+use tailhunt_netlab::link::{EmulatedLink, LinkConfig, LinkStats};
+use tailhunt_netlab::netns::Netns;
 
 const A: &str = "198.18.11.1/30";
 const B: &str = "198.18.11.2/30";

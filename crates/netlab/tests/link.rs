@@ -6,9 +6,9 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use tailhunt_lab::link::measure::{cpu_steal_ns, in_netns, tcp_bulk, udp_ping_pong, UdpEcho};
-use tailhunt_lab::link::{EmulatedLink, LinkConfig, LinkError};
-use tailhunt_lab::netns::Netns;
+use tailhunt_netlab::link::measure::{cpu_steal_ns, in_netns, tcp_bulk, udp_ping_pong, UdpEcho};
+use tailhunt_netlab::link::{EmulatedLink, LinkConfig, LinkError};
+use tailhunt_netlab::netns::Netns;
 
 const MS: u64 = 1_000_000;
 const A: &str = "198.18.10.1/30";
