@@ -15,6 +15,7 @@
 //! - [`window`]: `receive-window-limited` and `application-timeout`, from a capture's flows
 //!   (or any source of [`window::WindowEvidence`]).
 //! - [`sock`]: the same two from TCP_INFO and inet_diag (`tailhunt transfer`, `tailhunt sockets`).
+//! - [`stored`]: [`diagnose_run`], the one way from a stored run of any kind to its findings.
 //!
 //! ```
 //! use tailhunt_diagnose::nagle::{latency_rises_as_load_falls, RateStep};
@@ -29,6 +30,9 @@ pub mod nagle;
 pub mod nagle_stall;
 pub mod runq;
 pub mod sock;
+pub mod stored;
 pub mod window;
+
+pub use stored::{detectors_for, diagnose_run, store_findings, DiagnoseError, Diagnosis};
 
 pub use tailhunt_model::Finding;

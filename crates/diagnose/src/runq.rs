@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 
 use tailhunt_histogram::Histogram;
+use tailhunt_model::evidence::runq::{CgroupTimeline, RunqStep, Share};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 /// Name of the neighbour detector.
@@ -49,47 +50,6 @@ const MIN_OTHERS_SHARE: f64 = 0.5;
 /// Others' hold on the CPU (wait time behind them, or preemptions, per second) must rise at
 /// least this much over the calm rate.
 const MIN_TAKE_RISE: f64 = 2.0;
-
-/// Another cgroup's part in one interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Share {
-    /// Preemptions of this cgroup's tasks by the other's.
-    pub preemptions: u64,
-    /// Waits that ended right after the other ran.
-    pub waits: u64,
-    /// Their total length, ns.
-    pub wait_ns: u64,
-}
-
-/// One cgroup in one interval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunqStep {
-    /// Interval start, ns.
-    pub start_ns: i64,
-    /// Interval end, ns.
-    pub end_ns: i64,
-    /// Run-queue latency, ns.
-    pub latency: Histogram,
-    /// Other cgroups by name (`idle` for an idle CPU).
-    pub by: BTreeMap<String, Share>,
-    /// Periods throttled in the interval (None: not readable).
-    pub throttled_periods: Option<u64>,
-    /// Time throttled in the interval, ns.
-    pub throttled_ns: Option<u64>,
-}
-
-/// One cgroup over a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CgroupTimeline {
-    /// Its name as reported (`docker:3f2a1c9e0b7d`, `/a/b`, `system`).
-    pub cgroup: String,
-    /// Its intervals in time order.
-    pub steps: Vec<RunqStep>,
-    /// Its CPU quota in words (`10ms per 100ms (0.10 CPU)`), when one was set.
-    pub quota: Option<String>,
-    /// Threads its outliers waited behind: (cgroup, command, tid, outliers), most first.
-    pub blockers: Vec<(String, String, u32, u64)>,
-}
 
 /// Both detectors over every cgroup's timeline. `baseline` holds the timelines of an earlier run
 /// taken when things were fine (`tailhunt runq --baseline RUN`, possibly empty): a cgroup found
@@ -242,7 +202,9 @@ fn throttled_finding(
         .iter()
         .filter(|s| s.throttled_periods.unwrap_or(0) > 0)
         .count();
-    let quota = t.quota.clone().unwrap_or_else(|| "a CPU quota".into());
+    let quota = t
+        .quota
+        .map_or_else(|| "a CPU quota".to_string(), |q| q.to_string());
     let th = Evidence {
         series: format!("cpu_throttled_periods{{cgroup={}}}", t.cgroup),
         range_ns: span(bad),
@@ -331,9 +293,9 @@ fn noisy_finding(
     let threads: Vec<String> = t
         .blockers
         .iter()
-        .filter(|(by, ..)| *by == top)
+        .filter(|b| b.by == top)
         .take(3)
-        .map(|(_, comm, pid, n)| format!("{comm} (tid {pid}, {n} outlier(s))"))
+        .map(|b| format!("{} (tid {}, {} outlier(s))", b.comm, b.pid, b.count))
         .collect();
     let who = if top == "system" {
         "system services (processes outside any container)".to_string()
@@ -400,6 +362,7 @@ fn noisy_finding(
 mod tests {
     use super::*;
     use tailhunt_histogram::Layout;
+    use tailhunt_model::evidence::runq::{Blocker, Quota};
 
     fn step(i: i64, typical_ns: u64, by: &[(&str, u64, u64)], throttled: Option<u64>) -> RunqStep {
         let mut h = Histogram::with_layout(Layout::new(4).unwrap());
@@ -437,8 +400,18 @@ mod tests {
         CgroupTimeline {
             cgroup: "/t/victim".into(),
             steps,
-            quota: Some("10ms per 100ms (0.10 CPU)".into()),
-            blockers: vec![("/t/neighbour".into(), "hog".into(), 4242, 17)],
+            quota: Some(Quota {
+                quota_us: 10_000,
+                period_us: 100_000,
+            }),
+            blockers: vec![Blocker {
+                cgroup: "/t/victim".into(),
+                by: "/t/neighbour".into(),
+                comm: "hog".into(),
+                pid: 4242,
+                count: 17,
+                max_ns: 0,
+            }],
         }
     }
 
@@ -486,7 +459,11 @@ mod tests {
         let f = diagnose(&[timeline(steps)], &[]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].detector, THROTTLED_DETECTOR);
-        assert!(f[0].summary.contains("10ms per 100ms"), "{}", f[0].summary);
+        assert!(
+            f[0].summary.contains("10.0ms per 100ms (0.10 CPU)"),
+            "{}",
+            f[0].summary
+        );
     }
 
     #[test]

@@ -20,7 +20,9 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod evidence;
 mod finding;
+mod kind;
 mod run;
 mod sample;
 mod series;
@@ -29,6 +31,7 @@ mod time;
 mod unit;
 
 pub use finding::{Evidence, Finding, Verdict};
+pub use kind::RunKind;
 pub use run::{Run, RunStatus};
 pub use sample::{Outcome, Sample};
 pub use series::{display_name, IntervalHistogram, Labels, Point, Series, SeriesData, Timing};

@@ -1,10 +1,13 @@
 //! `tailhunt pcap` and `tailhunt capture`: the capture document and its terminal rendering.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
+use tailhunt_analyze::Distribution;
 use tailhunt_model::{format_duration_ns, Finding, RunStatus};
 use tailhunt_pcap::analysis::{CaptureReport, FlowSummary};
+use tailhunt_store::{Store, StoreError};
 
 use crate::terminal::{render_findings, render_time, table, thousands};
 
@@ -29,6 +32,52 @@ pub struct PortLatency {
     pub server_p50_ns: Option<u64>,
     /// p99 of the server's own time, ns.
     pub server_p99_ns: Option<u64>,
+}
+
+/// Request latency per server port of a stored capture run, from its `latency{server_port}`
+/// and `server_time{server_port}` series, most answered first.
+pub fn port_latencies(store: &Store, run_id: &str) -> Result<Vec<PortLatency>, StoreError> {
+    let mut latency = Vec::new();
+    let mut server = BTreeMap::new();
+    for info in store.series(run_id)? {
+        let Some(port) = info
+            .labels
+            .get("server_port")
+            .and_then(|p| p.parse::<u16>().ok())
+        else {
+            continue;
+        };
+        match info.name.as_str() {
+            "latency" => latency.push((info.display_name.clone(), port, store.load_series(&info)?)),
+            "server_time" => {
+                server.insert(
+                    port,
+                    Distribution::from_series(&store.load_series(&info)?, true),
+                );
+            }
+            _ => {}
+        }
+    }
+    let mut ports: Vec<PortLatency> = latency
+        .iter()
+        .map(|(name, port, series)| {
+            let d = Distribution::from_series(series, true);
+            let s = server.get(port);
+            PortLatency {
+                series: name.clone(),
+                server_port: *port,
+                answered: d.count(),
+                unanswered: series.count() - d.count(),
+                p50_ns: d.quantile(0.5),
+                p99_ns: d.quantile(0.99),
+                max_ns: d.quantile(1.0),
+                server_p50_ns: s.and_then(|s| s.quantile(0.5)),
+                server_p99_ns: s.and_then(|s| s.quantile(0.99)),
+            }
+        })
+        .collect();
+    ports.sort_by_key(|p| std::cmp::Reverse(p.answered));
+    Ok(ports)
 }
 
 /// The capture document.

@@ -5,12 +5,11 @@ use std::fmt::Write;
 
 use serde::Serialize;
 use tailhunt_histogram::Histogram;
+use tailhunt_model::evidence::runq::{
+    kernel_layout, mean_ns_per_hook, CgroupInterval, CgroupKind, CgroupRef, Counters,
+    DegradedInterval, ProgramCost, Quota, TracerSetup,
+};
 use tailhunt_model::{ClockOrigin, Finding, RunStatus};
-use tailhunt_sched::cgroups::{CgroupKind, CgroupRef};
-use tailhunt_sched::cpu_stat::Quota;
-use tailhunt_sched::interval::{kernel_layout, mean_ns_per_hook, Counters, ProgramCost};
-use tailhunt_sched::schedstat::DegradedInterval;
-use tailhunt_sched::{CgroupInterval, Interval, Started};
 
 use crate::terminal::{render_duration, render_findings, render_time, table, thousands};
 
@@ -120,13 +119,19 @@ pub struct IntervalDoc {
 }
 
 impl IntervalDoc {
-    /// From the tracer's interval; times converted with the run's clock origin.
-    pub fn new(iv: &Interval, origin: &ClockOrigin) -> IntervalDoc {
+    /// From one interval of the tracer (`span_ns`: its start and end on the monotonic clock);
+    /// times converted with the run's clock origin.
+    pub fn new(
+        span_ns: (i64, i64),
+        cgroups: &[CgroupInterval],
+        counters: Counters,
+        origin: &ClockOrigin,
+    ) -> IntervalDoc {
         IntervalDoc {
-            start_wall_ns: origin.to_wall(iv.start_ns),
-            end_wall_ns: origin.to_wall(iv.end_ns),
-            cgroups: iv.cgroups.iter().map(CgroupRow::from_interval).collect(),
-            counters: iv.counters,
+            start_wall_ns: origin.to_wall(span_ns.0),
+            end_wall_ns: origin.to_wall(span_ns.1),
+            cgroups: cgroups.iter().map(CgroupRow::from_interval).collect(),
+            counters,
         }
     }
 }
@@ -217,7 +222,7 @@ pub struct RunqDoc {
     pub degraded_reason: Option<String>,
     /// How the tracer was set up (BPF mode).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub started: Option<Started>,
+    pub started: Option<TracerSetup>,
     /// Intervals (BPF mode).
     pub intervals: Vec<IntervalDoc>,
     /// Intervals (degraded mode).
@@ -238,9 +243,9 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// Adds one interval.
-    pub fn add(&mut self, iv: &Interval) {
-        for c in &iv.cgroups {
+    /// Adds one interval's cgroups.
+    pub fn add(&mut self, cgroups: &[CgroupInterval]) {
+        for c in cgroups {
             let e = self.rows.entry(c.cgroup.name.clone()).or_insert_with(|| {
                 (
                     c.cgroup.clone(),

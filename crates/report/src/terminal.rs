@@ -130,7 +130,7 @@ pub fn render_runs(d: &RunsDoc) -> String {
                 .unwrap_or_default();
             vec![
                 r.id.clone(),
-                r.kind.clone(),
+                r.kind.to_string(),
                 r.status.name().to_string(),
                 render_time(r.created_wall_ns),
                 r.series.to_string(),

@@ -11,73 +11,40 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::runq::{CgroupKind, CgroupRef, Mounts};
 
-/// Where the two hierarchies the tracer uses are mounted.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Mounts {
-    /// The cgroup2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts).
-    pub v2: Option<PathBuf>,
-    /// The cgroup v1 mount that carries the `cpu` controller, when there is one.
-    pub v1_cpu: Option<PathBuf>,
+/// Where the cgroup hierarchies are mounted, from `/proc/self/mountinfo`.
+pub fn detect_mounts() -> Mounts {
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mounts(&t))
+        .unwrap_or_default()
 }
 
-impl Mounts {
-    /// Reads `/proc/self/mountinfo`.
-    pub fn detect() -> Mounts {
-        fs::read_to_string("/proc/self/mountinfo")
-            .map(|t| Mounts::parse(&t))
-            .unwrap_or_default()
-    }
-
-    /// Parses mountinfo text (fields: id parent dev root mountpoint opts ... - fstype source super).
-    pub fn parse(mountinfo: &str) -> Mounts {
-        let mut m = Mounts::default();
-        for line in mountinfo.lines() {
-            let Some((left, right)) = line.split_once(" - ") else {
-                continue;
-            };
-            let fields: Vec<&str> = left.split(' ').collect();
-            let rest: Vec<&str> = right.split(' ').collect();
-            let (Some(point), Some(fstype)) = (fields.get(4), rest.first()) else {
-                continue;
-            };
-            let point = PathBuf::from(unescape(point));
-            match *fstype {
-                "cgroup2" if m.v2.is_none() => m.v2 = Some(point),
-                "cgroup" if m.v1_cpu.is_none() => {
-                    let opts = rest.get(2).copied().unwrap_or("");
-                    if opts.split(',').any(|o| o == "cpu") {
-                        m.v1_cpu = Some(point);
-                    }
+/// Parses mountinfo text (fields: id parent dev root mountpoint opts ... - fstype source super).
+pub fn parse_mounts(mountinfo: &str) -> Mounts {
+    let mut m = Mounts::default();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let rest: Vec<&str> = right.split(' ').collect();
+        let (Some(point), Some(fstype)) = (fields.get(4), rest.first()) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape(point));
+        match *fstype {
+            "cgroup2" if m.v2.is_none() => m.v2 = Some(point),
+            "cgroup" if m.v1_cpu.is_none() => {
+                let opts = rest.get(2).copied().unwrap_or("");
+                if opts.split(',').any(|o| o == "cpu") {
+                    m.v1_cpu = Some(point);
                 }
-                _ => {}
             }
-        }
-        m
-    }
-
-    /// The mount of a hierarchy.
-    pub fn root(&self, h: Hierarchy) -> Option<&Path> {
-        match h {
-            Hierarchy::V2 => self.v2.as_deref(),
-            Hierarchy::V1Cpu => self.v1_cpu.as_deref(),
+            _ => {}
         }
     }
-
-    /// The mounts, for messages.
-    pub fn describe(&self) -> String {
-        let list: Vec<String> = [&self.v2, &self.v1_cpu]
-            .into_iter()
-            .flatten()
-            .map(|p| p.display().to_string())
-            .collect();
-        if list.is_empty() {
-            "no cgroup mount (none in /proc/self/mountinfo)".into()
-        } else {
-            list.join(" or ")
-        }
-    }
+    m
 }
 
 /// mountinfo escapes spaces and a few other bytes as `\ooo`.
@@ -100,79 +67,14 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A cgroup hierarchy the tracer can charge waits to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Hierarchy {
-    /// cgroup2 (`task->cgroups->dfl_cgrp`): every modern host has it.
-    V2,
-    /// The cgroup v1 `cpu` controller (hybrid hosts), which governs CPU shares and quota there.
-    V1Cpu,
-}
-
-/// What kind of workload a cgroup holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CgroupKind {
-    /// The root cgroup, or one that could not be resolved: host processes.
-    System,
-    /// A Docker container.
-    Docker,
-    /// A container of a Kubernetes pod (containerd, CRI-O or Docker underneath).
-    Kubernetes,
-    /// A systemd service, scope or slice.
-    Systemd,
-    /// Any other cgroup, named by its path.
-    Cgroup,
-    /// Not a cgroup: the CPU was idle (the other side of a wait or preemption).
-    Idle,
-}
-
-/// A cgroup as reported: id, path in its hierarchy and a readable name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CgroupRef {
-    /// kernfs id (directory inode); 0 for the idle task.
-    pub id: u64,
-    /// Path relative to the hierarchy's mount (`/` for the root); empty when unresolved.
-    pub path: String,
-    /// Name for people: `docker:3f2a1c9e0b7d`, `pod 1234-...:nginx-5f6e`, `nginx.service`,
-    /// the path, `system`, or `idle`.
-    pub name: String,
-    /// Kind.
-    pub kind: CgroupKind,
-}
-
-impl CgroupRef {
-    /// The idle task's side of a wait: no cgroup.
-    pub fn idle() -> CgroupRef {
-        CgroupRef {
-            id: 0,
-            path: String::new(),
-            name: "idle".into(),
-            kind: CgroupKind::Idle,
-        }
-    }
-
-    /// A cgroup at `path` (relative to its mount).
-    pub fn at(id: u64, path: &str) -> CgroupRef {
-        let (kind, name) = name_of(path);
-        CgroupRef {
-            id,
-            path: path.to_string(),
-            name,
-            kind,
-        }
-    }
-
-    /// An id that no walk of the hierarchy found (the cgroup was created and removed between
-    /// two walks): charged to "system" but keeping its id.
-    pub fn unknown(id: u64) -> CgroupRef {
-        CgroupRef {
-            id,
-            path: String::new(),
-            name: format!("system (cgroup {id}, gone)"),
-            kind: CgroupKind::System,
-        }
+/// A cgroup at `path` (relative to its mount), named for people.
+pub fn cgroup_at(id: u64, path: &str) -> CgroupRef {
+    let (kind, name) = name_of(path);
+    CgroupRef {
+        id,
+        path: path.to_string(),
+        name,
+        kind,
     }
 }
 
@@ -279,7 +181,7 @@ impl CgroupIndex {
 
     /// The cgroup with kernfs id `id`, when the last walk saw it.
     pub fn get(&self, id: u64) -> Option<CgroupRef> {
-        self.paths.get(&id).map(|p| CgroupRef::at(id, p))
+        self.paths.get(&id).map(|p| cgroup_at(id, p))
     }
 
     /// Like [`CgroupIndex::get`], walking the hierarchy first when `id` is new — at most once
@@ -378,10 +280,10 @@ mod tests {
 33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 ";
-        let m = Mounts::parse(text);
+        let m = parse_mounts(text);
         assert_eq!(m.v2.as_deref(), Some(Path::new("/sys/fs/cgroup/unified")));
         assert_eq!(m.v1_cpu.as_deref(), Some(Path::new("/sys/fs/cgroup/cpu")));
-        let joint = Mounts::parse(
+        let joint = parse_mounts(
             "32 31 0:29 / /sys/fs/cgroup/cpu\\054cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
         );
         assert_eq!(
@@ -393,7 +295,7 @@ mod tests {
 
     #[test]
     fn walking_this_hosts_hierarchy_finds_its_root() {
-        let m = Mounts::detect();
+        let m = detect_mounts();
         if let Some(root) = m.v2.as_deref() {
             let index = CgroupIndex::new(Some(root));
             let id = id_of(root).unwrap();

@@ -3,26 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::runq::{Attach, Hierarchy, TimestampStore};
 
-use crate::cgroups::Hierarchy;
-
-/// Which kind of tracepoint program to attach.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Attach {
-    /// `tp_btf`, falling back to `raw_tp` when the kernel refuses it.
-    #[default]
-    Auto,
-    /// BTF-typed tracepoints (Linux 5.5+): direct, checked reads of the task structs.
-    TpBtf,
-    /// Raw tracepoints: every read goes through `bpf_probe_read_kernel`.
-    RawTp,
-}
-
-/// Where a woken task's timestamp waits for its switch-in.
+/// The value of `enum runq_store` in `runq.h` for a [`TimestampStore`] (where a woken task's
+/// timestamp waits for its switch-in).
 ///
-/// Chosen by measurement (`bench/runq.sh`, results in `bench/results/runq.md`: this project's
+/// The default store was chosen by measurement (`bench/runq.sh`, results in `bench/results/runq.md`: this project's
 /// 2-vCPU VM, kernel 6.18, kernel BPF statistics, mean ns per hook over the three programs,
 /// median of 3 rounds): under `perf bench sched pipe` / `sched messaging`, an array indexed by
 /// pid 168 / 222 ns, task storage 177 / 313 ns, a hash keyed by pid 297 / 392 ns (raw_tp with
@@ -31,25 +17,11 @@ pub enum Attach {
 /// inherits a stamp. Its cost is memory: pid_max entries of 8 bytes (256 KiB at pid_max 32768,
 /// 32 MiB at 4194304); task storage grows only with the tasks that wait, at 5-40% more per hook
 /// (`--store task-storage`, tp_btf only: raw_tp task pointers are untrusted).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TimestampStore {
-    /// BPF task-local storage.
-    TaskStorage,
-    /// An array indexed by pid (pid_max entries).
-    Array,
-    /// A hash keyed by pid.
-    Hash,
-}
-
-impl TimestampStore {
-    /// The value of `enum runq_store` in `runq.h`.
-    pub(crate) fn code(self) -> u32 {
-        match self {
-            TimestampStore::TaskStorage => 0,
-            TimestampStore::Array => 1,
-            TimestampStore::Hash => 2,
-        }
+pub(crate) fn store_code(store: TimestampStore) -> u32 {
+    match store {
+        TimestampStore::TaskStorage => 0,
+        TimestampStore::Array => 1,
+        TimestampStore::Hash => 2,
     }
 }
 

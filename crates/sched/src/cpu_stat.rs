@@ -12,31 +12,7 @@
 use std::fs;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-/// Cumulative throttling counters of one cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Throttling {
-    /// Enforcement periods that elapsed with tasks runnable.
-    pub periods: u64,
-    /// Periods in which the group ran out of quota.
-    pub throttled_periods: u64,
-    /// Time the group's tasks spent throttled, ns.
-    pub throttled_ns: u64,
-}
-
-impl Throttling {
-    /// `self - earlier`, saturating (a counter reset reads as zero, not as a huge number).
-    pub fn since(&self, earlier: &Throttling) -> Throttling {
-        Throttling {
-            periods: self.periods.saturating_sub(earlier.periods),
-            throttled_periods: self
-                .throttled_periods
-                .saturating_sub(earlier.throttled_periods),
-            throttled_ns: self.throttled_ns.saturating_sub(earlier.throttled_ns),
-        }
-    }
-}
+use tailhunt_model::evidence::runq::{Quota, Throttling};
 
 /// Reads `cpu.stat` in `dir` (v1 or v2 format); `None` when it has no throttling counters
 /// (cgroup2 without the cpu controller, or no such file).
@@ -66,35 +42,6 @@ pub fn parse_cpu_stat(text: &str) -> Option<Throttling> {
         }
     }
     seen.then_some(t)
-}
-
-/// A CPU quota: `quota_us` of CPU time per `period_us`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quota {
-    /// CPU time allowed per period, µs.
-    pub quota_us: u64,
-    /// Period, µs.
-    pub period_us: u64,
-}
-
-impl Quota {
-    /// CPUs' worth of time the quota allows (0.1 for 10 ms per 100 ms).
-    pub fn cpus(&self) -> f64 {
-        self.quota_us as f64 / self.period_us.max(1) as f64
-    }
-}
-
-/// `10.0ms per 100ms (0.10 CPU)`.
-impl std::fmt::Display for Quota {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} per {} ({:.2} CPU)",
-            tailhunt_model::format_duration_ns(self.quota_us as f64 * 1e3),
-            tailhunt_model::format_duration_ns(self.period_us as f64 * 1e3),
-            self.cpus()
-        )
-    }
 }
 
 /// The CPU quota set on the cgroup at `dir`, v1 or v2; `None` when unlimited or unreadable.

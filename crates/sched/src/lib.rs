@@ -54,8 +54,8 @@ pub mod schedstat;
 mod snapshot;
 mod tracer;
 
-pub use config::{Attach, TimestampStore, TracerConfig};
+pub use config::TracerConfig;
 pub use error::SchedError;
-pub use interval::{CgroupInterval, Interval};
+pub use interval::Interval;
 pub use tailhunt_bpf::bpf_denied;
-pub use tracer::{trace, Observer, Started, Summary};
+pub use tracer::{trace, Observer, Summary};

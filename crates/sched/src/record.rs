@@ -15,51 +15,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
-use serde_json::json;
+use tailhunt_model::evidence::runq::{
+    Attribution, Blocker, CgroupInfo, CgroupKind, CgroupRef, Counters, DegradedInterval,
+    ProgramCost, RunqMode, RunqRecord, TracerSetup,
+};
 use tailhunt_model::{
     IntervalHistogram, Labels, Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink,
     SinkError, Timing, Unit,
 };
 
-use crate::cgroups::{CgroupKind, CgroupRef};
-use crate::cpu_stat::Quota;
-use crate::interval::{Attribution, Counters, Interval, ProgramCost};
-use crate::tracer::{Observer, Started};
-
-/// What the run's parameters say about one cgroup.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CgroupInfo {
-    /// kernfs id.
-    pub id: u64,
-    /// Path in the charged hierarchy.
-    pub path: String,
-    /// Kind.
-    pub kind: CgroupKind,
-    /// Its v1 cpu cgroup, on hybrid hosts.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_cgroup: Option<String>,
-    /// Its CPU quota, when one was set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub quota: Option<Quota>,
-}
-
-/// The threads a cgroup's outliers waited behind.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Blocker {
-    /// The cgroup that waited.
-    pub cgroup: String,
-    /// The cgroup of the thread that ran just before.
-    pub by: String,
-    /// That thread's command and id.
-    pub comm: String,
-    /// Thread id.
-    pub pid: u32,
-    /// Outlier waits behind it.
-    pub count: u64,
-    /// Longest of them, ns.
-    pub max_ns: u64,
-}
+use crate::interval::Interval;
+use crate::tracer::Observer;
 
 /// An [`Observer`] that writes into a sink.
 pub struct Recorder<'s> {
@@ -69,7 +35,7 @@ pub struct Recorder<'s> {
     blockers: HashMap<(String, String, String, u32), Blocker>,
     counters: Counters,
     programs: Vec<ProgramCost>,
-    started: Option<Started>,
+    started: Option<TracerSetup>,
 }
 
 impl<'s> Recorder<'s> {
@@ -134,26 +100,21 @@ impl<'s> Recorder<'s> {
             });
     }
 
-    /// The run parameters to store at the end: set-up, cgroups, outlier blockers, overhead.
-    pub fn params(&self) -> serde_json::Value {
-        let mut blockers: Vec<&Blocker> = self.blockers.values().collect();
+    /// The run's `runq` document, to store at the end: set-up, cgroups, outlier blockers,
+    /// overhead.
+    pub fn record(&self) -> RunqRecord {
+        let mut blockers: Vec<Blocker> = self.blockers.values().cloned().collect();
         blockers.sort_by(|a, b| b.count.cmp(&a.count).then(b.max_ns.cmp(&a.max_ns)));
         blockers.truncate(200);
-        let programs: Vec<serde_json::Value> = self
-            .programs
-            .iter()
-            .map(|p| json!({"name": p.name, "run_cnt": p.run_cnt, "run_time_ns": p.run_time_ns, "ns_per_run": p.ns_per_run()}))
-            .collect();
-        json!({
-            "runq": {
-                "started": self.started,
-                "cgroups": self.cgroups,
-                "blockers": blockers,
-                "counters": self.counters,
-                "programs": programs,
-                "ns_per_hook": crate::interval::mean_ns_per_hook(&self.programs),
-            }
-        })
+        RunqRecord {
+            mode: RunqMode::Bpf,
+            started: self.started.clone(),
+            cgroups: self.cgroups.clone(),
+            blockers,
+            counters: self.counters,
+            programs: self.programs.clone(),
+            ..RunqRecord::default()
+        }
     }
 }
 
@@ -207,7 +168,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 }
 
 impl Observer for Recorder<'_> {
-    fn started(&mut self, started: &Started) -> Result<(), SinkError> {
+    fn started(&mut self, started: &TracerSetup) -> Result<(), SinkError> {
         self.started = Some(started.clone());
         Ok(())
     }
@@ -345,7 +306,7 @@ impl<'s> DegradedRecorder<'s> {
     }
 
     /// Writes one interval.
-    pub fn interval(&mut self, iv: &crate::schedstat::DegradedInterval) -> Result<(), SinkError> {
+    pub fn interval(&mut self, iv: &DegradedInterval) -> Result<(), SinkError> {
         let t = iv.end_ns;
         for c in &iv.cgroups {
             self.inner.note(&c.cgroup);
@@ -372,9 +333,14 @@ impl<'s> DegradedRecorder<'s> {
         Ok(())
     }
 
-    /// The run parameters: the cgroups seen.
-    pub fn params(&self) -> serde_json::Value {
-        json!({ "runq": { "mode": "schedstat", "cgroups": self.inner.cgroups } })
+    /// The run's `runq` document: the cgroups seen and why the degraded mode was used.
+    pub fn record(&self, why: &str) -> RunqRecord {
+        RunqRecord {
+            mode: RunqMode::Schedstat,
+            degraded_reason: Some(why.to_string()),
+            cgroups: self.inner.cgroups.clone(),
+            ..RunqRecord::default()
+        }
     }
 }
 
@@ -387,7 +353,7 @@ mod tests {
             other: if id == 0 {
                 CgroupRef::idle()
             } else {
-                CgroupRef::at(id, name)
+                crate::cgroups::cgroup_at(id, name)
             },
             preemptions: 1,
             waits: 1,
@@ -397,7 +363,7 @@ mod tests {
 
     #[test]
     fn many_neighbours_are_summed_beyond_the_busiest() {
-        let me = CgroupRef::at(7, "/me");
+        let me = crate::cgroups::cgroup_at(7, "/me");
         let mut by: Vec<Attribution> = (100..120)
             .map(|i| a(i, &format!("/n{i}"), i * 10))
             .collect();

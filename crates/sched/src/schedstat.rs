@@ -11,42 +11,11 @@ use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use tailhunt_model::evidence::runq::{DegradedCgroup, DegradedInterval, Hierarchy};
 use tailhunt_model::{ClockOrigin, SinkError};
 
-use crate::cgroups::{CgroupRef, Hierarchy, Mounts};
+use crate::cgroups::{cgroup_at, detect_mounts};
 use crate::error::SchedError;
-
-/// One cgroup's waits in one interval, from schedstat.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DegradedCgroup {
-    /// The cgroup.
-    pub cgroup: CgroupRef,
-    /// Total time its threads were runnable but not running, ns.
-    pub wait_ns: u64,
-    /// Timeslices its threads ran.
-    pub timeslices: u64,
-    /// Threads that ran or waited in the interval.
-    pub threads: usize,
-}
-
-impl DegradedCgroup {
-    /// Mean wait per timeslice, ns.
-    pub fn mean_wait_ns(&self) -> Option<f64> {
-        (self.timeslices > 0).then(|| self.wait_ns as f64 / self.timeslices as f64)
-    }
-}
-
-/// One interval of the degraded mode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DegradedInterval {
-    /// Start, ns on the monotonic clock.
-    pub start_ns: i64,
-    /// End, ns.
-    pub end_ns: i64,
-    /// Cgroups with waits, largest total wait first.
-    pub cgroups: Vec<DegradedCgroup>,
-}
 
 /// Parses a schedstat line: (on-CPU ns, run-queue wait ns, timeslices).
 pub fn parse_schedstat(text: &str) -> Option<(u64, u64, u64)> {
@@ -79,7 +48,7 @@ impl Sampler {
     pub fn new(hierarchy: Hierarchy) -> Sampler {
         Sampler {
             hierarchy,
-            root: Mounts::detect().root(hierarchy).map(|p| p.to_path_buf()),
+            root: detect_mounts().root(hierarchy).map(|p| p.to_path_buf()),
             last: HashMap::new(),
         }
     }
@@ -134,7 +103,7 @@ impl Sampler {
                         })
                         .unwrap_or(0);
                     DegradedCgroup {
-                        cgroup: CgroupRef::at(id, &path),
+                        cgroup: cgroup_at(id, &path),
                         wait_ns: 0,
                         timeslices: 0,
                         threads: 0,

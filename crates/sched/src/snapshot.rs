@@ -10,11 +10,15 @@ use std::path::{Path, PathBuf};
 use libbpf_rs::{MapCore, MapFlags, MapMut};
 use tailhunt_histogram::Histogram;
 
-use crate::cgroups::{CgroupIndex, CgroupRef, Hierarchy, Mounts};
-use crate::cpu_stat::{self, Throttling};
+use tailhunt_model::evidence::runq::{
+    kernel_layout, Attribution, CgroupInterval, CgroupRef, Counters, Hierarchy, Mounts, Throttling,
+};
+
+use crate::cgroups::CgroupIndex;
+use crate::cpu_stat;
 use crate::error::SchedError;
 use crate::event::RunqEvent;
-use crate::interval::{kernel_layout, Attribution, CgroupInterval, Counters};
+use crate::interval::counters_from_slots;
 
 /// Buckets per histogram (`RUNQ_BUCKETS`).
 const BUCKETS: usize = 976;
@@ -424,7 +428,7 @@ fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
             *slot = per_cpu.iter().flat_map(|b| u64s(b)).sum();
         }
     }
-    Ok(Counters::from_slots(&slots))
+    Ok(counters_from_slots(&slots))
 }
 
 #[cfg(test)]
@@ -432,7 +436,7 @@ mod tests {
     use super::{BUCKETS, OTHERS};
     use crate::bpf::types;
     use crate::event::RunqEvent;
-    use crate::interval::kernel_layout;
+    use tailhunt_model::evidence::runq::kernel_layout;
 
     #[test]
     fn c_and_rust_agree_on_the_layouts() {

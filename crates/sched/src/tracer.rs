@@ -14,40 +14,22 @@ use serde::Serialize;
 use tailhunt_model::{ClockOrigin, SinkError};
 
 use crate::bpf::{RunqSkel, RunqSkelBuilder};
-use crate::cgroups::{CgroupRef, Hierarchy, Mounts};
-use crate::config::{Attach, TimestampStore, TracerConfig};
+use tailhunt_model::evidence::runq::{
+    Attach, CgroupRef, Counters, Hierarchy, Mounts, ProgramCost, TimestampStore, TracerSetup,
+};
+
+use crate::cgroups::detect_mounts;
+use crate::config::TracerConfig;
 use crate::error::SchedError;
 use crate::event::RunqEvent;
-use crate::interval::{Counters, Interval, ProgramCost};
+use crate::interval::Interval;
 use crate::snapshot::{Maps, Reader};
-
-/// What was set up, reported once tracing has started.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Started {
-    /// The program kind that loaded (`tp-btf` or `raw-tp`).
-    pub attach: Attach,
-    /// Why `tp_btf` was not used, when `raw_tp` is the fallback.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback_reason: Option<String>,
-    /// The timestamp store.
-    pub store: TimestampStore,
-    /// The hierarchy waits are charged to.
-    pub hierarchy: Hierarchy,
-    /// Cgroup mounts found.
-    pub mounts: Mounts,
-    /// Cgroups in the filter (with descendants), empty when tracing all.
-    pub filter: Vec<CgroupRef>,
-    /// Whether the kernel's per-program statistics are on (for the overhead report).
-    pub program_stats: bool,
-    /// When tracing started, both clocks.
-    pub origin: ClockOrigin,
-}
 
 /// How tracing ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
     /// Set-up.
-    pub started: Started,
+    pub started: TracerSetup,
     /// Intervals reported.
     pub intervals: usize,
     /// Stopped by the stop flag (Ctrl-C) rather than by the duration.
@@ -61,7 +43,7 @@ pub struct Summary {
 /// Receives what the tracer measures; the store's recorder implements it.
 pub trait Observer {
     /// Called once the programs are attached.
-    fn started(&mut self, started: &Started) -> Result<(), SinkError> {
+    fn started(&mut self, started: &TracerSetup) -> Result<(), SinkError> {
         let _ = started;
         Ok(())
     }
@@ -88,7 +70,7 @@ pub fn trace(
     if let Some(why) = tailhunt_bpf::bpf_denied() {
         return Err(SchedError::NotPermitted(why));
     }
-    let mounts = Mounts::detect();
+    let mounts = detect_mounts();
     let Some(root) = mounts.root(cfg.hierarchy) else {
         return Err(SchedError::Config(format!(
             "no {:?} cgroup hierarchy is mounted here (found: {}): choose the other with --hierarchy",
@@ -204,7 +186,7 @@ fn load<'o>(
         open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
             SchedError::Config("the BPF object has no read-only data section".into())
         })?;
-    ro.targ_store = store.code();
+    ro.targ_store = crate::config::store_code(store);
     ro.targ_hierarchy = u32::from(cfg.hierarchy == Hierarchy::V1Cpu);
     ro.targ_v1_cpu = cfg.hierarchy == Hierarchy::V2 && v1_cpu_mounted;
     ro.targ_skip_kthreads = !cfg.kernel_threads;
@@ -317,7 +299,7 @@ fn run(
     for p in programs {
         links.push(p.attach().map_err(|e| SchedError::bpf("attach", e))?);
     }
-    let started = Started {
+    let started = TracerSetup {
         attach: setup.attach,
         fallback_reason: setup.fallback_reason,
         store: setup.store,

@@ -134,7 +134,11 @@ fn ingest_tailhunt(path: &Path, samples: &[Sample], timing: Timing) -> Result<Me
         ..SeriesMeta::latency("latency")
     };
     let t0 = Instant::now();
-    let mut run = store.begin_run("bench", serde_json::json!({}), ClockOrigin::now())?;
+    let mut run = store.begin_run(
+        tailhunt_model::RunKind::Other("bench".into()),
+        serde_json::json!({}),
+        ClockOrigin::now(),
+    )?;
     let series = run.open_series(&meta)?;
     for chunk in samples.chunks(CHUNK) {
         run.push_samples(series, chunk)?;

@@ -50,6 +50,16 @@ pub enum StoreError {
         /// What failed.
         reason: String,
     },
+    /// A run's evidence document that does not read back.
+    #[error("run {run}'s stored '{name}' evidence does not read back: {reason}")]
+    Document {
+        /// The run.
+        run: String,
+        /// The document's name (`capture`, `runq`).
+        name: String,
+        /// What failed.
+        reason: String,
+    },
     /// Any SQLite error.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),

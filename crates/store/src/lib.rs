@@ -19,7 +19,7 @@
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let mut store = Store::open(&dir.path().join("t.db")).unwrap();
-//! let mut run = store.begin_run("import", serde_json::json!({}), ClockOrigin::now()).unwrap();
+//! let mut run = store.begin_run(tailhunt_model::RunKind::Import, serde_json::json!({}), ClockOrigin::now()).unwrap();
 //! let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
 //! run.push_samples(s, &[Sample::from_latency(0, 450_000, Outcome::Ok)]).unwrap();
 //! let id = run.finish(serde_json::json!({})).unwrap();
@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod block;
+mod documents;
 mod error;
 mod read;
 pub mod values;
@@ -42,7 +43,7 @@ pub use read::{RunInfo, SeriesInfo};
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The SQL that creates the schema (also printed in the README).
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -124,8 +125,13 @@ impl Store {
                 })
             }
             // Version 1 lacked `value_blocks`, version 2 `documents`; SCHEMA_SQL has just
-            // created them.
+            // created them. Version 3's documents lack `version` (theirs are version 1).
             Some(v) if v < SCHEMA_VERSION => {
+                if v == 3 {
+                    self.conn.execute_batch(
+                        "ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+                    )?;
+                }
                 self.conn.execute(
                     "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
                     [SCHEMA_VERSION.to_string()],

@@ -4,8 +4,8 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde::Serialize;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
-    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, RunStatus, Sample, Series,
-    SeriesData, Timing, Unit, Verdict,
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, RunKind, RunStatus, Sample,
+    Series, SeriesData, Timing, Unit, Verdict,
 };
 
 use crate::{block, values};
@@ -17,7 +17,7 @@ pub struct RunInfo {
     /// Run id.
     pub id: String,
     /// What produced it.
-    pub kind: String,
+    pub kind: RunKind,
     /// `partial` or `complete`.
     pub status: RunStatus,
     /// When it was recorded, epoch ns.
@@ -63,7 +63,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunInfo> {
     let params: String = r.get(6)?;
     Ok(RunInfo {
         id: r.get(0)?,
-        kind: r.get(1)?,
+        kind: RunKind::from_name(&r.get::<_, String>(1)?),
         status: RunStatus::from_name(&status).unwrap_or(RunStatus::Partial),
         created_wall_ns: r.get(3)?,
         origin: ClockOrigin {
@@ -295,33 +295,45 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// A document stored with [`crate::RunWriter::put_document`], as JSON text; `None` when the
-    /// run has none of that name.
-    pub fn document(&self, run_id: &str, name: &str) -> Result<Option<String>, StoreError> {
-        let row: Option<(String, Vec<u8>)> = self
-            .conn
-            .query_row(
-                "SELECT codec, data FROM documents WHERE run_id = ?1 AND name = ?2",
-                [run_id, name],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?;
-        let Some((codec, data)) = row else {
+    /// A document stored with [`crate::RunWriter::put_document`]: its version and JSON text;
+    /// `None` when the run has none of that name. Typed callers use [`Store::evidence`].
+    pub fn document(&self, run_id: &str, name: &str) -> Result<Option<(u32, String)>, StoreError> {
+        // Stores of schema 3 opened read-only have no version column: their documents are
+        // version 1.
+        let query = |sql: &str| {
+            self.conn
+                .query_row(sql, [run_id, name], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Vec<u8>>(1)?,
+                        r.get::<_, u32>(2)?,
+                    ))
+                })
+                .optional()
+        };
+        let row = match query(
+            "SELECT codec, data, version FROM documents WHERE run_id = ?1 AND name = ?2",
+        ) {
+            Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.contains("no such column") => {
+                query("SELECT codec, data, 1 FROM documents WHERE run_id = ?1 AND name = ?2")?
+            }
+            other => other?,
+        };
+        let Some((codec, data, version)) = row else {
             return Ok(None);
         };
-        let corrupt = |reason: String| StoreError::Corrupt { series: 0, reason };
+        let corrupt = |reason: String| StoreError::Document {
+            run: run_id.to_string(),
+            name: name.to_string(),
+            reason,
+        };
         if codec != "zstd" {
-            return Err(corrupt(format!(
-                "document '{name}' of run {run_id} has unknown codec '{codec}'"
-            )));
+            return Err(corrupt(format!("unknown codec '{codec}'")));
         }
-        let text = zstd::stream::decode_all(&data[..])
-            .map_err(|e| corrupt(format!("document '{name}' of run {run_id}: {e}")))?;
-        String::from_utf8(text).map(Some).map_err(|e| {
-            corrupt(format!(
-                "document '{name}' of run {run_id} is not UTF-8: {e}"
-            ))
-        })
+        let text = zstd::stream::decode_all(&data[..]).map_err(|e| corrupt(e.to_string()))?;
+        String::from_utf8(text)
+            .map(|t| Some((version, t)))
+            .map_err(|e| corrupt(format!("not UTF-8: {e}")))
     }
 
     /// Deletes a run and everything in it.

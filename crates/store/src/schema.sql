@@ -1,5 +1,5 @@
--- tailhunt store, schema version 3 (2 added value_blocks, 3 documents). Times are integer
--- nanoseconds.
+-- tailhunt store, schema version 4 (2 added value_blocks, 3 documents, 4 their versions).
+-- Times are integer nanoseconds.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -75,6 +75,7 @@ CREATE TABLE IF NOT EXISTS documents (
     name   TEXT NOT NULL,                      -- capture, ...
     codec  TEXT NOT NULL,                      -- zstd (of UTF-8 JSON)
     data   BLOB NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1,        -- of the document's shape (schema 4)
     PRIMARY KEY (run_id, name)
 ) WITHOUT ROWID;
 

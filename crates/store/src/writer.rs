@@ -2,7 +2,8 @@
 
 use rusqlite::params;
 use tailhunt_model::{
-    ClockOrigin, IntervalHistogram, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError,
+    ClockOrigin, IntervalHistogram, Point, RunKind, Sample, SeriesKind, SeriesMeta, SeriesSink,
+    SinkError,
 };
 
 use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
@@ -37,7 +38,7 @@ impl Store {
     /// immediately.
     pub fn begin_run(
         &mut self,
-        kind: &str,
+        kind: RunKind,
         params: serde_json::Value,
         origin: ClockOrigin,
     ) -> Result<RunWriter<'_>, StoreError> {
@@ -56,7 +57,7 @@ impl Store {
         self.conn.execute(
             "INSERT INTO runs (id, kind, status, created_wall_ns, origin_wall_ns, origin_mono_ns, params)
              VALUES (?1, ?2, 'partial', ?3, ?4, ?5, ?6)",
-            params![id, kind, created, origin.wall_ns, origin.mono_ns, params.to_string()],
+            params![id, kind.name(), created, origin.wall_ns, origin.mono_ns, params.to_string()],
         )?;
         Ok(RunWriter {
             store: self,
@@ -162,18 +163,19 @@ impl RunWriter<'_> {
         Ok(())
     }
 
-    /// Stores a large JSON document of the run (a capture's report) under `name`,
-    /// zstd-compressed in the `documents` table, replacing one of the same name. Keeps the
-    /// run's params small: a document in params costs a JSON escape, a parse and a rewrite of
-    /// all of it when the run finishes.
-    pub fn put_document(&mut self, name: &str, json: &str) -> Result<(), StoreError> {
+    /// Stores a large JSON document of the run (a capture's evidence) under `name` and its shape's
+    /// `version`, zstd-compressed in the `documents` table, replacing one of the same name.
+    /// Keeps the run's params small: a document in params costs a JSON escape, a parse and a
+    /// rewrite of all of it when the run finishes. Typed callers use
+    /// [`RunWriter::put_evidence`].
+    pub fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), StoreError> {
         let data = zstd::bulk::compress(json.as_bytes(), 3).map_err(|e| StoreError::Corrupt {
             series: 0,
             reason: format!("compressing document '{name}': {e}"),
         })?;
         self.store.conn.execute(
-            "INSERT OR REPLACE INTO documents (run_id, name, codec, data) VALUES (?1, ?2, 'zstd', ?3)",
-            params![self.id, name, data],
+            "INSERT OR REPLACE INTO documents (run_id, name, codec, data, version) VALUES (?1, ?2, 'zstd', ?3, ?4)",
+            params![self.id, name, data, version],
         )?;
         Ok(())
     }

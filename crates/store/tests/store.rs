@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
-    ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, Point, RunStatus, Sample,
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, Point, RunKind, RunStatus, Sample,
     SeriesData, SeriesKind, SeriesMeta, SeriesSink, Unit, Verdict,
 };
 use tailhunt_store::{Store, StoreError};
@@ -40,7 +40,11 @@ fn samples_round_trip_across_many_blocks() {
     let (_d, mut store) = store();
     let data = samples(100_000);
     let mut run = store
-        .begin_run("test", json!({"a": 1}), ClockOrigin::now())
+        .begin_run(
+            RunKind::Other("test".into()),
+            json!({"a": 1}),
+            ClockOrigin::now(),
+        )
         .unwrap();
     let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
     for chunk in data.chunks(777) {
@@ -62,7 +66,7 @@ fn histograms_round_trip() {
     let mut h = Histogram::new();
     (1..1000u64).for_each(|v| h.record(v * 1000));
     let mut run = store
-        .begin_run("test", json!({}), ClockOrigin::now())
+        .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
         .unwrap();
     let meta = SeriesMeta {
         kind: SeriesKind::Histograms,
@@ -89,7 +93,7 @@ fn histograms_round_trip() {
 fn values_round_trip_across_blocks_and_refuse_samples() {
     let (_d, mut store) = store();
     let mut run = store
-        .begin_run("pcap", json!({}), ClockOrigin::now())
+        .begin_run(RunKind::Pcap, json!({}), ClockOrigin::now())
         .unwrap();
     let meta = SeriesMeta {
         kind: SeriesKind::Values,
@@ -113,7 +117,7 @@ fn values_round_trip_across_blocks_and_refuse_samples() {
     assert_eq!(loaded.data, SeriesData::Values(points));
 }
 
-/// A store written by schema version 1 (no value_blocks) opens, gains the table and says 2.
+/// A store written by schema version 1 (no value_blocks) opens, gains the tables and says 4.
 #[test]
 fn version_one_store_is_migrated() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,7 +139,7 @@ fn version_one_store_is_migrated() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "3");
+    assert_eq!(v, "4");
     for table in ["value_blocks", "documents"] {
         let n: i64 = conn
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
@@ -152,14 +156,14 @@ fn documents_round_trip_compressed_and_go_with_their_run() {
         vec!["{\"bytes\": 1234}"; 50_000].join(",")
     );
     let mut w = store
-        .begin_run("pcap", serde_json::json!({}), ClockOrigin::wall(0))
+        .begin_run(RunKind::Pcap, serde_json::json!({}), ClockOrigin::wall(0))
         .unwrap();
-    w.put_document("capture", &big).unwrap();
-    w.put_document("capture", &big).unwrap(); // replaced, not duplicated
+    w.put_document("capture", 1, &big).unwrap();
+    w.put_document("capture", 2, &big).unwrap(); // replaced, not duplicated
     let id = w.finish(serde_json::json!({})).unwrap();
     assert_eq!(
-        store.document(&id, "capture").unwrap().as_deref(),
-        Some(big.as_str())
+        store.document(&id, "capture").unwrap(),
+        Some((2, big.clone()))
     );
     assert_eq!(store.document(&id, "other").unwrap(), None);
     let sql = rusqlite::Connection::open(store.path()).unwrap();
@@ -184,7 +188,7 @@ fn dropped_writer_keeps_samples_and_marks_run_partial() {
     let (_d, mut store) = store();
     let id = {
         let mut run = store
-            .begin_run("test", json!({}), ClockOrigin::now())
+            .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
             .unwrap();
         let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
         run.push_samples(s, &samples(20_000)).unwrap();
@@ -205,7 +209,7 @@ fn run_specs_resolve_latest_and_prefixes() {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let run = store
-            .begin_run("test", json!({}), ClockOrigin::now())
+            .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
             .unwrap();
         ids.push(run.finish(json!({})).unwrap());
     }
@@ -221,7 +225,7 @@ fn run_specs_resolve_latest_and_prefixes() {
     // prefix must be refused as ambiguous, naming both.
     for _ in 0..14 {
         let run = store
-            .begin_run("test", json!({}), ClockOrigin::now())
+            .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
             .unwrap();
         ids.push(run.finish(json!({})).unwrap());
     }
@@ -245,7 +249,7 @@ fn run_specs_resolve_latest_and_prefixes() {
 fn findings_round_trip_and_replace_per_detector() {
     let (_d, mut store) = store();
     let id = store
-        .begin_run("test", json!({}), ClockOrigin::now())
+        .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
         .unwrap()
         .finish(json!({}))
         .unwrap();

@@ -6,7 +6,7 @@ use std::io::{BufReader, Read};
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_import::{import_reader, Format, ImportOptions, ImportSummary};
-use tailhunt_model::{ClockOrigin, RunStatus};
+use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
 use tailhunt_store::Store;
 
@@ -79,7 +79,7 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });
     // Untimed and relative times count from 0 at the moment of the import.
     let mut writer = store.begin_run(
-        "import",
+        RunKind::Import,
         params,
         ClockOrigin {
             wall_ns: now.wall_ns,

@@ -12,7 +12,8 @@ use tailhunt_load::engine::{self, Live, StepConfig, StepOutcome};
 use tailhunt_load::schedule::Arrival;
 use tailhunt_load::sweep::{self, Order};
 use tailhunt_load::{health, target};
-use tailhunt_model::{ClockOrigin, RunStatus, Sample, SeriesMeta, SeriesSink};
+use tailhunt_model::evidence::sweep::{SweepRecord, SweepStep};
+use tailhunt_model::{ClockOrigin, RunKind, RunStatus, Sample, SeriesMeta, SeriesSink};
 use tailhunt_report::doc::{LatencyDoc, LoadDoc, StepDoc};
 use tailhunt_store::{RunWriter, Store};
 
@@ -93,7 +94,9 @@ fn watcher(
 }
 
 fn labels_for(rate: f64, repeat: usize, repeats: usize) -> Vec<(String, String)> {
-    let mut l = vec![("rate".to_string(), tailhunt_model::format_rate(rate))];
+    // The exact rate asked for (`1234`, `0.5`), not a rounded one: two steps must never share
+    // a series name.
+    let mut l = vec![("rate".to_string(), rate.to_string())];
     if repeats > 1 {
         l.push(("repeat".to_string(), repeat.to_string()));
     }
@@ -209,7 +212,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
     });
-    let mut writer = store.begin_run("load", params, ClockOrigin::now())?;
+    let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     let run_id = writer.id().to_string();
     let (live, stop, done) = (
         Arc::new(Live::default()),
@@ -250,6 +253,16 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let _ = watch.join();
     let interrupted = stop.load(Ordering::Relaxed);
     let step_params = serde_json::to_value(&steps)?;
+    writer.put_evidence(&SweepRecord {
+        steps: steps
+            .iter()
+            .map(|s| SweepStep {
+                rate_per_s: s.rate,
+                repeat: s.repeat,
+                series: s.series.clone(),
+            })
+            .collect(),
+    })?;
     if steps.is_empty() {
         drop(writer);
         store.delete_run(&run_id).ok();
@@ -263,7 +276,9 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         writer.finish(json!({ "steps": step_params }))?;
         RunStatus::Complete
     };
-    let findings = super::diagnose::diagnose_run(&mut store, &run_id)?;
+    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
+    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let findings = diagnosis.findings;
     let doc = LoadDoc {
         run_id: run_id.clone(),
         status,

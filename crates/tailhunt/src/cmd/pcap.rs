@@ -6,14 +6,12 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_analyze::Distribution;
-use tailhunt_diagnose::capture::{diagnose_capture, DETECTORS};
-use tailhunt_diagnose::microburst::Requests;
-use tailhunt_model::{ClockOrigin, Finding, RunStatus, Sample, SeriesData};
+use tailhunt_diagnose::capture::DETECTORS;
+use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, CaptureReport};
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
 use tailhunt_pcap::PacketSource;
-use tailhunt_report::capture::{render_capture, CaptureDoc, PortLatency};
+use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
@@ -105,7 +103,7 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
     progress::catch_ctrl_c();
     let mut shown = ProgressLine::new(inputs.clone(), sizes);
     let what = Inputs {
-        kind: "pcap",
+        kind: RunKind::Pcap,
         names: inputs,
         matched,
     };
@@ -121,7 +119,7 @@ pub fn run_live(cli: &Cli, a: &CaptureArgs) -> Result<()> {
 /// What a capture command analyses.
 struct Inputs {
     /// Run kind: `pcap` or `capture`.
-    kind: &'static str,
+    kind: RunKind,
     /// File names, or `live:IFACE`.
     names: Vec<String>,
     /// The `--match` report, for the document.
@@ -166,7 +164,7 @@ fn execute(
     // The report (every flow) goes into the run as a compressed document, not into its params:
     // as a params string it cost as much CPU as the analysis itself and doubled peak memory
     // (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
-    writer.put_document("capture", &serde_json::to_string(&stored)?)?;
+    writer.put_document("capture", 1, &serde_json::to_string(&stored)?)?;
     let extra = json!({
         "stopped": stopped.as_ref().map(describe),
     });
@@ -175,7 +173,10 @@ fn execute(
     } else {
         writer.finish(extra)?;
     }
-    let (ports, findings) = diagnose_stored(&mut store, &run_id, &stored, requests.as_deref())?;
+    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
+    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let ports = port_latencies(&store, &run_id)?;
+    let findings = diagnosis.findings;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if stopped.is_some() {
@@ -258,108 +259,6 @@ fn resolve_requests(store: &Store, spec: &str) -> Result<String> {
     } else {
         format!("{id}:{series}")
     })
-}
-
-/// Latency series of another run (`RUN[:SERIES]`), with times moved to epoch ns.
-fn external_requests(store: &Store, spec: &str) -> Result<Vec<(String, Vec<Sample>)>> {
-    let (run, series) = spec.split_once(':').unwrap_or((spec, "latency"));
-    let info = store
-        .run(run)
-        .with_context(|| format!("--requests {spec}"))?;
-    let mut out = Vec::new();
-    for s in store.series(run)? {
-        if s.name != series && s.display_name != series {
-            continue;
-        }
-        if let SeriesData::Samples(samples) = store.load_series(&s)?.data {
-            let wall = |t: i64| info.origin.to_wall(t);
-            let moved = samples
-                .iter()
-                .map(|x| {
-                    Sample::new(
-                        wall(x.intended_ns),
-                        wall(x.start_ns),
-                        wall(x.end_ns),
-                        x.outcome,
-                    )
-                })
-                .collect();
-            out.push((format!("{run}:{}", s.display_name), moved));
-        }
-    }
-    if out.is_empty() {
-        anyhow::bail!("--requests {spec}: run {run} has no sample series named '{series}' (see `tailhunt analyze {run}`)");
-    }
-    Ok(out)
-}
-
-/// Loads the run's request latencies back (and those of `requests`, another run, when
-/// given), summarises them per port and runs the capture detectors; the findings are stored
-/// with the run.
-pub fn diagnose_stored(
-    store: &mut Store,
-    run_id: &str,
-    report: &CaptureReport,
-    requests: Option<&str>,
-) -> Result<(Vec<PortLatency>, Vec<Finding>)> {
-    let mut latency = Vec::new();
-    let mut server = std::collections::BTreeMap::new();
-    for info in store.series(run_id)? {
-        let Some(port) = info
-            .labels
-            .get("server_port")
-            .and_then(|p| p.parse::<u16>().ok())
-        else {
-            continue;
-        };
-        match info.name.as_str() {
-            "latency" => latency.push((info.display_name.clone(), port, store.load_series(&info)?)),
-            "server_time" => {
-                server.insert(
-                    port,
-                    Distribution::from_series(&store.load_series(&info)?, true),
-                );
-            }
-            _ => {}
-        }
-    }
-    let mut ports = Vec::new();
-    let mut requests_owned = Vec::new();
-    for (name, port, series) in &latency {
-        let d = Distribution::from_series(series, true);
-        let all = series.count();
-        let s = server.get(port);
-        ports.push(PortLatency {
-            series: name.clone(),
-            server_port: *port,
-            answered: d.count(),
-            unanswered: all - d.count(),
-            p50_ns: d.quantile(0.5),
-            p99_ns: d.quantile(0.99),
-            max_ns: d.quantile(1.0),
-            server_p50_ns: s.and_then(|s| s.quantile(0.5)),
-            server_p99_ns: s.and_then(|s| s.quantile(0.99)),
-        });
-        if let SeriesData::Samples(samples) = &series.data {
-            requests_owned.push((name.clone(), samples));
-        }
-    }
-    ports.sort_by_key(|p| std::cmp::Reverse(p.answered));
-    let external = match requests {
-        Some(spec) => external_requests(store, spec)?,
-        None => Vec::new(),
-    };
-    requests_owned.extend(external.iter().map(|(n, s)| (n.clone(), s)));
-    let requests: Vec<Requests<'_>> = requests_owned
-        .iter()
-        .map(|(n, s)| Requests {
-            series: n.clone(),
-            samples: s,
-        })
-        .collect();
-    let findings = diagnose_capture(report, &requests);
-    store.replace_findings(run_id, &findings)?;
-    Ok((ports, findings))
 }
 
 /// A progress line on stderr when it is a terminal.

@@ -1,23 +1,19 @@
 //! `tailhunt runq`: run-queue latency per cgroup (eBPF, or /proc/<pid>/schedstat degraded),
 //! stored as a run, with the noisy-neighbor and cpu-throttled detectors at the end.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_diagnose::runq::{self as detect, CgroupTimeline, RunqStep, Share};
-use tailhunt_histogram::Histogram;
-use tailhunt_model::{ClockOrigin, Finding, RunStatus, SeriesData, SinkError};
+use tailhunt_model::evidence::runq::{Attach, Hierarchy, RunqRecord, TimestampStore, TracerSetup};
+use tailhunt_model::{ClockOrigin, RunKind, RunStatus, SinkError};
 use tailhunt_report::runq::{
     render_degraded_interval, render_interval, render_runq, DegradedIntervalDoc, IntervalDoc,
     OverheadDoc, RunqDoc, Totals,
 };
-use tailhunt_sched::cgroups::Hierarchy;
-use tailhunt_sched::cpu_stat::Quota;
 use tailhunt_sched::record::{DegradedRecorder, Recorder};
-use tailhunt_sched::{Attach, Interval, Observer, Started, TimestampStore, TracerConfig};
+use tailhunt_sched::{Interval, Observer, TracerConfig};
 use tailhunt_store::Store;
 
 use super::duration_flag;
@@ -84,7 +80,7 @@ struct Live<'r, 's> {
 }
 
 impl Observer for Live<'_, '_> {
-    fn started(&mut self, started: &Started) -> Result<(), SinkError> {
+    fn started(&mut self, started: &TracerSetup) -> Result<(), SinkError> {
         self.origin = started.origin;
         if self.print {
             let what = if started.filter.is_empty() {
@@ -99,8 +95,13 @@ impl Observer for Live<'_, '_> {
 
     fn interval(&mut self, iv: &Interval) -> Result<(), SinkError> {
         self.recorder.interval(iv)?;
-        self.totals.add(iv);
-        let doc = IntervalDoc::new(iv, &self.origin);
+        self.totals.add(&iv.cgroups);
+        let doc = IntervalDoc::new(
+            (iv.start_ns, iv.end_ns),
+            &iv.cgroups,
+            iv.counters,
+            &self.origin,
+        );
         if self.print {
             let mut out = std::io::stdout().lock();
             out.write_all(render_interval(&doc, self.top).as_bytes())?;
@@ -143,7 +144,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
             eprintln!("tailhunt: BPF unavailable: {why}; falling back to /proc/<pid>/schedstat (mean waits per cgroup only)");
             degraded(&mut store, &cfg, params, why, a, cli.json)?
         }
-        None => traced(&mut store, &cfg, params, a, cli.json)?,
+        None => traced(&mut store, &cfg, params, baseline, a, cli.json)?,
     };
     output::print(cli.json, &doc, |d| render_runq(d, a.top))?;
     if interrupted {
@@ -160,10 +161,11 @@ fn traced(
     store: &mut Store,
     cfg: &TracerConfig,
     params: serde_json::Value,
+    baseline: Option<String>,
     a: &RunqArgs,
     json: bool,
 ) -> Result<(RunqDoc, bool)> {
-    let mut writer = store.begin_run("runq", params, ClockOrigin::now())?;
+    let mut writer = store.begin_run(RunKind::Runq, params, ClockOrigin::now())?;
     let mut recorder = Recorder::new(&mut writer);
     let mut live = Live {
         recorder: &mut recorder,
@@ -175,12 +177,16 @@ fn traced(
     };
     let result = tailhunt_sched::trace(cfg, progress::flag(), &mut live);
     let (totals, intervals) = (live.totals.rows(), live.intervals);
-    let extra = recorder.params();
+    let record = RunqRecord {
+        baseline_run: baseline,
+        ..recorder.record()
+    };
+    writer.put_evidence(&record)?;
     let summary = match result {
         Ok(s) => s,
         Err(e) => {
             let kept = !intervals.is_empty();
-            let id = writer.finish_partial(extra)?;
+            let id = writer.finish_partial(json!({}))?;
             let e = anyhow::Error::new(e);
             return Err(if kept {
                 e.context(format!(
@@ -193,8 +199,10 @@ fn traced(
             });
         }
     };
-    let (run_id, status, cut_short) = close(writer, extra, summary.interrupted, cfg)?;
-    let findings = diagnose_stored(store, &run_id)?;
+    let (run_id, status, cut_short) = close(writer, summary.interrupted, cfg)?;
+    let diagnosis = tailhunt_diagnose::diagnose_run(store, &run_id)?;
+    tailhunt_diagnose::store_findings(store, &run_id, &diagnosis)?;
+    let findings = diagnosis.findings;
     let doc = RunqDoc {
         run_id,
         status,
@@ -219,7 +227,7 @@ fn degraded(
     json: bool,
 ) -> Result<(RunqDoc, bool)> {
     let origin = ClockOrigin::now();
-    let mut writer = store.begin_run("runq", params, origin)?;
+    let mut writer = store.begin_run(RunKind::Runq, params, origin)?;
     let mut recorder = DegradedRecorder::new(&mut writer);
     let mut docs = Vec::new();
     let print = !json && !a.quiet;
@@ -240,18 +248,18 @@ fn degraded(
             Ok(())
         },
     );
-    let mut extra = recorder.params();
-    extra["runq"]["degraded_reason"] = json!(why);
+    let record = recorder.record(&why);
+    writer.put_evidence(&record)?;
     let (_, stopped) = match result {
         Ok(r) => r,
         Err(e) => {
-            let id = writer.finish_partial(extra)?;
+            let id = writer.finish_partial(json!({}))?;
             return Err(anyhow::Error::new(e).context(format!(
                 "sampling stopped: kept what was read as partial run {id}"
             )));
         }
     };
-    let (run_id, status, cut_short) = close(writer, extra, stopped, cfg)?;
+    let (run_id, status, cut_short) = close(writer, stopped, cfg)?;
     let doc = RunqDoc {
         run_id,
         status,
@@ -271,14 +279,13 @@ fn degraded(
 /// how a run ends). Returns its id, status and whether it was cut short.
 fn close(
     writer: tailhunt_store::RunWriter<'_>,
-    extra: serde_json::Value,
     stopped: bool,
     cfg: &TracerConfig,
 ) -> Result<(String, RunStatus, bool)> {
     if stopped && cfg.duration.is_some() {
-        Ok((writer.finish_partial(extra)?, RunStatus::Partial, true))
+        Ok((writer.finish_partial(json!({}))?, RunStatus::Partial, true))
     } else {
-        Ok((writer.finish(extra)?, RunStatus::Complete, false))
+        Ok((writer.finish(json!({}))?, RunStatus::Complete, false))
     }
 }
 
@@ -286,115 +293,11 @@ fn close(
 fn baseline_run(store: &Store, spec: &str) -> Result<String> {
     let id = store.resolve_run(spec)?;
     let run = store.run(&id)?;
-    if run.kind != "runq" {
+    if run.kind != RunKind::Runq {
         anyhow::bail!(
             "--baseline {spec}: run {id} is a '{}' run; give a run recorded by `tailhunt runq` (see `tailhunt runs`)",
             run.kind
         );
     }
     Ok(id)
-}
-
-/// Runs the run-queue detectors on a stored `runq` run (against its `--baseline` run, when it
-/// had one that still exists) and stores their findings.
-pub fn diagnose_stored(store: &mut Store, run_id: &str) -> Result<Vec<Finding>> {
-    let run = store.run(run_id)?;
-    let baseline = match run.params["baseline_run"].as_str() {
-        Some(b) if store.run(b).is_ok() => timelines(store, b)?,
-        _ => Vec::new(),
-    };
-    let findings = detect::diagnose(&timelines(store, run_id)?, &baseline);
-    store.replace_findings(run_id, &findings)?;
-    Ok(findings)
-}
-
-fn share<'a>(s: &'a mut RunqStep, by: &str) -> &'a mut Share {
-    s.by.entry(by.to_string()).or_default()
-}
-
-/// Rebuilds each cgroup's timeline from the stored series and the run's parameters.
-fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>> {
-    let run = store.run(run_id)?;
-    let mut steps: BTreeMap<String, BTreeMap<i64, RunqStep>> = BTreeMap::new();
-    let blank = |end: i64| RunqStep {
-        start_ns: end,
-        end_ns: end,
-        latency: Histogram::with_layout(tailhunt_sched::interval::kernel_layout()),
-        by: BTreeMap::new(),
-        throttled_periods: None,
-        throttled_ns: None,
-    };
-    // What the detectors read; the outlier events and pressure are not loaded.
-    const USED: [&str; 6] = [
-        "runq_latency",
-        "runq_preemptions",
-        "runq_waits",
-        "runq_wait_ns",
-        "cpu_throttled_periods",
-        "cpu_throttled_ns",
-    ];
-    for info in store.series(run_id)? {
-        let Some(cgroup) = info.labels.get("cgroup").cloned() else {
-            continue;
-        };
-        if !USED.contains(&info.name.as_str()) {
-            continue;
-        }
-        let series = store.load_series(&info)?;
-        let per = steps.entry(cgroup).or_default();
-        match (&series.data, info.name.as_str()) {
-            (SeriesData::Histograms(hs), "runq_latency") => {
-                for h in hs {
-                    let s = per.entry(h.end_ns).or_insert_with(|| blank(h.end_ns));
-                    s.start_ns = h.start_ns;
-                    s.latency = h.histogram.clone();
-                }
-            }
-            (SeriesData::Values(points), name) => {
-                let by = info.labels.get("by").cloned();
-                for p in points {
-                    let s = per.entry(p.t_ns).or_insert_with(|| blank(p.t_ns));
-                    let v = u64::try_from(p.value).unwrap_or(0);
-                    match (name, &by) {
-                        ("runq_preemptions", Some(b)) => share(s, b).preemptions = v,
-                        ("runq_waits", Some(b)) => share(s, b).waits = v,
-                        ("runq_wait_ns", Some(b)) => share(s, b).wait_ns = v,
-                        ("cpu_throttled_periods", _) => s.throttled_periods = Some(v),
-                        ("cpu_throttled_ns", _) => s.throttled_ns = Some(v),
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let info = &run.params["runq"];
-    Ok(steps
-        .into_iter()
-        .map(|(cgroup, per)| {
-            let quota = serde_json::from_value::<Quota>(info["cgroups"][&cgroup]["quota"].clone())
-                .ok()
-                .map(|q| q.to_string());
-            let blockers = info["blockers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|b| b["cgroup"] == cgroup.as_str())
-                .map(|b| {
-                    (
-                        b["by"].as_str().unwrap_or("").to_string(),
-                        b["comm"].as_str().unwrap_or("").to_string(),
-                        b["pid"].as_u64().unwrap_or(0) as u32,
-                        b["count"].as_u64().unwrap_or(0),
-                    )
-                })
-                .collect();
-            CgroupTimeline {
-                cgroup,
-                steps: per.into_values().collect(),
-                quota,
-                blockers,
-            }
-        })
-        .collect())
 }

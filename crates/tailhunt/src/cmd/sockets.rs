@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use tailhunt_model::ClockOrigin;
+use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{render_sockets, SocketsDoc};
 use tailhunt_sock::monitor::{self, MonitorOptions};
 use tailhunt_sock::transfer::sampler;
@@ -74,7 +74,7 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     })?;
     let findings = tailhunt_diagnose::sock::diagnose_sockets(&m.report);
     let params = serde_json::json!({ "sockets": serde_json::to_value(&m.report)? });
-    let mut run = db.begin_run("sockets", params, origin)?;
+    let mut run = db.begin_run(RunKind::Sockets, params, origin)?;
     for (labels, readings) in &m.series {
         sampler::write_series(&mut run, labels, readings)
             .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;

@@ -7,12 +7,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use tailhunt_model::{ClockOrigin, Finding, Labels};
+use tailhunt_model::{ClockOrigin, Labels, RunKind};
 use tailhunt_report::sock::{
     render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
 };
-use tailhunt_sock::monitor::SocketsReport;
-use tailhunt_sock::transfer::TransferReport;
 use tailhunt_sock::transfer::{self, sampler, Transfer, TransferOptions};
 use tailhunt_store::Store;
 
@@ -143,7 +141,7 @@ fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
         "role": r.role,
         "transfer": serde_json::to_value(r)?,
     });
-    let mut run = store.begin_run("transfer", params, ClockOrigin::now())?;
+    let mut run = store.begin_run(RunKind::Transfer, params, ClockOrigin::now())?;
     let mut labels = Labels::new();
     labels.insert("role".into(), r.role.clone());
     labels.insert("flow".into(), r.flow.clone());
@@ -157,28 +155,6 @@ fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
         bound_ratio: r.bound_ratio(),
         report: r.clone(),
         findings,
-    })
-}
-
-/// The socket detectors on a stored `transfer` or `sockets` run; None for other kinds.
-pub fn stored_findings(kind: &str, params: &serde_json::Value) -> Result<Option<Vec<Finding>>> {
-    let unreadable = |e: serde_json::Error| {
-        anyhow::anyhow!(
-            "the run's stored {kind} report does not read back ({e}): re-run `tailhunt {kind}`"
-        )
-    };
-    Ok(match kind {
-        "transfer" => {
-            let r: TransferReport =
-                serde_json::from_value(params["transfer"].clone()).map_err(unreadable)?;
-            Some(tailhunt_diagnose::sock::diagnose_transfer(&r))
-        }
-        "sockets" => {
-            let r: SocketsReport =
-                serde_json::from_value(params["sockets"].clone()).map_err(unreadable)?;
-            Some(tailhunt_diagnose::sock::diagnose_sockets(&r))
-        }
-        _ => None,
     })
 }
 

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::BufWriter;
 use std::time::{Duration, Instant};
+use tailhunt_model::RunKind;
 
 use anyhow::{Context, Result};
 use tailhunt_pcap::{LiveCapture, PacketSource, PcapWriter, RawPacket, ReadError};
@@ -75,7 +76,7 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
     };
     let mut sources: Vec<Box<dyn PacketSource>> = vec![Box::new(tee)];
     let what = Inputs {
-        kind: "capture",
+        kind: RunKind::Capture,
         names: vec![format!("live:{}", a.interface)],
         matched: None,
     };

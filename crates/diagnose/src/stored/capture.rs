@@ -1,0 +1,114 @@
+//! Capture runs: the `capture` document (bursts, flows, stalls) and the request latencies the
+//! capture paired, plus those of another run named with `--requests RUN[:SERIES]`.
+
+use tailhunt_model::{Finding, Sample, SeriesData};
+use tailhunt_pcap::analysis::CaptureReport;
+use tailhunt_store::{RunInfo, Store};
+
+use super::DiagnoseError;
+use crate::microburst::Requests;
+
+/// Request latencies for the microburst detector: the capture's own `latency{server_port}`
+/// series and, when the run names one (`params.requests`, from `--requests`), another run's
+/// latency series with their times moved to epoch ns (the capture's clock).
+pub fn capture_requests(
+    store: &Store,
+    run: &RunInfo,
+) -> Result<Vec<(String, Vec<Sample>)>, DiagnoseError> {
+    let mut out = Vec::new();
+    for info in store.series(&run.id)? {
+        if info.name == "latency" && info.labels.contains_key("server_port") {
+            if let SeriesData::Samples(s) = store.load_series(&info)?.data {
+                out.push((info.display_name.clone(), s));
+            }
+        }
+    }
+    if let Some(spec) = run.params.get("requests").and_then(|r| r.as_str()) {
+        out.extend(external_requests(store, spec)?);
+    }
+    Ok(out)
+}
+
+/// Latency series of another run (`RUN[:SERIES]`, the run id already resolved), with times
+/// moved to epoch ns.
+fn external_requests(
+    store: &Store,
+    spec: &str,
+) -> Result<Vec<(String, Vec<Sample>)>, DiagnoseError> {
+    let (run, series) = spec.split_once(':').unwrap_or((spec, "latency"));
+    let reference = |reason: String| DiagnoseError::Reference {
+        flag: "--requests",
+        spec: spec.to_string(),
+        reason,
+    };
+    let info = store.run(run).map_err(|e| reference(e.to_string()))?;
+    let mut out = Vec::new();
+    for s in store.series(run)? {
+        if s.name != series && s.display_name != series {
+            continue;
+        }
+        if let SeriesData::Samples(samples) = store.load_series(&s)?.data {
+            let wall = |t: i64| info.origin.to_wall(t);
+            let moved = samples
+                .iter()
+                .map(|x| {
+                    Sample::new(
+                        wall(x.intended_ns),
+                        wall(x.start_ns),
+                        wall(x.end_ns),
+                        x.outcome,
+                    )
+                })
+                .collect();
+            out.push((format!("{run}:{}", s.display_name), moved));
+        }
+    }
+    if out.is_empty() {
+        return Err(reference(format!(
+            "run {run} has no sample series named '{series}' (see `tailhunt analyze {run}`)"
+        )));
+    }
+    Ok(out)
+}
+
+/// The capture document: from the `documents` table, or (runs of older versions) from the
+/// run's params, as one JSON string or, older still, an object.
+fn report(store: &Store, run: &RunInfo) -> Result<CaptureReport, DiagnoseError> {
+    let missing = DiagnoseError::NoEvidence {
+        run: run.id.clone(),
+        kind: run.kind.clone(),
+        what: "capture report",
+        why: "its writer stopped before the analysis ended",
+    };
+    let parsed = match (
+        store.document(&run.id, "capture")?,
+        run.params.get("capture"),
+    ) {
+        (Some((_, text)), _) => serde_json::from_str(&text),
+        (None, Some(v)) => match v.as_str() {
+            Some(text) => serde_json::from_str(text),
+            None => serde_json::from_value(v.clone()),
+        },
+        (None, None) => return Err(missing),
+    };
+    parsed.map_err(|e| {
+        DiagnoseError::Store(tailhunt_store::StoreError::Document {
+            run: run.id.clone(),
+            name: "capture".into(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+pub(super) fn diagnose(store: &Store, run: &RunInfo) -> Result<Vec<Finding>, DiagnoseError> {
+    let report = report(store, run)?;
+    let owned = capture_requests(store, run)?;
+    let requests: Vec<Requests<'_>> = owned
+        .iter()
+        .map(|(series, samples)| Requests {
+            series: series.clone(),
+            samples,
+        })
+        .collect();
+    Ok(crate::capture::diagnose_capture(&report, &requests))
+}

@@ -1,0 +1,54 @@
+//! Evidence: what the sources measured beyond plain series, in the shapes the detectors and
+//! the report read.
+//!
+//! The contract between the stages lives here. A source fills these types (a capture's bursts
+//! and flows, a tracer's cgroup intervals, a transfer's TCP_INFO summary, a sweep's steps), the
+//! store keeps each run's [`Document`]s versioned, and the detectors (`tailhunt-diagnose`) and
+//! outputs (`tailhunt-report`) read them back — neither of those imports a source crate.
+//!
+//! | module | document | produced by |
+//! |---|---|---|
+//! | [`capture`] | [`capture::CaptureEvidence`] (`capture`) | `tailhunt pcap`, `tailhunt capture` |
+//! | [`runq`] | [`runq::RunqRecord`] (`runq`) | `tailhunt runq` |
+//! | [`sock`] | [`sock::TransferReport`] (`transfer`), [`sock::SocketsReport`] (`sockets`) | `tailhunt transfer`, `tailhunt sockets` |
+//! | [`sweep`] | [`sweep::SweepRecord`] (`sweep`) | `tailhunt load` |
+//! | [`window`] | (derived) [`window::WindowEvidence`] | from a capture's flows or TCP_INFO |
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub mod runq;
+pub mod sweep;
+
+/// A run's evidence document: stored once per run under [`Document::NAME`] (zstd-compressed
+/// JSON) with its [`Document::VERSION`].
+///
+/// Versions: a document whose shape changes gets a new version; [`Document::upgrade`] reads
+/// the older versions still found in stores, and [`Document::from_params`] reads runs written
+/// before documents existed (their evidence sat in the run's parameters). That is the one
+/// migration path: the store calls these, nothing else parses old shapes.
+pub trait Document: Serialize + DeserializeOwned {
+    /// Name in the store (`capture`, `runq`).
+    const NAME: &'static str;
+    /// Version of the shape written now.
+    const VERSION: u32;
+
+    /// Reads a document written with an older `version`. The default accepts only versions whose
+    /// JSON the current type still reads as it is.
+    fn upgrade(version: u32, json: serde_json::Value) -> Result<Self, String> {
+        if version > Self::VERSION {
+            return Err(format!(
+                "it was written as version {version} by a newer tailhunt (this one reads up to {}): upgrade tailhunt",
+                Self::VERSION
+            ));
+        }
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    /// Rebuilds the document of a run written before it had one, from the run's parameters;
+    /// `None` when they hold nothing of it.
+    fn from_params(params: &serde_json::Value) -> Option<Result<Self, String>> {
+        let _ = params;
+        None
+    }
+}

@@ -1,0 +1,162 @@
+//! Typed evidence documents: a run's [`Document`]s (the capture's bursts and flows, the
+//! run-queue record, a transfer's summary, a sweep's steps) written and read back by type.
+//!
+//! In: a value of a model type implementing [`Document`]. Out: the same value, from this run's
+//! `documents` row — or, for a run written before its kind had a document, rebuilt from the
+//! run's parameters by [`Document::from_params`]. An older version of the shape goes through
+//! [`Document::upgrade`]. Nothing else in the workspace parses a stored document.
+
+use tailhunt_model::evidence::Document;
+
+use crate::{RunWriter, Store, StoreError};
+
+impl RunWriter<'_> {
+    /// Stores `doc` as this run's [`Document::NAME`] document, replacing an earlier one.
+    pub fn put_evidence<D: Document>(&mut self, doc: &D) -> Result<(), StoreError> {
+        let json = serde_json::to_string(doc).map_err(|e| StoreError::Document {
+            run: self.id().to_string(),
+            name: D::NAME.to_string(),
+            reason: format!("cannot encode it: {e}"),
+        })?;
+        self.put_document(D::NAME, D::VERSION, &json)
+    }
+}
+
+impl Store {
+    /// The run's [`Document::NAME`] document; `None` when the run has none (and its parameters
+    /// hold none either).
+    pub fn evidence<D: Document>(&self, run_id: &str) -> Result<Option<D>, StoreError> {
+        let err = |reason: String| StoreError::Document {
+            run: run_id.to_string(),
+            name: D::NAME.to_string(),
+            reason,
+        };
+        if let Some((version, text)) = self.document(run_id, D::NAME)? {
+            let json: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+            let doc = if version == D::VERSION {
+                serde_json::from_value(json).map_err(|e| e.to_string())
+            } else {
+                D::upgrade(version, json)
+            };
+            return doc.map(Some).map_err(err);
+        }
+        let params = self.run(run_id)?.params;
+        D::from_params(&params).transpose().map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+    use tailhunt_model::ClockOrigin;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Note {
+        text: String,
+        #[serde(default)]
+        count: u32,
+    }
+
+    impl Document for Note {
+        const NAME: &'static str = "note";
+        const VERSION: u32 = 2;
+
+        fn upgrade(version: u32, json: serde_json::Value) -> Result<Self, String> {
+            match version {
+                1 => Ok(Note {
+                    text: json["old_text"].as_str().ok_or("no old_text")?.to_string(),
+                    count: 1,
+                }),
+                _ => Err(format!("version {version} is unknown")),
+            }
+        }
+
+        fn from_params(params: &serde_json::Value) -> Option<Result<Self, String>> {
+            params.get("note").map(|n| {
+                Ok(Note {
+                    text: n.as_str().unwrap_or_default().to_string(),
+                    count: 0,
+                })
+            })
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_document_reads_back_as_written_and_older_versions_are_upgraded() {
+        let (_dir, mut store) = store();
+        let mut w = store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({}),
+                ClockOrigin::now(),
+            )
+            .unwrap();
+        let doc = Note {
+            text: "hello".into(),
+            count: 3,
+        };
+        w.put_evidence(&doc).unwrap();
+        let id = w.finish(serde_json::json!({})).unwrap();
+        assert_eq!(store.evidence::<Note>(&id).unwrap(), Some(doc));
+
+        let mut w = store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({}),
+                ClockOrigin::now(),
+            )
+            .unwrap();
+        w.put_document("note", 1, r#"{"old_text": "from v1"}"#)
+            .unwrap();
+        let id = w.finish(serde_json::json!({})).unwrap();
+        assert_eq!(
+            store.evidence::<Note>(&id).unwrap().unwrap().text,
+            "from v1"
+        );
+    }
+
+    #[test]
+    fn runs_older_than_their_document_read_it_from_params_and_bad_ones_say_which() {
+        let (_dir, mut store) = store();
+        let w = store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({"note": "legacy"}),
+                ClockOrigin::now(),
+            )
+            .unwrap();
+        let id = w.finish(serde_json::json!({})).unwrap();
+        assert_eq!(store.evidence::<Note>(&id).unwrap().unwrap().text, "legacy");
+
+        let w = store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({}),
+                ClockOrigin::now(),
+            )
+            .unwrap();
+        let none = w.finish(serde_json::json!({})).unwrap();
+        assert_eq!(store.evidence::<Note>(&none).unwrap(), None);
+
+        let mut w = store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({}),
+                ClockOrigin::now(),
+            )
+            .unwrap();
+        w.put_document("note", 7, "{}").unwrap();
+        let id = w.finish(serde_json::json!({})).unwrap();
+        let e = store.evidence::<Note>(&id).unwrap_err().to_string();
+        assert!(e.contains("'note'") && e.contains("version 7"), "{e}");
+    }
+}
