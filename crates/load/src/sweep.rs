@@ -28,31 +28,6 @@ pub struct Step {
     pub repeat: usize,
 }
 
-/// Parses `50,200,1k,5k,20k,40k` (k = thousand, m = million).
-pub fn parse_rates(text: &str) -> Result<Vec<f64>, String> {
-    text.split(',')
-        .map(|t| {
-            let t = t.trim().to_ascii_lowercase();
-            let (num, mult) = match t.strip_suffix('k') {
-                Some(n) => (n.to_string(), 1e3),
-                None => match t.strip_suffix('m') {
-                    Some(n) => (n.to_string(), 1e6),
-                    None => (t.clone(), 1.0),
-                },
-            };
-            let rate = num
-                .parse::<f64>()
-                .map(|v| v * mult)
-                .map_err(|_| format!("'{t}' is not a rate (write e.g. 50, 500, 5k)"))?;
-            if rate.is_finite() && rate > 0.0 {
-                Ok(rate)
-            } else {
-                Err(format!("rate '{t}' must be above 0 requests per second"))
-            }
-        })
-        .collect()
-}
-
 /// The steps of a sweep: every rate `repeat` times, each round in `order`.
 pub fn plan(rates: &[f64], order: Order, repeat: usize, seed: u64) -> Vec<Step> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -181,19 +156,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_parse_with_suffixes() {
-        assert_eq!(
-            parse_rates("50, 1k,2.5k,1m").unwrap(),
-            vec![50.0, 1000.0, 2500.0, 1e6]
-        );
-        assert!(parse_rates("0").unwrap_err().contains("above 0"));
-        assert!(parse_rates("fast").unwrap_err().contains("not a rate"));
+    fn rates_format_for_people() {
         assert_eq!(tailhunt_model::format_rate(1500.0), "1.5k");
         assert_eq!(tailhunt_model::format_rate(50.0), "50");
-        assert_eq!(
-            parse_rates(&tailhunt_model::format_rate(1250.0)).unwrap(),
-            vec![1250.0]
-        );
     }
 
     #[test]

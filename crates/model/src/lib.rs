@@ -29,6 +29,7 @@ mod series;
 mod sink;
 mod time;
 mod unit;
+pub mod units;
 
 pub use finding::{Evidence, Finding, Verdict};
 pub use kind::RunKind;

@@ -42,7 +42,6 @@ mod pump;
 mod setup;
 mod shaper;
 mod stats;
-pub mod units;
 
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};

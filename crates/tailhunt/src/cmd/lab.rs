@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tailhunt_netlab::link::{units, DirectionStats, EmulatedLink, LinkConfig};
+use tailhunt_model::units;
+use tailhunt_netlab::link::{DirectionStats, EmulatedLink, LinkConfig};
 use tailhunt_netlab::netns::Netns;
 use tailhunt_report::doc::WrittenDoc;
 use tailhunt_synth as synth;
@@ -70,7 +71,7 @@ fn link_config(a: &LinkArgs) -> Result<LinkConfig> {
         rate_bps: a
             .rate
             .as_deref()
-            .map(units::parse_rate_bps)
+            .map(units::parse_bit_rate)
             .transpose()
             .context("--rate")?,
         queue_bytes: units::parse_bytes(&a.queue).context("--queue")?,
@@ -108,7 +109,11 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
         .with_context(|| format!("starting the link between '{a_ns}' and '{b_ns}'"))?;
     let (ia, ib) = (emulator.a_addr(), emulator.b_addr());
     let shape = match cfg.rate_bps {
-        Some(r) => format!("{}, queue {} bytes", units::format_rate(r), cfg.queue_bytes),
+        Some(r) => format!(
+            "{}, queue {} bytes",
+            units::format_bit_rate(r),
+            cfg.queue_bytes
+        ),
         None => "no rate limit".to_string(),
     };
     // Status goes to stderr so that stdout holds only the final report (or JSON).

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_analyze::{quantiles, Distribution};
 use tailhunt_load::engine::{self, Live, StepConfig, StepOutcome};
@@ -13,6 +13,7 @@ use tailhunt_load::schedule::Arrival;
 use tailhunt_load::sweep::{self, Order};
 use tailhunt_load::{health, target};
 use tailhunt_model::evidence::sweep::{SweepRecord, SweepStep};
+use tailhunt_model::units::parse_request_rates;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus, Sample, SeriesMeta, SeriesSink};
 use tailhunt_report::doc::{LatencyDoc, LoadDoc, StepDoc};
 use tailhunt_store::{RunWriter, Store};
@@ -24,8 +25,8 @@ use crate::progress::{self, Interrupted};
 fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
     let target = target::parse_target(&a.url)?;
     let rates = match (&a.rate, &a.sweep) {
-        (Some(r), _) => sweep::parse_rates(r).map_err(|e| anyhow::anyhow!("--rate: {e}"))?,
-        (None, Some(s)) => sweep::parse_rates(s).map_err(|e| anyhow::anyhow!("--sweep: {e}"))?,
+        (Some(r), _) => parse_request_rates(r).context("--rate")?,
+        (None, Some(s)) => parse_request_rates(s).context("--sweep")?,
         (None, None) => anyhow::bail!("give --rate R or --sweep R1,R2,..."),
     };
     let measured = super::duration_flag("--duration", &a.duration)?;

@@ -49,37 +49,16 @@ fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
     })
 }
 
-/// `1gbit`, `100mbit`, `10g`, `2.5gbit`, `100mbps`, `1e9`: bits per second.
+/// `--link-rate`: bits per second (`1gbit`, `100mbit`, `10g`, `100mbps`, `1e9`), at least
+/// 1 kbit/s.
 pub fn parse_rate_bps(text: &str) -> Result<u64> {
-    let t = text.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| c.is_ascii_alphabetic() && c != 'e')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale = match unit
-        .trim_end_matches("ps")
-        .trim_end_matches("it")
-        .trim_end_matches('b')
-    {
-        "" => 1.0,
-        "k" => 1e3,
-        "m" => 1e6,
-        "g" => 1e9,
-        "t" => 1e12,
-        _ => anyhow::bail!(
-            "--link-rate '{text}': unknown unit '{unit}' (use e.g. 100mbit, 1gbit, 10g, or bits/s)"
-        ),
-    };
-    let v: f64 = num.trim().parse().map_err(|_| {
-        anyhow::anyhow!("--link-rate '{text}' is not a rate (use e.g. 100mbit, 1gbit)")
-    })?;
-    let bps = v * scale;
-    if !(bps >= 1000.0 && bps.is_finite()) {
+    let bps = tailhunt_model::units::parse_bit_rate(text).context("--link-rate")?;
+    if bps < 1000 {
         anyhow::bail!(
             "--link-rate '{text}' is below 1 kbit/s: give the interface's rate, e.g. 1gbit"
         );
     }
-    Ok(bps as u64)
+    Ok(bps)
 }
 
 pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {

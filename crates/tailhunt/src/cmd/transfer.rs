@@ -37,7 +37,7 @@ pub enum TransferSide {
 /// Options either end may set.
 #[derive(Debug, Args)]
 pub struct SocketOptionArgs {
-    /// SO_RCVBUF to set before connect/listen (64k = 65536; k, m = KiB, MiB). Setting it turns
+    /// SO_RCVBUF to set before connect/listen (64k = 64KiB = 65536, 64KB = 64000). Setting it turns
     /// the kernel's receive-buffer autotuning off for the socket; leave it out to autotune.
     #[arg(long, value_name = "SIZE")]
     pub rcvbuf: Option<String>,
@@ -71,8 +71,8 @@ pub struct TransferClientArgs {
     /// The server, `HOST:PORT`.
     #[arg(value_name = "ADDR")]
     pub server: String,
-    /// Bytes to download (10M = 10,000,000; MiB for 2^20).
-    #[arg(long, default_value = "10M", value_name = "SIZE")]
+    /// Bytes to download (10M = 10 MiB = 10,485,760; 10MB = 10,000,000: sizes count as `dd` does).
+    #[arg(long, default_value = "10MB", value_name = "SIZE")]
     pub bytes: String,
     /// Give up this long after the request and close the connection, as a client's request
     /// timeout does.
@@ -89,21 +89,14 @@ pub fn run(cli: &Cli, a: &TransferArgs) -> Result<()> {
     }
 }
 
-/// A socket buffer size: a number of bytes, or with k/m (KiB/MiB, as buffer sizes are counted).
+/// A socket buffer size (`64k` = 65536, as `dd` counts), from 1 byte to 2 GiB (the kernel's
+/// `int`).
 fn buffer_size(flag: &str, text: &str) -> Result<u32> {
-    let t = text.trim().to_ascii_lowercase();
-    let (num, scale) = match t.trim_end_matches(['b', 'i']) {
-        s if s.ends_with('k') => (&s[..s.len() - 1], 1024u64),
-        s if s.ends_with('m') => (&s[..s.len() - 1], 1024 * 1024),
-        s => (s, 1),
-    };
-    num.trim()
-        .parse::<u64>()
+    let n = tailhunt_model::units::parse_bytes(text).with_context(|| flag.to_string())?;
+    u32::try_from(n)
         .ok()
-        .map(|n| n * scale)
-        .filter(|n| *n > 0 && *n <= i32::MAX as u64)
-        .map(|n| n as u32)
-        .ok_or_else(|| anyhow::anyhow!("{flag} '{text}': write a buffer size in bytes such as 65536 or 64k (k = 1024), from 1 byte to 2 GiB"))
+        .filter(|n| *n > 0 && *n <= i32::MAX as u32)
+        .ok_or_else(|| anyhow::anyhow!("{flag} '{text}': a socket buffer is from 1 byte to 2 GiB"))
 }
 
 fn options(o: &SocketOptionArgs, timeout: Option<&str>) -> Result<TransferOptions> {
@@ -161,7 +154,7 @@ fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
 fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
     let opts = options(&a.opts, a.timeout.as_deref())?;
     let server = addr("ADDR", &a.server)?;
-    let bytes = tailhunt_netlab::link::units::parse_bytes(&a.bytes).context("--bytes")?;
+    let bytes = tailhunt_model::units::parse_bytes(&a.bytes).context("--bytes")?;
     let mut db = Store::open(&cli.db)?;
     let t = transfer::download(server, bytes, &opts)?;
     let doc = store(&mut db, &t)?;
