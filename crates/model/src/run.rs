@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ClockOrigin, Finding, Series};
+use crate::{ClockOrigin, RunKind};
 
 /// Whether a run finished writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,21 +34,24 @@ impl RunStatus {
     }
 }
 
-/// One invocation of a measuring command.
-#[derive(Debug, Clone, PartialEq)]
+/// One invocation of a measuring command, as the store lists it: what produced it, its
+/// parameters and how much it holds. Its series and findings are read from the store by id.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     /// Short unique id (hex); users may type any unique prefix.
     pub id: String,
-    /// What produced it: `import`, `load`, `pcap`, ...
-    pub kind: String,
+    /// What produced it.
+    pub kind: RunKind,
+    /// `partial` or `complete`.
+    pub status: RunStatus,
+    /// When it was recorded, epoch ns.
+    pub created_wall_ns: i64,
     /// Clock origins, read when the run started.
     pub origin: ClockOrigin,
-    /// The parameters it ran with (flags, input file, host facts), as JSON.
+    /// The parameters it ran with (flags, input file, host facts), as a JSON object.
     pub params: serde_json::Value,
-    /// Complete or partial.
-    pub status: RunStatus,
-    /// Its series.
-    pub series: Vec<Series>,
-    /// Findings attached to it.
-    pub findings: Vec<Finding>,
+    /// Number of series.
+    pub series: u64,
+    /// Samples (or histogram counts, or values) over all series.
+    pub samples: u64,
 }

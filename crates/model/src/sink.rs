@@ -10,7 +10,8 @@ use crate::{IntervalHistogram, Labels, Point, Sample, Series, SeriesData, Timing
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What kind of values a series will hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SeriesKind {
     /// Raw samples.
     Samples,
@@ -27,6 +28,15 @@ impl SeriesKind {
             SeriesKind::Samples => "samples",
             SeriesKind::Histograms => "histograms",
             SeriesKind::Values => "values",
+        }
+    }
+
+    /// Inverse of [`SeriesKind::name`]; an unknown name (a newer store's) reads as samples.
+    pub fn from_name(name: &str) -> SeriesKind {
+        match name {
+            "histograms" => SeriesKind::Histograms,
+            "values" => SeriesKind::Values,
+            _ => SeriesKind::Samples,
         }
     }
 }

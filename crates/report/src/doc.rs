@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 use tailhunt_analyze::{compare::Comparison, Analysis};
+use tailhunt_model::Run;
 use tailhunt_model::RunStatus;
-use tailhunt_store::{RunInfo, SeriesInfo};
+use tailhunt_store::SeriesInfo;
 
 /// `tailhunt import`.
 #[derive(Debug, Clone, Serialize)]
@@ -43,7 +44,7 @@ pub struct RunsDoc {
     /// The store read.
     pub db: String,
     /// Runs, oldest first.
-    pub runs: Vec<RunInfo>,
+    pub runs: Vec<Run>,
 }
 
 /// One analysed series.
@@ -75,7 +76,7 @@ pub struct ComparisonDoc {
 #[derive(Debug, Clone, Serialize)]
 pub struct AnalyzeDoc {
     /// The run.
-    pub run: RunInfo,
+    pub run: Run,
     /// One entry per analysed series.
     pub series: Vec<SeriesAnalysis>,
     /// Present with `--compare`.
@@ -172,7 +173,7 @@ pub struct LoadDoc {
 #[derive(Debug, Clone, Serialize)]
 pub struct DiagnoseDoc {
     /// The run.
-    pub run: RunInfo,
+    pub run: Run,
     /// What the detectors found (empty: nothing wrong that they know of).
     pub findings: Vec<tailhunt_model::Finding>,
     /// Detectors that ran.

@@ -367,7 +367,7 @@ fn render_series(s: &SeriesAnalysis, out: &mut String) {
         out,
         "series {} ({}, {})",
         s.series.display_name,
-        s.series.kind,
+        s.series.kind.name(),
         match s.series.timing {
             tailhunt_model::Timing::Timed => "timed",
             tailhunt_model::Timing::Untimed => "untimed",

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension};
 
 pub use error::StoreError;
-pub use read::{RunInfo, SeriesInfo};
+pub use read::SeriesInfo;
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.

@@ -4,33 +4,12 @@ use rusqlite::{params, OptionalExtension, Row};
 use serde::Serialize;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
-    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, RunKind, RunStatus, Sample,
-    Series, SeriesData, Timing, Unit, Verdict,
+    ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, Run, RunKind, RunStatus,
+    Sample, Series, SeriesData, SeriesKind, Timing, Unit, Verdict,
 };
 
 use crate::{block, values};
 use crate::{Store, StoreError};
-
-/// A run as listed by `tailhunt runs`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunInfo {
-    /// Run id.
-    pub id: String,
-    /// What produced it.
-    pub kind: RunKind,
-    /// `partial` or `complete`.
-    pub status: RunStatus,
-    /// When it was recorded, epoch ns.
-    pub created_wall_ns: i64,
-    /// Its clock origin.
-    pub origin: ClockOrigin,
-    /// Parameters (JSON object).
-    pub params: serde_json::Value,
-    /// Number of series.
-    pub series: u64,
-    /// Samples (or histogram counts) over all series.
-    pub samples: u64,
-}
 
 /// A series as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,8 +26,8 @@ pub struct SeriesInfo {
     pub unit: Unit,
     /// Timed or untimed.
     pub timing: Timing,
-    /// `samples` or `histograms`.
-    pub kind: String,
+    /// Samples, interval histograms or values.
+    pub kind: SeriesKind,
     /// Values stored.
     pub count: u64,
 }
@@ -58,10 +37,10 @@ const RUN_COLUMNS: &str =
      (SELECT COUNT(*) FROM series s WHERE s.run_id = r.id),
      (SELECT COALESCE(SUM(s.count), 0) FROM series s WHERE s.run_id = r.id)";
 
-fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunInfo> {
+fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     let status: String = r.get(2)?;
     let params: String = r.get(6)?;
-    Ok(RunInfo {
+    Ok(Run {
         id: r.get(0)?,
         kind: RunKind::from_name(&r.get::<_, String>(1)?),
         status: RunStatus::from_name(&status).unwrap_or(RunStatus::Partial),
@@ -78,7 +57,7 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<RunInfo> {
 
 impl Store {
     /// All runs, oldest first.
-    pub fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+    pub fn runs(&self) -> Result<Vec<Run>, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs r ORDER BY r.created_wall_ns, r.rowid");
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map([], run_from_row)?;
@@ -86,7 +65,7 @@ impl Store {
     }
 
     /// One run by exact id.
-    pub fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
+    pub fn run(&self, id: &str) -> Result<Run, StoreError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1");
         self.conn
             .query_row(&sql, [id], run_from_row)
@@ -151,7 +130,7 @@ impl Store {
                 } else {
                     Timing::Timed
                 },
-                kind: r.get(5)?,
+                kind: SeriesKind::from_name(&r.get::<_, String>(5)?),
                 count: r.get::<_, i64>(6)? as u64,
             })
         })?;
@@ -220,10 +199,10 @@ impl Store {
 
     /// A whole series with its values.
     pub fn load_series(&self, info: &SeriesInfo) -> Result<Series, StoreError> {
-        let data = match info.kind.as_str() {
-            "histograms" => SeriesData::Histograms(self.load_histograms(info.id)?),
-            "values" => SeriesData::Values(self.load_points(info.id)?),
-            _ => SeriesData::Samples(self.load_samples(info.id)?),
+        let data = match info.kind {
+            SeriesKind::Histograms => SeriesData::Histograms(self.load_histograms(info.id)?),
+            SeriesKind::Values => SeriesData::Values(self.load_points(info.id)?),
+            SeriesKind::Samples => SeriesData::Samples(self.load_samples(info.id)?),
         };
         Ok(Series {
             name: info.name.clone(),

@@ -112,7 +112,7 @@ fn values_round_trip_across_blocks_and_refuse_samples() {
     assert!(run.push_samples(s, &samples(1)).is_err());
     let id = run.finish(json!({})).unwrap();
     let info = &store.series(&id).unwrap()[0];
-    assert_eq!((info.kind.as_str(), info.count), ("values", 20_000));
+    assert_eq!((info.kind, info.count), (SeriesKind::Values, 20_000));
     let loaded = store.load_series(info).unwrap();
     assert_eq!(loaded.data, SeriesData::Values(points));
 }

@@ -1,9 +1,9 @@
 //! Capture runs: the `capture` document (bursts, flows, stalls) and the request latencies the
 //! capture paired, plus those of another run named with `--requests RUN[:SERIES]`.
 
-use tailhunt_model::{Finding, Sample, SeriesData};
+use tailhunt_model::{Finding, Run, Sample, SeriesData};
 use tailhunt_pcap::analysis::CaptureReport;
-use tailhunt_store::{RunInfo, Store};
+use tailhunt_store::Store;
 
 use super::DiagnoseError;
 use crate::microburst::Requests;
@@ -13,7 +13,7 @@ use crate::microburst::Requests;
 /// latency series with their times moved to epoch ns (the capture's clock).
 pub fn capture_requests(
     store: &Store,
-    run: &RunInfo,
+    run: &Run,
 ) -> Result<Vec<(String, Vec<Sample>)>, DiagnoseError> {
     let mut out = Vec::new();
     for info in store.series(&run.id)? {
@@ -73,7 +73,7 @@ fn external_requests(
 
 /// The capture document: from the `documents` table, or (runs of older versions) from the
 /// run's params, as one JSON string or, older still, an object.
-fn report(store: &Store, run: &RunInfo) -> Result<CaptureReport, DiagnoseError> {
+fn report(store: &Store, run: &Run) -> Result<CaptureReport, DiagnoseError> {
     let missing = DiagnoseError::NoEvidence {
         run: run.id.clone(),
         kind: run.kind.clone(),
@@ -100,7 +100,7 @@ fn report(store: &Store, run: &RunInfo) -> Result<CaptureReport, DiagnoseError> 
     })
 }
 
-pub(super) fn diagnose(store: &Store, run: &RunInfo) -> Result<Vec<Finding>, DiagnoseError> {
+pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
     let report = report(store, run)?;
     let owned = capture_requests(store, run)?;
     let requests: Vec<Requests<'_>> = owned

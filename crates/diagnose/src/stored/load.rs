@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
 use tailhunt_model::evidence::sweep::SweepRecord;
-use tailhunt_model::{Finding, Sample, Series, SeriesData};
-use tailhunt_store::{RunInfo, SeriesInfo, Store};
+use tailhunt_model::{Finding, Run, Sample, Series, SeriesData};
+use tailhunt_store::{SeriesInfo, Store};
 
 use super::DiagnoseError;
 use crate::{fragile, nagle};
@@ -15,7 +15,7 @@ use crate::{fragile, nagle};
 pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
 
 /// The measured latency series (warm-up left out), in the order they were written.
-fn latency_series(store: &Store, run: &RunInfo) -> Result<Vec<SeriesInfo>, DiagnoseError> {
+fn latency_series(store: &Store, run: &Run) -> Result<Vec<SeriesInfo>, DiagnoseError> {
     Ok(store
         .series(&run.id)?
         .into_iter()
@@ -61,7 +61,7 @@ pub fn sweep_steps(store: &Store, run_id: &str) -> Result<Vec<RateSamples>, Diag
 type Unswept = Vec<(SeriesInfo, Series)>;
 
 /// The run's latency series split into sweep steps (by rate) and the others.
-fn split(store: &Store, run: &RunInfo) -> Result<(Vec<RateSamples>, Unswept), DiagnoseError> {
+fn split(store: &Store, run: &Run) -> Result<(Vec<RateSamples>, Unswept), DiagnoseError> {
     let series = latency_series(store, run)?;
     let sweep = store.evidence::<SweepRecord>(&run.id)?.unwrap_or_default();
     let rates = rates(&series, &sweep);
@@ -88,7 +88,7 @@ fn split(store: &Store, run: &RunInfo) -> Result<(Vec<RateSamples>, Unswept), Di
     Ok((steps, others))
 }
 
-pub(super) fn diagnose(store: &Store, run: &RunInfo) -> Result<Vec<Finding>, DiagnoseError> {
+pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
     let (steps, others) = split(store, run)?;
     let opts = AnalyzeOptions::default();
     let mut findings = Vec::new();
@@ -132,7 +132,7 @@ mod tests {
             labels,
             unit: Unit::Nanoseconds,
             timing: Timing::Timed,
-            kind: "samples".into(),
+            kind: tailhunt_model::SeriesKind::Samples,
             count: 10,
         }
     }

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use tailhunt_model::evidence::runq::{CgroupTimeline, RunqRecord, RunqStep};
-use tailhunt_model::{Finding, RunKind, SeriesData};
-use tailhunt_store::{RunInfo, Store};
+use tailhunt_model::{Finding, Run, RunKind, SeriesData};
+use tailhunt_store::Store;
 
 use super::DiagnoseError;
 
@@ -81,7 +81,7 @@ pub fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>, Dia
 
 /// The run-queue detectors on a stored `runq` run, against its `--baseline` run when it had one
 /// that still exists.
-pub(super) fn diagnose(store: &Store, run: &RunInfo) -> Result<Vec<Finding>, DiagnoseError> {
+pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
     let record = store.evidence::<RunqRecord>(&run.id)?.unwrap_or_default();
     let baseline = match &record.baseline_run {
         Some(b) if store.run(b).is_ok_and(|r| r.kind == RunKind::Runq) => timelines(store, b)?,

@@ -1,13 +1,13 @@
 //! Transfer and sockets runs: their report documents.
 
-use tailhunt_model::{Finding, RunKind};
+use tailhunt_model::{Finding, Run, RunKind};
 use tailhunt_sock::monitor::SocketsReport;
 use tailhunt_sock::transfer::TransferReport;
-use tailhunt_store::{RunInfo, Store, StoreError};
+use tailhunt_store::{Store, StoreError};
 
 use super::DiagnoseError;
 
-pub(super) fn diagnose(_store: &Store, run: &RunInfo) -> Result<Vec<Finding>, DiagnoseError> {
+pub(super) fn diagnose(_store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
     let name = run.kind.name();
     let unreadable = |e: serde_json::Error| {
         DiagnoseError::Store(StoreError::Document {

@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use tailhunt_histogram::hdr::{write_interval_log, IntervalToWrite};
 use tailhunt_histogram::Histogram;
-use tailhunt_model::{IntervalHistogram, SeriesData, Timing};
+use tailhunt_model::{IntervalHistogram, SeriesData, SeriesKind, Timing};
 use tailhunt_report::doc::WrittenDoc;
 
 use super::{open_existing, select_series};
@@ -28,11 +28,11 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
         ExportFormat::Hlog => "hlog",
     };
     // Values series (bins, window sizes) have their own CSV columns; samples theirs.
-    let all_values = !selected.is_empty() && selected.iter().all(|s| s.kind == "values");
+    let all_values = !selected.is_empty() && selected.iter().all(|s| s.kind == SeriesKind::Values);
     if matches!(a.format, ExportFormat::Csv) {
         if all_values {
             writeln!(out, "series,t_ns,value")?;
-        } else if selected.iter().any(|s| s.kind == "values") {
+        } else if selected.iter().any(|s| s.kind == SeriesKind::Values) {
             anyhow::bail!(
                 "the selection mixes sample series with values series (bins), which have other CSV columns: choose one kind with --series, or use --format jsonl"
             );
