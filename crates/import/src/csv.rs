@@ -1,21 +1,27 @@
-//! CSV (and TSV, and `;`-separated) latency files.
+//! CSV (and TSV, and `;`-separated) latency files, read through the `csv` crate.
 //!
-//! In: lines of text. Comments (`#`) and blank lines are skipped. The first other line decides
-//! the delimiter (comma, else tab, else `;`) and whether there is a header (a field that is
-//! neither a number, a duration nor a time). With a header, columns are found by name (see
+//! In: text. Comments (`#`) and blank lines are skipped. The first other line decides the
+//! delimiter (comma, else tab, else `;`) and whether there is a header (a field that is neither
+//! a number, a duration nor a time). With a header, columns are found by name (see
 //! [`crate::names`]; the first column of each role wins, unknown columns are ignored); without
-//! one, a single column is the latency and two columns are `timestamp,latency`.
-//! Out: one [`Record`] per data line, handed to the [`Emitter`].
+//! one, a single column is the latency and two columns are `timestamp,latency`. Every later row
+//! must have as many fields as that first line: a row with more or fewer is an error naming the
+//! line (a decimal comma, `1,2` under `latency_ms`, is one, never 1 ms).
+//! Out: one [`Record`] per data row, handed to the [`Emitter`].
 //!
-//! Fields are split without allocating, so a large file imports at several million lines per
-//! second. Quoted fields containing the delimiter are not supported; surrounding double quotes
-//! are stripped.
+//! Fields are quoted as RFC 4180 says (`"latency{rate=100,repeat=1}"`, `""` for a quote), and a
+//! row is read into one reused buffer, so a large file imports at millions of rows per second.
+//! Values are trimmed of spaces (and of double quotes around a value written after a space);
+//! series names only of spaces, so a quoted name comes back as written.
 
-use std::io::BufRead;
+use std::io::{BufRead, Cursor, Read};
+use std::path::PathBuf;
+
+use ::csv::{ByteRecord, ReaderBuilder, StringRecord};
 
 use crate::emit::{Emitter, Record};
 use crate::error::{shorten, LineError};
-use crate::lines::Lines;
+use crate::lines::{not_text, MAX_LINE_BYTES};
 use crate::names::{classify, unit_in, Field, Role};
 use crate::values::{self, UnitPlace};
 use crate::ImportError;
@@ -24,54 +30,282 @@ use crate::ImportError;
 #[derive(Debug)]
 struct Layout {
     delimiter: char,
-    /// The role of each used column, by column index.
+    /// The role of each column, by column index (`None`: not used).
     columns: Vec<Option<Field>>,
+    /// Fields every row has: those of the first line.
+    width: usize,
+    /// Whether the first line was a header.
+    header: bool,
     /// Unit of bare latency numbers: from the header, else from the options.
     latency_unit: Option<&'static str>,
 }
 
-/// Reads CSV from `lines` into `em`; `unit` is the unit for bare latency numbers, if given.
+/// Reads CSV from `reader` into `em`; `unit` is the unit for bare latency numbers, if given.
 pub(crate) fn read(
     file: &str,
     reader: &mut dyn BufRead,
     unit: Option<&'static str>,
     em: &mut Emitter<'_>,
 ) -> Result<(), ImportError> {
-    let mut lines = Lines::new(file, reader);
-    let mut layout: Option<Layout> = None;
-    while let Some((line_no, line)) = lines.next_line()? {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
+    let (prefix, first_line) = leading_lines(file, reader)?;
+    let Some(delimiter) = first_line.as_deref().map(delimiter_of) else {
+        return Ok(());
+    };
+    let input = Source {
+        inner: Cursor::new(prefix).chain(reader),
+        since_newline: 0,
+        chunk: Vec::new(),
+        chunk_start: 0,
+        before_chunk: None,
+    };
+    let mut rows = ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .comment(Some(b'#'))
+        .delimiter(delimiter as u8)
+        .buffer_capacity(1 << 16)
+        .from_reader(input);
+    let mut bytes = ByteRecord::new();
+    let mut state = Rows {
+        file,
+        delimiter,
+        unit,
+        layout: None,
+        line: String::new(),
+    };
+    let mut line_no = 0;
+    loop {
+        match rows.read_byte_record(&mut bytes) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) => return Err(csv_error(file, line_no, e)),
         }
-        let layout = match &layout {
+        line_no = first_line_of(&rows, &bytes);
+        let row = match StringRecord::from_byte_record(std::mem::take(&mut bytes)) {
+            Ok(row) => row,
+            Err(e) => {
+                let raw = e.into_byte_record();
+                let text: Vec<u8> = raw.as_slice().to_vec();
+                return Err(not_text(&text, line_no).at(file, line_no));
+            }
+        };
+        let result = state.row(&row, em, line_no);
+        bytes = row.into_byte_record();
+        result?;
+    }
+}
+
+/// What reading a file has learnt so far.
+struct Rows<'f> {
+    file: &'f str,
+    delimiter: char,
+    unit: Option<&'static str>,
+    /// From the first row that is neither blank nor a comment.
+    layout: Option<Layout>,
+    /// The current row as text, for messages (one reused buffer).
+    line: String,
+}
+
+impl Rows<'_> {
+    /// Handles one row: skips blanks and indented comments, takes the first other row as the
+    /// layout (and skips it when it is a header), pushes data rows.
+    fn row(
+        &mut self,
+        row: &StringRecord,
+        em: &mut Emitter<'_>,
+        line_no: u64,
+    ) -> Result<(), ImportError> {
+        // The CSV reader skips `#` comments; one after spaces is a comment too. A field that
+        // starts with `#` itself was quoted (or the reader would have skipped it): data.
+        let first = row.get(0).unwrap_or("");
+        let indented_comment =
+            first.starts_with(char::is_whitespace) && first.trim_start().starts_with('#');
+        if (row.len() == 1 && first.trim().is_empty()) || indented_comment {
+            return Ok(());
+        }
+        self.line.clear();
+        for (i, f) in row.iter().enumerate() {
+            if i > 0 {
+                self.line.push(self.delimiter);
+            }
+            self.line.push_str(f);
+        }
+        let (file, line) = (self.file, self.line.as_str());
+        let layout = match &mut self.layout {
             Some(l) => l,
-            None => {
-                let (l, is_header) = layout_of(trimmed, unit).map_err(|e| e.at(file, line_no))?;
-                let l = layout.insert(l);
-                if is_header {
-                    continue;
+            slot @ None => {
+                let l = layout_of(row, line, self.delimiter, self.unit)
+                    .map_err(|e| e.at(file, line_no))?;
+                let header = l.header;
+                let l = slot.insert(l);
+                if header {
+                    return Ok(());
                 }
                 l
             }
         };
         em.count_line();
-        let rec = record(layout, trimmed).map_err(|e| e.at(file, line_no))?;
-        em.push(&rec, trimmed, line_no)?;
+        let rec = record(layout, row, line).map_err(|e| e.at(file, line_no))?;
+        em.push(&rec, line, line_no)
     }
-    Ok(())
 }
 
-/// The layout from the first non-comment line, and whether that line is a header.
-fn layout_of(line: &str, unit: Option<&'static str>) -> Result<(Layout, bool), LineError> {
-    let delimiter = [',', '\t', ';']
+/// The lines up to and including the first one that is neither blank nor a comment (a UTF-8
+/// byte-order mark dropped), and that line; `None` when there is none. Read ahead so the
+/// delimiter is known before the CSV reader starts, and handed back to it unread.
+fn leading_lines(
+    file: &str,
+    reader: &mut dyn BufRead,
+) -> Result<(Vec<u8>, Option<String>), ImportError> {
+    let mut prefix = Vec::new();
+    let mut line_no = 0;
+    loop {
+        let start = prefix.len();
+        let n = (&mut *reader)
+            .take(MAX_LINE_BYTES)
+            .read_until(b'\n', &mut prefix)
+            .map_err(|source| ImportError::Io {
+                path: PathBuf::from(file),
+                source,
+            })?;
+        if n == 0 {
+            return Ok((prefix, None));
+        }
+        line_no += 1;
+        if line_no == 1 && prefix.starts_with(b"\xef\xbb\xbf") {
+            prefix.drain(..3);
+        }
+        let raw = &prefix[start.min(prefix.len())..];
+        if !raw.ends_with(b"\n") && n as u64 >= MAX_LINE_BYTES {
+            return Err(too_long().at(file, line_no));
+        }
+        let text = match std::str::from_utf8(raw) {
+            Ok(t) => t,
+            Err(_) => return Err(not_text(raw, line_no).at(file, line_no)),
+        };
+        let trimmed = text.trim();
+        if !trimmed.is_empty() && !trimmed.starts_with('#') {
+            let line = trimmed.to_string();
+            return Ok((prefix, Some(line)));
+        }
+    }
+}
+
+/// The delimiter a first line uses: comma, else tab, else `;`.
+fn delimiter_of(line: &str) -> char {
+    [',', '\t', ';']
         .into_iter()
         .find(|&d| line.contains(d))
-        .unwrap_or(',');
-    let is_header = line.split(delimiter).map(clean).any(|f| !is_data(f));
-    let width = line.split(delimiter).count();
+        .unwrap_or(',')
+}
+
+fn too_long() -> LineError {
+    let reason = format!(
+        "line is longer than {} MiB; is this really a CSV or JSON-lines file?",
+        MAX_LINE_BYTES >> 20
+    );
+    LineError::new("", reason)
+}
+
+/// A CSV reader error as an import error at the line after `last_line`.
+fn csv_error(file: &str, last_line: u64, e: ::csv::Error) -> ImportError {
+    let line = e
+        .position()
+        .map_or(last_line + 1, |p| p.line().max(last_line + 1));
+    match e.into_kind() {
+        ::csv::ErrorKind::Io(source) if source.kind() == std::io::ErrorKind::InvalidData => {
+            too_long().at(file, line)
+        }
+        ::csv::ErrorKind::Io(source) => ImportError::Io {
+            path: PathBuf::from(file),
+            source,
+        },
+        other => {
+            LineError::new("", format!("cannot read this line as CSV: {other:?}")).at(file, line)
+        }
+    }
+}
+
+/// The 1-based line a record just read starts on.
+///
+/// The reader's position after a record counts the newlines consumed so far, blank and comment
+/// lines included (which the position it stamps on the record, taken before skipping them,
+/// does not). The record's terminator is consumed with it when it is `\n` (not yet when it is
+/// the `\r` of `\r\n`, nor at the end of the input), and quoted fields may hold newlines.
+fn first_line_of<R: Read>(rows: &::csv::Reader<Source<R>>, record: &ByteRecord) -> u64 {
+    let end = rows.position();
+    let terminated = end
+        .byte()
+        .checked_sub(1)
+        .and_then(|at| rows.get_ref().byte_at(at))
+        == Some(b'\n');
+    let inside = record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
+    end.line()
+        .saturating_sub(u64::from(terminated))
+        .saturating_sub(inside)
+        .max(1)
+}
+
+/// The CSV reader's input: refuses a line longer than [`MAX_LINE_BYTES`] (a file without line
+/// breaks would otherwise grow the reader's buffer without bound), and keeps the last chunk it
+/// handed out so [`first_line_of`] can look at the byte that ended a record (the reader asks
+/// for more only when it has consumed everything before).
+struct Source<R> {
+    inner: R,
+    since_newline: u64,
+    chunk: Vec<u8>,
+    /// Offset of `chunk` in the input.
+    chunk_start: u64,
+    /// The byte just before `chunk`.
+    before_chunk: Option<u8>,
+}
+
+impl<R> Source<R> {
+    /// The input's byte at `offset`, if it is in the last chunk or just before it.
+    fn byte_at(&self, offset: u64) -> Option<u8> {
+        if offset + 1 == self.chunk_start {
+            return self.before_chunk;
+        }
+        let i = usize::try_from(offset.checked_sub(self.chunk_start)?).ok()?;
+        self.chunk.get(i).copied()
+    }
+}
+
+impl<R: Read> Read for Source<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let got = &buf[..n];
+        if n > 0 {
+            self.before_chunk = self.chunk.last().copied().or(self.before_chunk);
+            self.chunk_start += self.chunk.len() as u64;
+            self.chunk.clear();
+            self.chunk.extend_from_slice(got);
+        }
+        match got.iter().rposition(|&b| b == b'\n') {
+            Some(i) => self.since_newline = (n - i - 1) as u64,
+            None => self.since_newline += n as u64,
+        }
+        if self.since_newline > MAX_LINE_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "line too long",
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// The layout from the first non-comment row (`line` is its text, for messages).
+fn layout_of(
+    row: &StringRecord,
+    line: &str,
+    delimiter: char,
+    unit: Option<&'static str>,
+) -> Result<Layout, LineError> {
+    let is_header = row.iter().map(clean).any(|f| !is_data(f));
+    let width = row.len();
     let mut columns: Vec<Option<Field>> = if is_header {
-        line.split(delimiter).map(classify).collect()
+        row.iter().map(classify).collect()
     } else {
         vec![None; width]
     };
@@ -114,23 +348,19 @@ fn layout_of(line: &str, unit: Option<&'static str>) -> Result<(Layout, bool), L
         );
         return Err(LineError::new(line, reason));
     }
-    while columns.last().is_some_and(Option::is_none) {
-        columns.pop();
-    }
     let latency_unit = columns
         .iter()
         .flatten()
         .find(|f| f.role == Role::Latency)
         .and_then(|f| f.unit)
         .or(unit);
-    Ok((
-        Layout {
-            delimiter,
-            columns,
-            latency_unit,
-        },
-        is_header,
-    ))
+    Ok(Layout {
+        delimiter,
+        columns,
+        width,
+        header: is_header,
+        latency_unit,
+    })
 }
 
 /// Later columns with a role already taken are ignored (JMeter has both `elapsed` and
@@ -159,41 +389,72 @@ fn is_data(field: &str) -> bool {
     numeric_start || values::time("", field, None).is_ok()
 }
 
-/// A field without surrounding spaces and double quotes.
+/// A value without surrounding spaces and double quotes.
 fn clean(field: &str) -> &str {
     field.trim().trim_matches('"').trim()
 }
 
-/// Reads one data line.
-fn record<'l>(layout: &Layout, line: &'l str) -> Result<Record<'l>, LineError> {
+/// Reads one data row (`line` is its text, for messages).
+fn record<'l>(layout: &Layout, row: &'l StringRecord, line: &str) -> Result<Record<'l>, LineError> {
+    if row.len() != layout.width {
+        return Err(field_count(layout, row, line));
+    }
     let mut rec = Record::default();
-    let mut found = 0;
-    for (field, text) in layout.columns.iter().zip(line.split(layout.delimiter)) {
-        found += 1;
+    for (field, text) in layout.columns.iter().zip(row.iter()) {
         let Some(field) = field else { continue };
+        if field.role == Role::Series {
+            rec.series = Some(text.trim());
+            continue;
+        }
         let text = clean(text);
         match field.role {
             Role::Latency => {
                 let unit = layout.latency_unit;
                 rec.latency_ns = Some(values::latency(text, unit, UnitPlace::Header)?);
             }
-            Role::Timestamp => rec.ts = Some(values::time("timestamp", text, field.unit)?),
-            Role::Intended => rec.intended = Some(values::time("intended time", text, field.unit)?),
-            Role::Start => rec.start = Some(values::time("start time", text, field.unit)?),
-            Role::End => rec.end = Some(values::time("end time", text, field.unit)?),
+            Role::Timestamp => rec.ts = optional_time("timestamp", text, field.unit)?,
+            Role::Intended => rec.intended = optional_time("intended time", text, field.unit)?,
+            Role::Start => rec.start = optional_time("start time", text, field.unit)?,
+            Role::End => rec.end = optional_time("end time", text, field.unit)?,
             Role::Outcome(polarity) => rec.outcome = Some(values::outcome(text, polarity)?),
-            Role::Series => rec.series = Some(text),
+            Role::Series => {}
         }
     }
-    if found < layout.columns.len() {
-        let reason = format!(
-            "expected at least {} columns, found {found}: '{}'",
-            layout.columns.len(),
-            shorten(line)
-        );
-        return Err(LineError::new(line, reason));
-    }
     Ok(rec)
+}
+
+/// A time; an empty field is no time (an untimed series in an export).
+fn optional_time(
+    what: &str,
+    text: &str,
+    unit: Option<&str>,
+) -> Result<Option<values::Instant>, LineError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    values::time(what, text, unit).map(Some)
+}
+
+/// A row whose number of fields differs from the first line's, with the likely cause.
+fn field_count(layout: &Layout, row: &StringRecord, line: &str) -> LineError {
+    let (want, found) = (layout.width, row.len());
+    let first = if layout.header {
+        "the header"
+    } else {
+        "the first line"
+    };
+    let hint = if layout.delimiter == ',' && found > want && row.iter().all(|f| is_data(clean(f))) {
+        " (a decimal comma? write 1.2, not 1,2, or quote the field)"
+    } else if found > want {
+        " (quote a field that holds the delimiter)"
+    } else {
+        ""
+    };
+    let reason = format!(
+        "{found} fields but {first} has {want}{hint}: '{}'",
+        shorten(line)
+    );
+    LineError::new(line, reason)
 }
 
 #[cfg(test)]
@@ -397,5 +658,63 @@ mod tests {
         assert_eq!(latencies(&series[0]), [12 * MS, 13 * MS]);
         let (_, series) = import("\u{feff}12ms\r\n");
         assert_eq!(latencies(&series[0]), [12 * MS]);
+    }
+
+    #[test]
+    fn quoted_series_names_keep_their_commas_and_become_labels() {
+        let text = "series,latency_ms\n\"latency{rate=100,repeat=1}\",5\n\"a \"\"b\"\"\",6\n";
+        let (summary, series) = import(text);
+        assert_eq!(summary.series, 2);
+        assert_eq!(series[0].name, "latency");
+        assert_eq!(series[0].display_name(), "latency{rate=100,repeat=1}");
+        assert_eq!(series[1].name, "a \"b\"");
+        assert!(series[1].labels.is_empty());
+    }
+
+    #[test]
+    fn end_time_wins_over_the_latency_column() {
+        // An export: latency counts from the intended time, and start != intended.
+        let text = "series,intended_ns,start_ns,end_ns,latency_ns,outcome\n\
+                    latency,100,150,400,300,timeout\n";
+        let (_, series) = import(text);
+        assert_eq!(
+            series[0].samples().unwrap()[0],
+            Sample::new(100, 150, 400, Outcome::Timeout)
+        );
+    }
+
+    #[test]
+    fn empty_times_are_an_untimed_series_beside_timed_ones() {
+        let text = "series,intended_ns,start_ns,end_ns,latency_ns,outcome\n\
+                    a,10,12,20,10,ok\n\
+                    b,,,,7,error\n\
+                    b,,,,8,ok\n";
+        let (_, series) = import(text);
+        assert_eq!(series[0].timing, Timing::Timed);
+        assert_eq!(series[1].timing, Timing::Untimed);
+        assert_eq!(
+            series[1].samples().unwrap()[1],
+            Sample::from_latency(1, 8, Outcome::Ok)
+        );
+    }
+
+    #[test]
+    fn line_numbers_count_comments_blank_lines_crlf_and_quoted_newlines() {
+        let text = "# c\n\nseries,latency\r\n\"two\nlines\",1ms\r\n\r\n# x\r\n  # y\nz,abc\r\n";
+        let e = crate::import_text("data.csv", text, &ImportOptions::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data.csv:9: cannot read latency 'abc': 'abc' is not a number"
+        );
+        let e = crate::import_text(
+            "data.csv",
+            "latency\n\"1 x\n\n\"\n2ms",
+            &ImportOptions::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("data.csv:2: "), "{e}");
+        let e = crate::import_text("data.csv", "latency\n1ms\nx", &ImportOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().starts_with("data.csv:3: "), "{e}");
     }
 }

@@ -29,6 +29,16 @@ impl SeriesKind {
             SeriesKind::Values => "values",
         }
     }
+
+    /// Inverse of [`SeriesKind::name`].
+    pub fn from_name(name: &str) -> Option<SeriesKind> {
+        match name {
+            "samples" => Some(SeriesKind::Samples),
+            "histograms" => Some(SeriesKind::Histograms),
+            "values" => Some(SeriesKind::Values),
+            _ => None,
+        }
+    }
 }
 
 /// Everything about a series except its values.

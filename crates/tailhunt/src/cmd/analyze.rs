@@ -47,10 +47,22 @@ fn other_series(
     Ok((run, pick))
 }
 
-/// `analyze FILE`: imports the file first and returns the new run's id.
+/// `analyze FILE`: imports the file first and returns the new run's id. Run ids are hex, so an
+/// argument with a `.` or a `/` that is not a file is a file that is missing, not a run.
 fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
     let path = std::path::Path::new(&a.run);
     if a.run == "latest" || !path.is_file() {
+        if a.run.contains(['.', '/']) {
+            let why = if path.exists() {
+                "it is not a regular file"
+            } else {
+                "no such file"
+            };
+            anyhow::bail!(
+                "cannot read '{}': {why} (give a file to import, or a run id from `tailhunt runs`)",
+                a.run
+            );
+        }
         return Ok(None);
     }
     let args = ImportArgs {
