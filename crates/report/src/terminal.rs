@@ -563,6 +563,11 @@ pub fn render_diagnose(d: &DiagnoseDoc) -> String {
         out.push_str("no findings: none of these detectors sees its cause in this run\n");
     }
     render_findings(&d.findings, &mut out);
+    if !d.saved {
+        out.push_str(
+            "\nnote: the findings were not saved: the store is read-only (diagnose a writable copy to keep them)\n",
+        );
+    }
     out
 }
 

@@ -116,6 +116,7 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
         run,
         findings,
         detectors: detectors.iter().map(|d| d.to_string()).collect(),
+        saved: !store.findings_unsaved(),
     };
     output::print(cli.json, &doc, tailhunt_report::terminal::render_diagnose)
 }
