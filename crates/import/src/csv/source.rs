@@ -54,11 +54,22 @@ pub(super) fn leading_lines(
     }
 }
 
-/// The delimiter a first line uses: comma, else tab, else `;`.
+/// The delimiter a first line uses outside quoted fields: comma, else tab, else `;`
+/// (`"latency (ms, p50)";status` is `;`-separated).
 pub(super) fn delimiter_of(line: &str) -> char {
+    let mut quoted = false;
+    let unquoted: String = line
+        .chars()
+        .filter(|&c| {
+            if c == '"' {
+                quoted = !quoted;
+            }
+            !quoted
+        })
+        .collect();
     [',', '\t', ';']
         .into_iter()
-        .find(|&d| line.contains(d))
+        .find(|&d| unquoted.contains(d))
         .unwrap_or(',')
 }
 

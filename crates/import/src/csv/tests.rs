@@ -258,3 +258,9 @@ fn line_numbers_count_comments_blank_lines_crlf_and_quoted_newlines() {
         crate::import_text("data.csv", "latency\n1ms\nx", &ImportOptions::default()).unwrap_err();
     assert!(e.to_string().starts_with("data.csv:3: "), "{e}");
 }
+
+#[test]
+fn the_delimiter_is_found_outside_quotes() {
+    let (_, series) = import("\"latency (ms)\";\"note, free text\"\n1.5;\"a, b\"\n2;c\n");
+    assert_eq!(latencies(&series[0]), [1_500_000, 2 * MS]);
+}
