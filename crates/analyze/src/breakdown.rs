@@ -31,7 +31,7 @@ pub fn tail_owner(totals: &[i64], parts: &[(String, Vec<i64>)], q: f64) -> Optio
     }
     let mut sorted = totals.to_vec();
     sorted.sort_unstable();
-    let threshold = sorted[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let threshold = tailhunt_histogram::quantile::of_sorted(&sorted, q)?;
     let tail: Vec<usize> = (0..n).filter(|&i| totals[i] >= threshold).collect();
     let mean = |v: &[i64], idx: &mut dyn Iterator<Item = usize>| {
         let (mut s, mut k) = (0f64, 0usize);

@@ -106,10 +106,10 @@ pub fn analyze(dist: &Distribution, opts: &AnalyzeOptions) -> Analysis {
 
 /// `p50`, `p90`, `p99`, `p99.9`, `p99.99`: how people name a quantile.
 pub fn percentile_label(q: f64) -> String {
-    let p = q * 100.0;
-    let text = format!("{p:.4}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    format!("p{text}")
+    match tailhunt_histogram::Quantile::from_f64(q) {
+        Some(q) => q.to_string(),
+        None => format!("p{}", q * 100.0),
+    }
 }
 
 #[cfg(test)]

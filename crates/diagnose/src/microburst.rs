@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use tailhunt_histogram::quantile::of_sorted;
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Outcome, Sample, Verdict};
 use tailhunt_pcap::burst::{Burst, Dir};
 
@@ -81,7 +82,9 @@ fn channel_microburst(
         }
         let mut lat: Vec<i64> = ok.iter().map(|s| s.latency_ns()).collect();
         lat.sort_unstable();
-        let median = lat[lat.len() / 2];
+        let Some(median) = of_sorted(&lat, 0.5) else {
+            continue;
+        };
         let slow_at = (median * SLOW_RATIO).max(median + SLOW_MIN_EXTRA_NS);
         let slow: Vec<&&Sample> = ok.iter().filter(|s| s.latency_ns() >= slow_at).collect();
         if slow.len() < MIN_SLOW {
@@ -102,7 +105,7 @@ fn channel_microburst(
             slow.len(),
             slow_share,
             base_share,
-            lat[lat.len() * 99 / 100],
+            of_sorted(&lat, 0.99).unwrap_or(median),
         );
         if best.as_ref().is_none_or(|(s, _)| slow_share > *s) {
             best = Some((slow_share, finding));

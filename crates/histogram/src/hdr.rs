@@ -22,7 +22,7 @@ use base64::Engine;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, LogIteratorError, Tag,
 };
-use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{DeserializeError, Deserializer, V2DeflateSerializer};
 use thiserror::Error;
 
 use crate::Histogram;
@@ -42,12 +42,15 @@ pub struct HdrInterval {
 }
 
 /// A parsed interval log.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Default)]
 pub struct IntervalLog {
     /// Whether interval start times are epoch times.
     pub absolute: bool,
-    /// The intervals in file order.
+    /// The intervals in file order, up to the first bad line.
     pub intervals: Vec<HdrInterval>,
+    /// The bad line that stopped the reading, if one did: `intervals` holds those before it
+    /// (as a CSV import keeps the lines before a bad one).
+    pub stopped: Option<HdrError>,
 }
 
 /// Why an interval log could not be read or written.
@@ -81,7 +84,8 @@ pub enum HdrError {
 const MAX_ENCODED_BYTES: usize = 16 << 20;
 
 /// Reads an interval log; `ns_per_unit` converts the log's values to nanoseconds (1 for ns,
-/// 1000 for us, 1e6 for ms).
+/// 1000 for us, 1e6 for ms). A bad line stops the reading: the intervals before it are
+/// returned with the error in [`IntervalLog::stopped`].
 pub fn read_interval_log(bytes: &[u8], ns_per_unit: f64) -> Result<IntervalLog, HdrError> {
     if !(ns_per_unit.is_finite() && ns_per_unit > 0.0) {
         return Err(HdrError::BadScale(ns_per_unit));
@@ -89,6 +93,7 @@ pub fn read_interval_log(bytes: &[u8], ns_per_unit: f64) -> Result<IntervalLog, 
     let mut start_time: Option<f64> = None;
     let mut base_time: Option<f64> = None;
     let mut raw = Vec::new();
+    let mut stopped = None;
     for entry in IntervalLogIterator::new(bytes) {
         match entry {
             Ok(LogEntry::StartTime(t)) => start_time = Some(t.as_secs_f64()),
@@ -96,42 +101,71 @@ pub fn read_interval_log(bytes: &[u8], ns_per_unit: f64) -> Result<IntervalLog, 
             Ok(LogEntry::Interval(ilh)) => {
                 let offset = ilh.encoded_histogram().as_ptr() as usize - bytes.as_ptr() as usize;
                 let line = line_of(bytes, offset);
-                let histogram = decode_interval(ilh.encoded_histogram(), ns_per_unit)
-                    .map_err(|reason| HdrError::BadHistogram { line, reason })?;
-                raw.push((
-                    ilh.tag().map(|t| t.as_str().to_string()),
-                    ilh.start_timestamp().as_secs_f64(),
-                    ilh.duration().as_secs_f64(),
-                    histogram,
-                ));
+                match decode_interval(ilh.encoded_histogram(), ns_per_unit) {
+                    Ok(histogram) => raw.push(RawInterval {
+                        tag: ilh.tag().map(|t| t.as_str().to_string()),
+                        start: ilh.start_timestamp().as_secs_f64(),
+                        length: ilh.duration().as_secs_f64(),
+                        histogram,
+                        base_time,
+                        start_time,
+                    }),
+                    Err(reason) => {
+                        stopped = Some(HdrError::BadHistogram { line, reason });
+                        break;
+                    }
+                }
             }
             Err(LogIteratorError::ParseError { offset }) => {
                 let line = line_of(bytes, offset);
                 let content = line_text(bytes, offset);
-                return Err(HdrError::Parse { line, content });
+                stopped = Some(HdrError::Parse { line, content });
+                break;
             }
         }
     }
-    const YEAR_S: f64 = 365.0 * 24.0 * 3600.0;
-    let (base, absolute) = match (base_time, start_time) {
-        (Some(b), _) => (b, true),
-        (None, Some(s)) if raw.first().is_some_and(|r| r.1 < s - YEAR_S) => (s, true),
-        (None, Some(_)) => (0.0, true),
-        (None, None) => (0.0, raw.first().is_some_and(|r| r.1 > YEAR_S)),
-    };
+    let absolute = raw.first().is_some_and(|r| r.base().1);
     let intervals = raw
         .into_iter()
-        .map(|(tag, start, len, histogram)| HdrInterval {
-            tag,
-            start_ns: ((base + start) * 1e9).round() as i64,
-            duration_ns: (len * 1e9).round() as i64,
-            histogram,
+        .map(|r| HdrInterval {
+            start_ns: ((r.base().0 + r.start) * 1e9).round() as i64,
+            duration_ns: (r.length * 1e9).round() as i64,
+            tag: r.tag,
+            histogram: r.histogram,
         })
         .collect();
     Ok(IntervalLog {
         absolute,
         intervals,
+        stopped,
     })
+}
+
+/// An interval as read, with the headers in force at its line (logs written one after another
+/// into one file each bring their own).
+struct RawInterval {
+    tag: Option<String>,
+    /// Seconds, as written.
+    start: f64,
+    /// Seconds.
+    length: f64,
+    histogram: Histogram,
+    base_time: Option<f64>,
+    start_time: Option<f64>,
+}
+
+impl RawInterval {
+    /// What `start` counts from (seconds since the epoch, or 0) and whether that makes it an
+    /// epoch time.
+    fn base(&self) -> (f64, bool) {
+        const YEAR_S: f64 = 365.0 * 24.0 * 3600.0;
+        match (self.base_time, self.start_time) {
+            (Some(b), _) => (b, true),
+            (None, Some(s)) if self.start < s - YEAR_S => (s, true),
+            (None, Some(_)) => (0.0, true),
+            (None, None) => (0.0, self.start > YEAR_S),
+        }
+    }
 }
 
 fn decode_interval(encoded: &str, ns_per_unit: f64) -> Result<Histogram, String> {
@@ -148,7 +182,7 @@ fn decode_interval(encoded: &str, ns_per_unit: f64) -> Result<Histogram, String>
     }
     let hdr: hdrhistogram::Histogram<u64> = Deserializer::new()
         .deserialize(&mut Cursor::new(&bytes))
-        .map_err(|e| format!("{e:?}"))?;
+        .map_err(|e| undecodable(&e))?;
     let mut out = Histogram::new();
     for v in hdr.iter_recorded() {
         let mid = hdr.median_equivalent(v.value_iterated_to());
@@ -163,6 +197,31 @@ fn decode_interval(encoded: &str, ns_per_unit: f64) -> Result<Histogram, String>
         );
     }
     Ok(out)
+}
+
+/// What a decoding failure means, in words (the crate's own text for some is a Rust debug
+/// print).
+fn undecodable(e: &DeserializeError) -> String {
+    match e {
+        DeserializeError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the encoded histogram is cut short".into()
+        }
+        DeserializeError::IoError(io) => {
+            format!("the compressed histogram does not inflate ({io}): the line is corrupt")
+        }
+        DeserializeError::InvalidCookie => {
+            "it is not an HdrHistogram encoding (unknown format cookie)".into()
+        }
+        DeserializeError::UnsupportedFeature => {
+            "it uses an HdrHistogram encoding feature this reader does not support".into()
+        }
+        DeserializeError::UnsuitableCounterType => "a count in it is too large".into(),
+        DeserializeError::InvalidParameters => {
+            "its value range (lowest, highest, significant digits) is invalid".into()
+        }
+        DeserializeError::UsizeTypeTooSmall => "it is too large for this machine".into(),
+        DeserializeError::EncodedArrayTooLong => "its counts run past its value range".into(),
+    }
 }
 
 fn line_of(bytes: &[u8], offset: usize) -> usize {
@@ -288,13 +347,95 @@ mod tests {
         }
     }
 
+    /// Logs written one after another into one file (an export of several series, or `cat`)
+    /// keep each one's own time base.
+    #[test]
+    fn concatenated_logs_keep_their_own_start_times() {
+        let mut h = Histogram::new();
+        h.record(5_000);
+        let iv = [IntervalToWrite {
+            offset_ns: 0,
+            duration_ns: 1_000_000_000,
+            histogram: &h,
+        }];
+        let (t1, t2) = (1_700_000_000_000_000_000, 1_700_000_100_000_000_000);
+        let mut buf = Vec::new();
+        write_interval_log(&mut buf, t1, Some("a"), &iv).unwrap();
+        write_interval_log(&mut buf, t2, Some("b"), &iv).unwrap();
+        let log = read_interval_log(&buf, 1.0).unwrap();
+        assert!(log.absolute && log.stopped.is_none());
+        let starts: Vec<i64> = log.intervals.iter().map(|i| i.start_ns).collect();
+        let near = |a: i64, b: i64| (a - b).abs() < 1_000_000;
+        assert!(near(starts[0], t1) && near(starts[1], t2), "{starts:?}");
+    }
+
     #[test]
     fn bad_line_is_named() {
         let text = b"#[StartTime: 1.0 (seconds since epoch)]\n0.1,1.0,2.0,HISTFAAAA\nnot a line\n";
-        match read_interval_log(text, 1.0) {
-            Err(HdrError::BadHistogram { line: 2, .. }) | Err(HdrError::Parse { line: 3, .. }) => {}
+        let log = read_interval_log(text, 1.0).unwrap();
+        assert!(log.intervals.is_empty());
+        match log.stopped {
+            Some(HdrError::BadHistogram { line: 2, .. })
+            | Some(HdrError::Parse { line: 3, .. }) => {}
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    fn two_second_log() -> String {
+        let mut h = Histogram::new();
+        h.record(1_000);
+        let iv = |i: i64| IntervalToWrite {
+            offset_ns: i * 1_000_000_000,
+            duration_ns: 1_000_000_000,
+            histogram: &h,
+        };
+        let mut buf = Vec::new();
+        write_interval_log(&mut buf, 1_700_000_000_000_000_000, None, &[iv(0), iv(1)]).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    /// A bad line once lost the whole log; now the intervals before it are kept.
+    #[test]
+    fn intervals_before_a_bad_line_are_kept() {
+        let text = two_second_log();
+        let last = text.lines().last().unwrap();
+        let cut = text.replace(last, &format!("{last}\nnot an interval"));
+        let log = read_interval_log(cut.as_bytes(), 1.0).unwrap();
+        assert_eq!(log.intervals.len(), 2);
+        let lines = cut.lines().count();
+        assert!(
+            matches!(log.stopped, Some(HdrError::Parse { line, .. }) if line == lines),
+            "{:?}",
+            log.stopped
+        );
+    }
+
+    /// A corrupt deflate stream once printed `IoError(Custom { kind: InvalidInput, ... })`.
+    #[test]
+    fn corrupt_compression_is_told_in_words() {
+        let text = two_second_log();
+        let last = text.lines().last().unwrap();
+        let b64 = last.rsplit(',').next().unwrap();
+        let mut raw = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        // Past the 8-byte cookie and length: the zlib stream itself.
+        for b in raw.iter_mut().skip(10) {
+            *b ^= 0x5a;
+        }
+        let bad_last = last.replace(b64, &base64::engine::general_purpose::STANDARD.encode(&raw));
+        let bad = text.replace(last, &bad_last);
+        let log = read_interval_log(bad.as_bytes(), 1.0).unwrap();
+        assert_eq!(log.intervals.len(), 1);
+        let e = log.stopped.unwrap().to_string();
+        assert!(
+            e.contains("does not inflate") || e.contains("cut short"),
+            "{e}"
+        );
+        assert!(
+            !e.contains("Custom") && !e.contains("kind:") && !e.contains("IoError"),
+            "{e}"
+        );
     }
 
     proptest! {

@@ -1,5 +1,6 @@
 //! The histogram: counts per bucket plus exact count, min, max and sum.
 
+use crate::quantile::nearest_rank;
 use crate::Layout;
 
 /// One non-empty bucket.
@@ -203,7 +204,8 @@ impl Histogram {
     }
 
     /// The `q`-quantile (`0 <= q <= 1`) by the nearest-rank definition: the value of the
-    /// `ceil(q * n)`-th smallest sample. `None` when empty or `q` is outside `0..=1`.
+    /// `ceil(q * n)`-th smallest sample, the rank computed exactly ([`crate::quantile`]).
+    /// `None` when empty or `q` is outside `0..=1`.
     pub fn quantile(&self, q: f64) -> Option<u64> {
         if !(0.0..=1.0).contains(&q) {
             return None;
@@ -235,11 +237,6 @@ impl Histogram {
     pub fn counts(&self) -> &[u64] {
         &self.counts
     }
-}
-
-/// `ceil(q * n)`, at least 1: the 1-based rank of the nearest-rank `q`-quantile.
-pub fn nearest_rank(q: f64, n: u64) -> u64 {
-    ((q * n as f64).ceil() as u64).clamp(1, n.max(1))
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //! so a BPF program computes the very same index in the kernel (see [`Layout::index`] for the C
 //! version). Histograms with the same layout merge by adding counts.
 //!
+//! Every percentile in tailhunt is the nearest-rank one, its rank computed in integers by
+//! [`quantile`], so one run gives one p99.9 in every command.
+//!
 //! [`hdr`] reads and writes HdrHistogram interval logs (`.hlog`, as written by wrk2, jHiccup and
 //! the HdrHistogram libraries) so data moves between tailhunt and those tools.
 //!
@@ -31,8 +34,10 @@ mod codec;
 pub mod hdr;
 mod histogram;
 mod layout;
+pub mod quantile;
 pub mod varint;
 
 pub use codec::DecodeError;
-pub use histogram::{nearest_rank, Bucket, Histogram};
+pub use histogram::{Bucket, Histogram};
 pub use layout::{Layout, SUB_BITS};
+pub use quantile::{nearest_rank, Quantile};

@@ -4,10 +4,15 @@
 //! JSON-lines reader. Out: [`Sample`]s pushed to a [`SeriesSink`] in chunks, series opened on
 //! first sight, and the counts of the [`ImportSummary`]. The rules that make a sample from the
 //! times a tool wrote live here, once, for every text format.
+//!
+//! A series name of the form `name{key=value,...}` (as `tailhunt export` writes it) opens the
+//! series `name` with those labels. Each series is timed or untimed by its first record.
 
 use std::collections::HashMap;
 
-use tailhunt_model::{Outcome, Sample, SeriesKind, SeriesMeta, SeriesSink, Timing, Unit};
+use tailhunt_model::{
+    parse_display_name, Labels, Outcome, Sample, SeriesKind, SeriesMeta, SeriesSink, Timing, Unit,
+};
 
 use crate::error::{shorten, LineError};
 use crate::values::Instant;
@@ -47,6 +52,7 @@ impl Record<'_> {
 
 struct OpenSeries {
     handle: usize,
+    timing: Timing,
     pending: Vec<Sample>,
     /// Samples so far: the time of the next untimed sample.
     count: u64,
@@ -61,8 +67,6 @@ pub(crate) struct Emitter<'a> {
     by_name: HashMap<String, usize>,
     default_series: Option<usize>,
     pending: usize,
-    /// Timed or not, decided by the first record.
-    timing: Option<Timing>,
     /// Absolute (epoch) or relative times, decided by the first time seen.
     absolute: Option<bool>,
     summary: ImportSummary,
@@ -83,7 +87,6 @@ impl<'a> Emitter<'a> {
             by_name: HashMap::new(),
             default_series: None,
             pending: 0,
-            timing: None,
             absolute: None,
             summary: ImportSummary::new(format),
         }
@@ -104,7 +107,8 @@ impl<'a> Emitter<'a> {
     }
 
     fn push_inner(&mut self, rec: &Record<'_>, line: &str) -> Result<(), Failure> {
-        let timing = self.check_clock(rec, line)?;
+        let name = rec.series.filter(|s| !s.is_empty());
+        let timing = self.check_clock(name, rec, line)?;
         let outcome = rec.outcome.unwrap_or(Outcome::Ok);
         // Build the sample before opening its series, so a bad line opens nothing.
         let mut sample = match timing {
@@ -114,7 +118,7 @@ impl<'a> Emitter<'a> {
                 Sample::from_latency(0, latency, outcome)
             }
         };
-        let slot = self.slot(rec.series.filter(|s| !s.is_empty()))?;
+        let slot = self.slot(name, timing)?;
         let Some(series) = self.series.get_mut(slot) else {
             return Ok(());
         };
@@ -140,20 +144,26 @@ impl<'a> Emitter<'a> {
         Ok(())
     }
 
-    /// Whether samples are timed (decided by the first line), after checking that this line
-    /// agrees, and that its times are epoch times exactly when the first time was.
-    fn check_clock(&mut self, rec: &Record<'_>, line: &str) -> Result<Timing, Failure> {
+    /// Whether the samples of series `name` are timed (decided by its first line), after
+    /// checking that this line agrees, and that its times are epoch times exactly when the
+    /// file's first time was.
+    fn check_clock(
+        &mut self,
+        name: Option<&str>,
+        rec: &Record<'_>,
+        line: &str,
+    ) -> Result<Timing, Failure> {
         let timed = rec.is_timed();
-        let timing = *self.timing.get_or_insert(if timed {
-            Timing::Timed
-        } else {
-            Timing::Untimed
-        });
+        let timing = match self.find(name) {
+            Some(slot) => self.series[slot].timing,
+            None if timed => Timing::Timed,
+            None => Timing::Untimed,
+        };
         if timed != (timing == Timing::Timed) {
             let reason = if timed {
-                "this line has a time but the lines before it have none; give every line a time or none"
+                "this line has a time but the lines before it of the same series have none; give every line a time or none"
             } else {
-                "this line has no time but the lines before it have one; give every line a time"
+                "this line has no time but the lines before it of the same series have one; give every line a time"
             };
             return Err(line_error(line, reason));
         }
@@ -172,14 +182,19 @@ impl<'a> Emitter<'a> {
         Ok(timing)
     }
 
-    /// The index in `self.series` of the series named `name` (the default one for `None`),
-    /// opening it on first sight.
-    fn slot(&mut self, name: Option<&str>) -> Result<usize, Failure> {
-        let found = match name {
+    /// The index in `self.series` of the series named `name` (the default one for `None`), if
+    /// it is open.
+    fn find(&self, name: Option<&str>) -> Option<usize> {
+        match name {
             None => self.default_series,
             Some(n) => self.by_name.get(n).copied(),
-        };
-        if let Some(slot) = found {
+        }
+    }
+
+    /// The index in `self.series` of the series named `name` (the default one for `None`),
+    /// opening it with `timing` on first sight.
+    fn slot(&mut self, name: Option<&str>, timing: Timing) -> Result<usize, Failure> {
+        if let Some(slot) = self.find(name) {
             return Ok(slot);
         }
         if self.series.len() >= MAX_SERIES {
@@ -193,12 +208,15 @@ impl<'a> Emitter<'a> {
                 ),
             )));
         }
+        let text = name.unwrap_or(self.default_name);
+        let (name_only, labels) =
+            parse_display_name(text).unwrap_or_else(|| (text.to_string(), Labels::new()));
         let meta = SeriesMeta {
-            name: name.unwrap_or(self.default_name).to_string(),
+            name: name_only,
+            labels,
             unit: Unit::Nanoseconds,
-            timing: self.timing.unwrap_or_default(),
+            timing,
             kind: SeriesKind::Samples,
-            ..SeriesMeta::latency("")
         };
         let handle = self.sink.open_series(&meta).map_err(|source| {
             Failure::Import(ImportError::Sink {
@@ -209,6 +227,7 @@ impl<'a> Emitter<'a> {
         let slot = self.series.len();
         self.series.push(OpenSeries {
             handle,
+            timing,
             pending: Vec::new(),
             count: 0,
         });
@@ -282,7 +301,9 @@ fn no_latency(line: &str) -> Failure {
 }
 
 /// A sample from the times of a line: intended, else start, else the timestamp is when the
-/// request was sent; it ends `latency` after the actual start, else at the end time.
+/// request was sent; it ends at the end time when there is one (times are exact where a
+/// latency column may be rounded or measured from elsewhere: `tailhunt export` writes both, and
+/// its latency counts from the intended time), else `latency` after the actual start.
 fn timed_sample(rec: &Record<'_>, outcome: Outcome, line: &str) -> Result<Sample, Failure> {
     let Some(intended) = rec.intended.or(rec.start).or(rec.ts) else {
         return Err(line_error(
@@ -291,10 +312,10 @@ fn timed_sample(rec: &Record<'_>, outcome: Outcome, line: &str) -> Result<Sample
         ));
     };
     let start = rec.start.unwrap_or(intended).ns;
-    let end = match (rec.latency_ns, rec.end) {
-        (Some(latency), _) => start.saturating_add(latency),
-        (None, Some(end)) if end.ns >= start => end.ns,
-        (None, Some(_)) => return Err(line_error(line, "the end time is before the start time")),
+    let end = match (rec.end, rec.latency_ns) {
+        (Some(end), _) if end.ns >= start => end.ns,
+        (Some(_), _) => return Err(line_error(line, "the end time is before the start time")),
+        (None, Some(latency)) => start.saturating_add(latency),
         (None, None) => return Err(no_latency(line)),
     };
     Ok(Sample::new(intended.ns, start, end, outcome))

@@ -2,18 +2,22 @@
 //!
 //! In: the whole log (logs hold one compressed histogram per interval, so they are small).
 //! Out: one histogram series per distinct tag (untagged intervals go to the default series
-//! name), each interval pushed as an [`IntervalHistogram`]. Interval logs carry no outcomes;
-//! their counts are reported as ok.
+//! name; a tag `name{key=value;...}`, as `tailhunt export` writes labels, opens `name` with
+//! those labels), each interval pushed as an [`IntervalHistogram`]. Interval logs carry no
+//! outcomes; their counts are reported as ok. A bad line stops the import with its line
+//! number, after the intervals before it were pushed (the store keeps them as a partial run).
 
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use tailhunt_histogram::hdr::read_interval_log;
+use tailhunt_histogram::hdr::{read_interval_log, HdrError};
 use tailhunt_model::{
-    unit_scale_ns, IntervalHistogram, SeriesKind, SeriesMeta, SeriesSink, Timing, Unit,
+    parse_display_name, unit_scale_ns, IntervalHistogram, Labels, SeriesKind, SeriesMeta,
+    SeriesSink, Timing, Unit,
 };
 
+use crate::error::{shorten, LineError};
 use crate::{Format, ImportError, ImportSummary};
 
 /// Reads an interval log whose values are in `unit` (ns when `None`).
@@ -39,10 +43,11 @@ pub(crate) fn read(
         file: file.to_string(),
         source,
     })?;
+    let stopped = log.stopped.map(|e| bad_line(file, e));
     if log.intervals.is_empty() {
-        return Err(ImportError::Empty {
+        return Err(stopped.unwrap_or_else(|| ImportError::Empty {
             file: file.to_string(),
-        });
+        }));
     }
     let sink_error = |source| ImportError::Sink {
         file: file.to_string(),
@@ -54,15 +59,15 @@ pub(crate) fn read(
         let handle = match handles.get(&interval.tag) {
             Some(&h) => h,
             None => {
+                let text = interval.tag.as_deref().unwrap_or(default_name);
+                let (name, labels) =
+                    parse_display_name(text).unwrap_or_else(|| (text.to_string(), Labels::new()));
                 let meta = SeriesMeta {
-                    name: interval
-                        .tag
-                        .clone()
-                        .unwrap_or_else(|| default_name.to_string()),
+                    name,
+                    labels,
                     unit: Unit::Nanoseconds,
                     timing: Timing::Timed,
                     kind: SeriesKind::Histograms,
-                    ..SeriesMeta::latency("")
                 };
                 let h = sink.open_series(&meta).map_err(sink_error)?;
                 handles.insert(interval.tag.clone(), h);
@@ -86,7 +91,33 @@ pub(crate) fn read(
         summary.samples = summary.samples.saturating_add(count);
         summary.outcomes[0] = summary.outcomes[0].saturating_add(count);
     }
-    Ok(summary)
+    match stopped {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
+/// A bad line of a log as an import error naming the file and line, like a CSV's.
+fn bad_line(file: &str, e: HdrError) -> ImportError {
+    match e {
+        HdrError::Parse { line, content } => LineError::new(
+            &content,
+            format!(
+                "not an HdrHistogram interval-log line: '{}'",
+                shorten(&content)
+            ),
+        )
+        .at(file, line as u64),
+        HdrError::BadHistogram { line, reason } => LineError::new(
+            "",
+            format!("the interval's histogram does not decode: {reason}"),
+        )
+        .at(file, line as u64),
+        other => ImportError::Hdr {
+            file: file.to_string(),
+            source: other,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -174,5 +205,31 @@ mod tests {
         };
         let v = intervals[0].histogram.quantile(0.5).unwrap() as f64;
         assert!((v - 450_000.0).abs() / 450_000.0 < 0.01, "{v}");
+    }
+
+    /// A bad line in a log once kept nothing while a CSV kept the lines before it.
+    #[test]
+    fn intervals_before_a_bad_line_are_pushed_and_the_line_is_named() {
+        let text = log(
+            Some("latency{rate=50;repeat=1}"),
+            &[histogram(&[1_000]), histogram(&[2_000, 3_000])],
+        );
+        let lines = text.lines().count();
+        let text = format!("{text}0.0,1.0,0.0,HISTnotbase64!!\n");
+        let mut series = Vec::new();
+        let e = crate::import_reader(
+            "wrk2.hlog",
+            &mut text.as_bytes(),
+            &ImportOptions::default(),
+            &mut series,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with(&format!("wrk2.hlog:{}: ", lines + 1)), "{e}");
+        assert_eq!(series.len(), 1);
+        // Both intervals, three values.
+        assert_eq!(series[0].count(), 3);
+        assert_eq!(series[0].name, "latency");
+        assert_eq!(series[0].display_name(), "latency{rate=50,repeat=1}");
     }
 }

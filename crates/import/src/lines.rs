@@ -12,7 +12,7 @@ use crate::ImportError;
 
 /// Longest line accepted: far beyond any real record, small enough that a file without line
 /// breaks cannot exhaust memory.
-const MAX_LINE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: u64 = 1 << 20;
 
 const BOM: &str = "\u{feff}";
 
@@ -78,7 +78,7 @@ impl<'r> Lines<'r> {
     }
 }
 
-fn not_text(bytes: &[u8], line_no: u64) -> LineError {
+pub(crate) fn not_text(bytes: &[u8], line_no: u64) -> LineError {
     let shown = shorten(&String::from_utf8_lossy(bytes));
     let utf16 =
         line_no == 1 && (bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]));

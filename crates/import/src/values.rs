@@ -34,6 +34,10 @@ pub(crate) fn latency(text: &str, unit: Option<&str>, place: UnitPlace) -> Resul
     parse_duration_ns(text, unit).map_err(|e| {
         let shown = shorten(text.trim());
         let reason = match e {
+            _ if is_decimal_comma(text.trim()) => format!(
+                "cannot read latency '{shown}': a decimal comma (write {} with a point)",
+                shorten(&text.trim().replacen(',', ".", 1))
+            ),
             DurationParseError::MissingUnit(_) => {
                 let place = match place {
                     UnitPlace::Header => "in the header such as latency_ms",
@@ -61,6 +65,17 @@ pub(crate) fn latency(text: &str, unit: Option<&str>, place: UnitPlace) -> Resul
         };
         LineError::new(text.trim(), reason)
     })
+}
+
+/// `1,2` or `0,45ms`: digits, one comma, a digit (European spreadsheets write decimals so).
+fn is_decimal_comma(text: &str) -> bool {
+    let Some((int, rest)) = text.split_once(',') else {
+        return false;
+    };
+    !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && rest.bytes().next().is_some_and(|b| b.is_ascii_digit())
+        && !rest.contains(',')
 }
 
 /// Epoch times start here: numbers above 1e9 seconds (2001-09-09) are read as epoch times,

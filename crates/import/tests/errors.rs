@@ -141,7 +141,55 @@ fn bad_outcome() {
 fn missing_columns() {
     assert_eq!(
         message("data.csv", "ts,latency,status\n0,1ms,ok\n1,2ms\n"),
-        "data.csv:3: expected at least 3 columns, found 2: '1,2ms'"
+        "data.csv:3: 2 fields but the header has 3: '1,2ms'"
+    );
+}
+
+/// `1,2` under `latency_ms` once read as 1 ms: a row with more fields than the header is an
+/// error naming the line, and says what a decimal comma looks like.
+#[test]
+fn decimal_comma_is_an_error_not_a_smaller_number() {
+    let e = message("data.csv", "latency_ms\n1.5\n1,2\n");
+    assert_eq!(
+        e,
+        "data.csv:3: 2 fields but the header has 1 (a decimal comma? write 1.2, not 1,2, or \
+         quote the field): '1,2'"
+    );
+    // With `;` between fields, the comma is inside the value.
+    let e = message("data.csv", "latency_ms;status\n1,2;200\n");
+    assert_eq!(
+        e,
+        "data.csv:2: cannot read latency '1,2': a decimal comma (write 1.2 with a point)"
+    );
+    // Without a header, the first line sets the width.
+    let e = message("data.csv", "1.5ms\n1,2ms\n");
+    assert!(
+        e.starts_with("data.csv:2: 2 fields but the first line has 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn more_fields_than_the_header_is_an_error() {
+    assert_eq!(
+        message("data.csv", "ts,latency\n0,1ms\n1,2ms,x\n"),
+        "data.csv:3: 3 fields but the header has 2 (quote a field that holds the delimiter): \
+         '1,2ms,x'"
+    );
+}
+
+#[test]
+fn a_line_without_end_is_refused() {
+    let long = format!("latency\n1ms\n{}", "9".repeat(3 << 20));
+    let e = message("data.csv", &long);
+    assert_eq!(
+        e,
+        "data.csv:3: line is longer than 1 MiB; is this really a CSV or JSON-lines file?"
+    );
+    let e = message("data.csv", &"9".repeat(3 << 20));
+    assert!(
+        e.starts_with("data.csv:1: line is longer than 1 MiB"),
+        "{e}"
     );
 }
 
@@ -209,7 +257,9 @@ fn json_lines_must_agree_on_having_times() {
         "{\"ts\": 1, \"latency\": \"1ms\"}\n{\"latency\": \"1ms\"}\n",
     );
     assert!(
-        e.starts_with("data.jsonl:2: this line has no time but the lines before it have one"),
+        e.starts_with(
+            "data.jsonl:2: this line has no time but the lines before it of the same series have one"
+        ),
         "{e}"
     );
 }
@@ -267,7 +317,7 @@ fn bad_interval_log() {
     let text = "#[StartTime: 1.0 (seconds since epoch)]\n0.1,1.0,2.0,HISTFAAAA\n";
     let e = message("run.hlog", text);
     assert!(
-        e.starts_with("run.hlog: line 2: interval histogram does not decode"),
+        e.starts_with("run.hlog:2: the interval's histogram does not decode"),
         "{e}"
     );
     assert_eq!(

@@ -76,10 +76,7 @@ pub fn facts(rate: f64, measured: &[Sample], out: &StepOutcome, health: Health) 
     let count = |o| measured.iter().filter(|s| s.outcome == o).count() as u64;
     let mut lags: Vec<i64> = measured.iter().map(Sample::send_lag_ns).collect();
     lags.sort_unstable();
-    let p99 = lags
-        .get(((lags.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-        .copied()
-        .unwrap_or(0);
+    let p99 = tailhunt_model::quantile::of_sorted(&lags, 0.99).unwrap_or(0);
     // Completions per second until the last one finished: a client that falls behind its
     // timetable finishes late, so this drops below the offered rate instead of hiding it.
     let last_end = measured

@@ -35,10 +35,16 @@ pub use finding::{Evidence, Finding, Verdict};
 pub use kind::RunKind;
 pub use run::{Run, RunStatus};
 pub use sample::{Outcome, Sample};
-pub use series::{display_name, IntervalHistogram, Labels, Point, Series, SeriesData, Timing};
+pub use series::{
+    display_name, parse_display_name, IntervalHistogram, Labels, Point, Series, SeriesData, Timing,
+};
 pub use sink::{SeriesKind, SeriesMeta, SeriesSink, SinkError};
 pub use time::{
     format_duration_ns, format_rate, parse_duration_ns, unit_scale_ns, ClockOrigin,
     DurationParseError,
 };
 pub use unit::Unit;
+
+/// The one nearest-rank rule for percentiles, in integer arithmetic (from the histogram crate,
+/// here for sources that use no histograms).
+pub use tailhunt_histogram::quantile;

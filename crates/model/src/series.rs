@@ -153,3 +153,68 @@ pub fn display_name(name: &str, labels: &Labels) -> String {
     let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     format!("{name}{{{}}}", inner.join(","))
 }
+
+/// Inverse of [`display_name`]: `latency{rate=50,repeat=1}` is the name `latency` with labels
+/// `rate=50` and `repeat=1`. Pairs may also be separated by `;` (HdrHistogram tags cannot hold
+/// commas). `None` unless the text has exactly that form: a name without braces, then `{`,
+/// `key=value` pairs with unique non-empty keys and no `{}=,;` in keys or values, and `}` at
+/// the very end. Text without braces is `None` too: it is a plain name.
+pub fn parse_display_name(text: &str) -> Option<(String, Labels)> {
+    let inner = text.strip_suffix('}')?;
+    let (name, pairs) = inner.split_once('{')?;
+    let special = |s: &str| s.contains(['{', '}', '=', ',', ';']);
+    if name.is_empty() || name.contains('}') || pairs.is_empty() {
+        return None;
+    }
+    let mut labels = Labels::new();
+    for pair in pairs.split([',', ';']) {
+        let (k, v) = pair.split_once('=')?;
+        if k.is_empty() || special(k) || special(v) || labels.contains_key(k) {
+            return None;
+        }
+        labels.insert(k.to_string(), v.to_string());
+    }
+    Some((name.to_string(), labels))
+}
+
+#[cfg(test)]
+mod display_name_tests {
+    use super::*;
+
+    #[test]
+    fn display_names_parse_back() {
+        let mut labels = Labels::new();
+        labels.insert("rate".into(), "50".into());
+        labels.insert("repeat".into(), "1".into());
+        let text = display_name("latency", &labels);
+        assert_eq!(text, "latency{rate=50,repeat=1}");
+        assert_eq!(
+            parse_display_name(&text),
+            Some(("latency".to_string(), labels.clone()))
+        );
+        assert_eq!(
+            parse_display_name("latency{rate=50;repeat=1}"),
+            Some(("latency".to_string(), labels))
+        );
+        let (_, one) = parse_display_name("x{phase=}").unwrap();
+        assert_eq!(one.get("phase").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn other_names_are_plain_names() {
+        for text in [
+            "latency",
+            "latency{}",
+            "{a=1}",
+            "x{a}",
+            "x{=1}",
+            "x{a=1,a=2}",
+            "x{a=1}y",
+            "x{a=b=c}",
+            "x{a={}}",
+            "x}{a=1}",
+        ] {
+            assert_eq!(parse_display_name(text), None, "{text}");
+        }
+    }
+}

@@ -31,12 +31,13 @@ impl SeriesKind {
         }
     }
 
-    /// Inverse of [`SeriesKind::name`]; an unknown name (a newer store's) reads as samples.
-    pub fn from_name(name: &str) -> SeriesKind {
+    /// Inverse of [`SeriesKind::name`].
+    pub fn from_name(name: &str) -> Option<SeriesKind> {
         match name {
-            "histograms" => SeriesKind::Histograms,
-            "values" => SeriesKind::Values,
-            _ => SeriesKind::Samples,
+            "samples" => Some(SeriesKind::Samples),
+            "histograms" => Some(SeriesKind::Histograms),
+            "values" => Some(SeriesKind::Values),
+            _ => None,
         }
     }
 }

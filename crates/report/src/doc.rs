@@ -178,6 +178,8 @@ pub struct DiagnoseDoc {
     pub findings: Vec<tailhunt_model::Finding>,
     /// Detectors that ran.
     pub detectors: Vec<String>,
+    /// Whether the findings were stored in the run (not when the store is read-only).
+    pub saved: bool,
 }
 
 /// `tailhunt serve` (printed when it stops).

@@ -14,6 +14,7 @@
 
 pub mod capture;
 pub mod doc;
+pub mod export;
 pub mod runq;
 pub mod sock;
 pub mod terminal;

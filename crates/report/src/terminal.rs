@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use tailhunt_analyze::floor::FloorVerdict;
 use tailhunt_analyze::loghist::LogBin;
 use tailhunt_analyze::quantiles::Summary;
 use tailhunt_analyze::Analysis;
@@ -302,7 +303,10 @@ fn render_analysis(a: &Analysis, out: &mut String) {
         let _ = writeln!(
             out,
             "\n{}: {}",
-            if f.above_floor { "warning" } else { "floor" },
+            match f.verdict {
+                FloorVerdict::AtFloor => "floor",
+                FloorVerdict::AboveFloor | FloorVerdict::BelowFloor => "warning",
+            },
             f.message
         );
     }
@@ -559,6 +563,11 @@ pub fn render_diagnose(d: &DiagnoseDoc) -> String {
         out.push_str("no findings: none of these detectors sees its cause in this run\n");
     }
     render_findings(&d.findings, &mut out);
+    if !d.saved {
+        out.push_str(
+            "\nnote: the findings were not saved: the store is read-only (diagnose a writable copy to keep them)\n",
+        );
+    }
     out
 }
 

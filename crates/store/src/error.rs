@@ -60,7 +60,35 @@ pub enum StoreError {
         /// What failed.
         reason: String,
     },
-    /// Any SQLite error.
+    /// The file system holding the store has no space left: what was committed before stays.
+    #[error(
+        "the disk holding the store is full (free space, or point --db at a file on another disk)"
+    )]
+    DiskFull,
+    /// The store cannot be written: a read-only file, directory or mount, or a store opened for
+    /// reading.
+    #[error("the store cannot be written (a read-only file, directory or mount): point --db at a writable file")]
+    ReadOnly,
+    /// Any other SQLite error.
     #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    /// SQLite's own words for a full disk or a read-only file ("database or disk is full:
+    /// Error code 13") become errors that say what to do.
+    fn from(e: rusqlite::Error) -> StoreError {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull,
+            Some(rusqlite::ErrorCode::ReadOnly) => StoreError::ReadOnly,
+            _ => StoreError::Sqlite(e),
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the error says the store cannot be written (so reading it read-only may work).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, StoreError::ReadOnly)
+    }
 }

@@ -13,6 +13,12 @@
 //! [`Store::resolve_run`] and load series back with [`Store::load_series`]. The schema
 //! (`schema.sql`) is plain SQL, documented in the README for `sqlite3`, Python and DuckDB users.
 //!
+//! Commands that only read open the store with [`Store::open_for_reading`]: a store the user
+//! may not write (a file someone sent, a read-only mount) is opened read-only and reads as any
+//! other; findings computed on it are not written ([`Store::findings_unsaved`] says so). A full
+//! disk or a read-only file while writing is [`StoreError::DiskFull`] or
+//! [`StoreError::ReadOnly`], never SQLite's own text; what was committed before it stays.
+//!
 //! ```
 //! use tailhunt_model::{ClockOrigin, Outcome, Sample, SeriesMeta, SeriesSink};
 //! use tailhunt_store::Store;
@@ -36,7 +42,7 @@ mod writer;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use error::StoreError;
 pub use read::SeriesInfo;
@@ -55,6 +61,10 @@ pub const DEFAULT_PATH: &str = "tailhunt.db";
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Opened read-only: nothing is written.
+    read_only: bool,
+    /// Findings were given to a read-only store and not written.
+    findings_unsaved: bool,
 }
 
 impl Store {
@@ -64,6 +74,8 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
+            read_only: false,
+            findings_unsaved: false,
         };
         store.configure()?;
         store.migrate()?;
@@ -78,9 +90,117 @@ impl Store {
         Store::open(path)
     }
 
+    /// Opens an existing store for commands that read: as [`Store::open_existing`] when the
+    /// user may write the file and its directory (so a store of an older schema is upgraded),
+    /// else read-only ([`Store::open_read_only`]).
+    pub fn open_for_reading(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        if may_write(path) {
+            match Store::open(path) {
+                Err(e) if e.is_read_only() => {}
+                other => return other,
+            }
+        }
+        Store::open_read_only(path)
+    }
+
+    /// Opens an existing store read-only, writing nothing: no journal-mode switch, no schema
+    /// upgrade, no findings. A store in WAL mode whose `-shm` file cannot be created (a
+    /// read-only directory, after its writer closed cleanly) is opened as immutable; not when
+    /// its `-wal` file holds commits (a writer killed mid-run), which immutable reading would
+    /// silently leave out.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        let first = Store::open_uri(path, "mode=ro");
+        match first {
+            Ok(store) => Ok(store),
+            Err(e @ StoreError::NewerSchema { .. }) => Err(e),
+            Err(e) => {
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+                    return Err(StoreError::Open {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "it is read-only here and its write-ahead log '{}' holds commits \
+                             that cannot be read without a '-shm' file beside it: copy the \
+                             store with its -wal file to a writable directory and point --db \
+                             at the copy",
+                            std::path::Path::new(&wal).display()
+                        ),
+                    });
+                }
+                Store::open_uri(path, "mode=ro&immutable=1").map_err(|_| e)
+            }
+        }
+    }
+
+    fn open_uri(path: &Path, query: &str) -> Result<Store, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let uri = format!("file:{}?{query}", uri_path(path));
+        let conn = Connection::open_with_flags(uri, flags).map_err(|e| open_error(path, e))?;
+        let store = Store {
+            conn,
+            path: path.to_path_buf(),
+            read_only: true,
+            findings_unsaved: false,
+        };
+        store
+            .conn
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| open_error(path, e))?;
+        match store.schema_version().map_err(|e| match e {
+            StoreError::Sqlite(e) => open_error(path, e),
+            other => other,
+        })? {
+            Some(v) if v > SCHEMA_VERSION => Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found: v,
+                known: SCHEMA_VERSION,
+            }),
+            // An older schema reads as it is: what later versions added (value blocks,
+            // documents, their versions) is absent there and reads as absent.
+            Some(_) => Ok(store),
+            None => Err(StoreError::Open {
+                path: path.to_path_buf(),
+                reason:
+                    "the file is a SQLite database but not a tailhunt store (no schema version)"
+                        .into(),
+            }),
+        }
+    }
+
     /// The file this store lives in.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether findings were given to this (read-only) store and not written.
+    pub fn findings_unsaved(&self) -> bool {
+        self.findings_unsaved
+    }
+
+    fn schema_version(&self) -> Result<Option<i64>, StoreError> {
+        let found: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(found.and_then(|v| v.parse::<i64>().ok()))
     }
 
     fn configure(&self) -> Result<(), StoreError> {
@@ -102,15 +222,7 @@ impl Store {
         self.conn
             .execute_batch(SCHEMA_SQL)
             .map_err(|e| open_error(&self.path, e))?;
-        let found: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        match found.and_then(|v| v.parse::<i64>().ok()) {
+        match self.schema_version()? {
             None => {
                 self.conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
@@ -165,12 +277,42 @@ impl Store {
     }
 }
 
+/// Whether this user may write `path` and create files beside it (SQLite's `-wal` and `-shm`).
+fn may_write(path: &Path) -> bool {
+    use rustix::fs::{access, Access};
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    access(path, Access::WRITE_OK).is_ok()
+        && access(dir, Access::WRITE_OK | Access::EXEC_OK).is_ok()
+}
+
+/// `path` for a `file:` URI: bytes other than unreserved ones and `/` percent-encoded.
+fn uri_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 fn open_error(path: &Path, e: rusqlite::Error) -> StoreError {
-    let reason = match &e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+    let reason = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => {
             "the file is not a SQLite database (point --db at a tailhunt store or a new file)"
                 .to_string()
         }
+        Some(rusqlite::ErrorCode::ReadOnly) => return StoreError::ReadOnly,
+        Some(rusqlite::ErrorCode::DiskFull) => return StoreError::DiskFull,
+        Some(rusqlite::ErrorCode::CannotOpen) => format!(
+            "cannot open the file ({e}): check that it and its directory exist and are readable"
+        ),
         _ => e.to_string(),
     };
     StoreError::Open {

@@ -130,7 +130,7 @@ impl Store {
                 } else {
                     Timing::Timed
                 },
-                kind: SeriesKind::from_name(&r.get::<_, String>(5)?),
+                kind: SeriesKind::from_name(&r.get::<_, String>(5)?).unwrap_or(SeriesKind::Samples),
                 count: r.get::<_, i64>(6)? as u64,
             })
         })?;
@@ -213,8 +213,14 @@ impl Store {
         })
     }
 
-    /// Attaches findings to a run, replacing earlier ones from the same detectors.
+    /// Attaches findings to a run, replacing earlier ones from the same detectors. On a store
+    /// opened read-only nothing is written and [`Store::findings_unsaved`] turns true: the
+    /// caller has the findings and says they were not kept.
     pub fn put_findings(&mut self, run_id: &str, findings: &[Finding]) -> Result<(), StoreError> {
+        if self.read_only {
+            self.findings_unsaved = true;
+            return Ok(());
+        }
         let tx = self.conn.transaction()?;
         for f in findings {
             tx.execute(
@@ -242,12 +248,16 @@ impl Store {
     }
 
     /// Replaces every finding of a run with `findings` (a detector that no longer fires leaves
-    /// nothing behind).
+    /// nothing behind). Read-only stores: as [`Store::put_findings`].
     pub fn replace_findings(
         &mut self,
         run_id: &str,
         findings: &[Finding],
     ) -> Result<(), StoreError> {
+        if self.read_only {
+            self.findings_unsaved = true;
+            return Ok(());
+        }
         self.conn
             .execute("DELETE FROM findings WHERE run_id = ?1", [run_id])?;
         self.put_findings(run_id, findings)

@@ -285,3 +285,67 @@ fn missing_and_foreign_files_get_clear_errors() {
         "{err}"
     );
 }
+
+/// A store opened read-only reads as any other, writes nothing, and says findings given to it
+/// were not kept.
+#[test]
+fn read_only_store_reads_and_keeps_findings_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let id = {
+        let mut store = Store::open(&path).unwrap();
+        let mut run = store
+            .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
+            .unwrap();
+        let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
+        run.push_samples(s, &samples(10_000)).unwrap();
+        run.finish(json!({})).unwrap()
+    };
+    let mut store = Store::open_read_only(&path).unwrap();
+    assert!(store.is_read_only() && !store.findings_unsaved());
+    let info = &store.series(&id).unwrap()[0];
+    assert_eq!(store.load_samples(info.id).unwrap(), samples(10_000));
+    let f = Finding {
+        detector: "d".into(),
+        verdict: Verdict::Warning,
+        confidence: 1.0,
+        summary: "s".into(),
+        evidence: vec![],
+        fix: None,
+    };
+    store.replace_findings(&id, &[f]).unwrap();
+    assert!(store.findings_unsaved());
+    assert!(store.findings(&id).unwrap().is_empty());
+    assert!(matches!(store.delete_run(&id), Err(StoreError::ReadOnly)));
+    assert!(matches!(
+        store.begin_run(RunKind::Other("x".into()), json!({}), ClockOrigin::now()),
+        Err(StoreError::ReadOnly)
+    ));
+    // Reading for a command on a writable file opens it normally.
+    assert!(!Store::open_for_reading(&path).unwrap().is_read_only());
+    let missing = dir.path().join("nope.db");
+    assert!(matches!(
+        Store::open_for_reading(&missing),
+        Err(StoreError::Missing(_))
+    ));
+}
+
+#[test]
+fn a_full_disk_and_a_read_only_file_are_named_not_quoted() {
+    let full = rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+        Some("database or disk is full".into()),
+    );
+    let e = StoreError::from(full);
+    assert!(matches!(e, StoreError::DiskFull));
+    assert!(
+        e.to_string()
+            .starts_with("the disk holding the store is full"),
+        "{e}"
+    );
+    let ro = rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+        Some("attempt to write a readonly database".into()),
+    );
+    assert!(StoreError::from(ro).is_read_only());
+}

@@ -142,9 +142,10 @@ pub struct AnalyzeArgs {
     /// Leave errors and timeouts out of the distribution (they are still counted).
     #[arg(long)]
     pub ok_only: bool,
-    /// Percentiles to report, comma-separated, as quantiles or percentiles (0.9 or 90).
+    /// Percentiles to report, comma-separated, as quantiles or percentiles (0.9 or 90; above 1
+    /// is a percent). Each is the nearest-rank one, its rank ceil(q·n) computed exactly.
     #[arg(long, value_delimiter = ',', default_value = "50,90,99,99.9")]
-    pub percentiles: Vec<f64>,
+    pub percentiles: Vec<tailhunt_histogram::Quantile>,
 }
 
 /// Export formats.

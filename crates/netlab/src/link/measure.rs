@@ -122,11 +122,7 @@ impl PingPong {
     pub fn rtt_quantile_ns(&self, q: f64) -> u64 {
         let mut v = self.rtt_ns.clone();
         v.sort_unstable();
-        if v.is_empty() {
-            return 0;
-        }
-        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        v[rank - 1]
+        tailhunt_histogram::quantile::of_sorted(&v, q).unwrap_or(0)
     }
 }
 

@@ -146,7 +146,7 @@ fn quantile(counts: &[u64], q: f64, max: u64) -> u64 {
     if total == 0 {
         return 0;
     }
-    let rank = ((q * total as f64).ceil() as u64).max(1);
+    let rank = tailhunt_histogram::nearest_rank(q, total);
     let mut seen = 0;
     for (i, c) in counts.iter().enumerate() {
         seen += c;

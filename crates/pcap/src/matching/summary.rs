@@ -174,7 +174,7 @@ fn stats(mut v: Vec<i64>) -> Option<DelayStats> {
     v.sort_unstable();
     let n = v.len();
     // Nearest rank: the smallest value with at least q of the samples at or below it.
-    let q = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let q = |q: f64| tailhunt_model::quantile::of_sorted(&v, q).unwrap_or(v[n - 1]);
     Some(DelayStats {
         min_ns: v[0],
         p50_ns: q(0.5),

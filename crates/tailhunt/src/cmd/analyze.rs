@@ -11,20 +11,6 @@ use super::{open_existing, select_series, split_run_series};
 use crate::cli::{AnalyzeArgs, Cli, ImportArgs};
 use crate::output;
 
-fn quantiles(percentiles: &[f64]) -> Result<Vec<f64>> {
-    percentiles
-        .iter()
-        .map(|&p| {
-            let q = if p > 1.0 { p / 100.0 } else { p };
-            if (0.0..=1.0).contains(&q) && p.is_finite() {
-                Ok(q)
-            } else {
-                anyhow::bail!("--percentiles {p} is out of range (use 0..1 or 0..100, e.g. 99.9)")
-            }
-        })
-        .collect()
-}
-
 fn load(store: &Store, info: &SeriesInfo) -> Result<Series> {
     store
         .load_series(info)
@@ -61,10 +47,22 @@ fn other_series(
     Ok((run, pick))
 }
 
-/// `analyze FILE`: imports the file first and returns the new run's id.
+/// `analyze FILE`: imports the file first and returns the new run's id. Run ids are hex, so an
+/// argument with a `.` or a `/` that is not a file is a file that is missing, not a run.
 fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
     let path = std::path::Path::new(&a.run);
     if a.run == "latest" || !path.is_file() {
+        if a.run.contains(['.', '/']) {
+            let why = if path.exists() {
+                "it is not a regular file"
+            } else {
+                "no such file"
+            };
+            anyhow::bail!(
+                "cannot read '{}': {why} (give a file to import, or a run id from `tailhunt runs`)",
+                a.run
+            );
+        }
         return Ok(None);
     }
     let args = ImportArgs {
@@ -135,7 +133,8 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
     let run = store.run(&run_id)?;
     let selected = select_series(&store, &run_id, &a.series)?;
     let mut opts = AnalyzeOptions {
-        quantiles: quantiles(&a.percentiles)?,
+        // Exact fractions travel as f64 and come back exact in the rank rule.
+        quantiles: a.percentiles.iter().map(|q| q.as_f64()).collect(),
         ..AnalyzeOptions::default()
     };
     if let Some(floor) = &a.expect_floor {

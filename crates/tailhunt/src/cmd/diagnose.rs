@@ -16,6 +16,7 @@ pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
         run: store.run(&run_id)?,
         findings: diagnosis.findings,
         detectors: diagnosis.detectors.iter().map(|d| d.to_string()).collect(),
+        saved: !store.findings_unsaved(),
     };
     output::print(cli.json, &doc, tailhunt_report::terminal::render_diagnose)
 }

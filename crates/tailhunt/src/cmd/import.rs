@@ -48,15 +48,21 @@ fn options(a: &ImportArgs) -> Result<ImportOptions> {
 }
 
 /// Ends a failed import once its writer is dropped (which flushes and commits, leaving the run
-/// partial): keeps what was read as a partial run, or removes an empty one, and says which.
+/// partial): keeps what was read as a partial run, or removes an empty one, and says which and
+/// where (a full disk or a bad line stops an import part way).
 fn keep_partial(store: &mut Store, run_id: &str, error: anyhow::Error) -> anyhow::Error {
     let kept = store.run(run_id).map(|r| r.samples).unwrap_or(0);
+    let db = store.path().display().to_string();
     if kept == 0 {
-        store.delete_run(run_id).ok();
-        return error;
+        if store.delete_run(run_id).is_ok() {
+            return error;
+        }
+        return error.context(format!(
+            "no samples were kept (run {run_id} in {db} is empty)"
+        ));
     }
     error.context(format!(
-        "kept the {kept} samples read before it stopped as partial run {run_id}"
+        "kept the {kept} samples read before it stopped as partial run {run_id} in {db}"
     ))
 }
 

@@ -42,9 +42,10 @@ pub fn run(cli: &Cli) -> Result<()> {
     }
 }
 
-/// Opens the store for reading: a missing file is an error, not a new empty store.
+/// Opens the store for reading: a missing file is an error, not a new empty store, and a store
+/// this user may not write is opened read-only.
 fn open_existing(db: &Path) -> Result<Store> {
-    Ok(Store::open_existing(db)?)
+    Ok(Store::open_for_reading(db)?)
 }
 
 /// The series of `run` selected by `--series` (all when none given); an error names the

@@ -130,6 +130,18 @@ pub fn retry_on_noise(name: &str, body: fn()) {
     body();
 }
 
+/// Whether the tests run as root (namespaces, mounts and dropping to `nobody` need it).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2)?.parse::<u32>().ok())
+        })
+        == Some(0)
+}
+
 pub fn schema_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../schema")
