@@ -6,7 +6,9 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::capture::{detectors, empty_pcap, namespace, pcap_json, tshark_fields, Tcpdump};
+use common::capture::{
+    detectors, empty_pcap, load_in, namespace, pcap_json, tshark_fields, Tcpdump,
+};
 use common::{Env, BIN};
 use serde_json::Value;
 use tailhunt_lab::netns::Netns;
@@ -34,22 +36,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn load_in(ns: &Netns, env: &Env, port: u16, args: &[&str]) {
-    let out = ns
-        .command(BIN)
-        .arg("--db")
-        .arg(env.path("load.db"))
-        .args(["load", &format!("tcp://127.0.0.1:{port}"), "--warmup", "0s"])
-        .args(args)
-        .output()
-        .expect("run load");
-    assert!(
-        out.status.success(),
-        "load failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Traffic in a fresh namespace: `conns` connections at `rate` for `secs`, captured on lo.

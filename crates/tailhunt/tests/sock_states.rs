@@ -6,29 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::capture::namespace;
+use common::capture::{load_in, namespace};
 use common::sock::Tailhunt;
 use common::{check_schema, Env, BIN};
 use serde_json::Value;
-use tailhunt_lab::netns::Netns;
 
-const PORT: &str = "7300";
-
-fn load(ns: &Netns, env: &Env, rate: &str, duration: &str, conns: &str) {
-    let out = ns
-        .command(BIN)
-        .arg("--db")
-        .arg(env.path("load.db"))
-        .args(["load", &format!("tcp://127.0.0.1:{PORT}"), "--warmup", "0s"])
-        .args(["--rate", rate, "--duration", duration, "--conns", conns])
-        .output()
-        .expect("run load");
-    assert!(
-        out.status.success(),
-        "load failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+const PORT: u16 = 7300;
 
 #[test]
 fn time_wait_connections_are_counted_by_state_not_dropped_root() {
@@ -37,15 +20,21 @@ fn time_wait_connections_are_counted_by_state_not_dropped_root() {
         return;
     };
     let listen = format!("127.0.0.1:{PORT}");
+    let port = PORT.to_string();
     let server = Tailhunt::spawn(Some(&ns), &env.db(), &["serve", "tcp", "--listen", &listen]);
     server.wait_line("serving", Duration::from_secs(10));
     // Three connections that end before the sampling: they sit in TIME_WAIT for 60 s.
-    load(&ns, &env, "50", "500ms", "3");
+    load_in(
+        &ns,
+        &env,
+        PORT,
+        &["--rate", "50", "--duration", "500ms", "--conns", "3"],
+    );
     let args = [
         "sockets",
         "--no-audit",
         "--port",
-        PORT,
+        &port,
         "--duration",
         "2s",
         "--json",
@@ -53,7 +42,12 @@ fn time_wait_connections_are_counted_by_state_not_dropped_root() {
     let sockets = Tailhunt::spawn(Some(&ns), &env.db(), &args);
     sockets.wait_line("sampling TCP sockets", Duration::from_secs(10));
     // One more that moves data while it samples.
-    load(&ns, &env, "100", "1s", "1");
+    load_in(
+        &ns,
+        &env,
+        PORT,
+        &["--rate", "100", "--duration", "1s", "--conns", "1"],
+    );
     let doc = sockets.json();
     check_schema("sockets", &doc);
     let conns = doc["connections"].as_array().unwrap();
@@ -86,7 +80,7 @@ fn time_wait_connections_are_counted_by_state_not_dropped_root() {
             "sockets",
             "--no-audit",
             "--port",
-            PORT,
+            &port,
             "--duration",
             "300ms",
         ])
