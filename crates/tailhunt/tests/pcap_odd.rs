@@ -132,12 +132,13 @@ fn files_that_cannot_be_read_at_all_are_one_line_errors_and_store_nothing() {
         None,
         "truncated: pcap file header at byte 0",
     );
+    // The first 8 bytes, not the whole first read.
     expect(
         &env,
         &["not-a-capture.pcap"],
         2,
         None,
-        "is not a pcap or pcapng capture",
+        "is not a pcap or pcapng capture (first bytes 474554202f204854);",
     );
     expect(
         &env,

@@ -180,7 +180,8 @@ fn detect(input: &mut Input) -> Result<Format, ReadError> {
     if le == pcapng::SHB {
         return Ok(Format::Pcapng(pcapng::PcapngFormat::new()));
     }
-    let magic = head.iter().map(|b| format!("{b:02x}")).collect();
+    // The first 8 bytes are enough to recognise a format; the buffer may hold a megabyte.
+    let magic = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Err(ReadError::NotACapture {
         path: input.path.clone(),
         magic,
