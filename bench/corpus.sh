@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Robustness over a corpus of captures: `tailhunt pcap` on every capture in a directory.
 #
-#   bench/corpus.sh DIR [--write]     LIMIT=N (20: seconds allowed per file)
+#   bench/corpus.sh DIR [--write]     LIMIT=N (20: seconds allowed per file),
+#                                     SOURCE='TEXT' (where the captures came from, for the results)
 #
 # DIR holds captures (*.pcap*, *.cap*), for instance the test captures of the tcpdump project
 # (its tests/*.pcap*, some 830 files: odd link types, cut packets, crafted headers). They are
@@ -176,7 +177,7 @@ report=$(cat <<EOF
 # Capture corpus run
 
 \`LIMIT=$limit bench/corpus.sh $dir\`, $started ($singles_s s for the single files), tailhunt
-built from commit $commit.
+built from commit $commit. Captures: ${SOURCE:-$dir}.
 
 ## Machine
 
