@@ -269,6 +269,22 @@ fn a_rotated_set_with_an_empty_last_file_is_read_whole() {
 }
 
 #[test]
+fn a_rotated_set_ending_in_an_empty_file_can_be_matched_against_another_capture() {
+    let env = Env::new();
+    let other = odd_dir().join("rotated.pcap");
+    let mut args: Vec<String> = ["rotated.pcap", "rotated.pcap1", "rotated.pcap2"]
+        .iter()
+        .map(|n| odd_dir().join(n).display().to_string())
+        .collect();
+    args.insert(0, "pcap".into());
+    args.extend(["--match".into(), other.display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let doc = env.json("pcap", &args);
+    assert_eq!(doc["matching"]["packets_a"], 8);
+    assert_eq!(doc["matching"]["matched_packets"], 4);
+}
+
+#[test]
 fn a_cut_or_unreadable_file_does_not_stop_the_set() {
     let env = Env::new();
     let r = expect(
