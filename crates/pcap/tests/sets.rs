@@ -8,13 +8,21 @@ use std::sync::atomic::AtomicBool;
 use read_support::{pcap_file, small_frames, Order};
 use tailhunt_pcap::analysis::AnalysisConfig;
 use tailhunt_pcap::inputs::InputStatus;
-use tailhunt_pcap::run::analyse;
+use tailhunt_pcap::run::{analyse, Outcome};
 use tailhunt_pcap::{FileSet, ReadError};
 
 fn write(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let p = dir.path().join(name);
     std::fs::write(&p, bytes).unwrap();
     p
+}
+
+/// One pass over `set` into a vector of series; `stop`: stop requested from the start.
+fn pass(set: &mut FileSet, stop: bool) -> Outcome {
+    let mut sink: Vec<tailhunt_model::Series> = Vec::new();
+    let stop = AtomicBool::new(stop);
+    let cfg = AnalysisConfig::default();
+    analyse(set, cfg, &mut sink, &stop, &mut |_| {}).unwrap().0
 }
 
 #[test]
@@ -32,16 +40,7 @@ fn every_file_gets_its_turn_and_a_status() {
     ];
     let mut set = FileSet::new(paths);
     set.open_first().unwrap();
-    let mut sink: Vec<tailhunt_model::Series> = Vec::new();
-    let stop = AtomicBool::new(false);
-    let (out, _) = analyse(
-        &mut set,
-        AnalysisConfig::default(),
-        &mut sink,
-        &stop,
-        &mut |_| {},
-    )
-    .unwrap();
+    let out = pass(&mut set, false);
     let got: Vec<(InputStatus, u64)> = out.inputs.iter().map(|i| (i.status, i.frames)).collect();
     assert_eq!(
         got,
@@ -85,16 +84,7 @@ fn a_stop_request_marks_the_files_not_reached() {
     let whole = pcap_file(Order::Little, true, 1, &small_frames(3));
     let paths = vec![write(&dir, "a.pcap", &whole), write(&dir, "b.pcap", &whole)];
     let mut set = FileSet::new(paths);
-    let mut sink: Vec<tailhunt_model::Series> = Vec::new();
-    let stop = AtomicBool::new(true);
-    let (out, _) = analyse(
-        &mut set,
-        AnalysisConfig::default(),
-        &mut sink,
-        &stop,
-        &mut |_| {},
-    )
-    .unwrap();
+    let out = pass(&mut set, true);
     let got: Vec<InputStatus> = out.inputs.iter().map(|i| i.status).collect();
     assert_eq!(got, vec![InputStatus::Stopped, InputStatus::NotReached]);
     assert!(out.stopped.is_some());
