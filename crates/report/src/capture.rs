@@ -103,24 +103,7 @@ pub fn render_capture(d: &CaptureDoc) -> String {
             "stopped early: {s} (what was read is analysed and kept)"
         );
     }
-    render_files(d, &mut out);
-    // Frames of unknown link types are named by link type below, not as a bare count.
-    let parts: Vec<String> = r
-        .skipped
-        .iter()
-        .filter(|(k, _)| k.as_str() != "unknown-link" || d.link_types_not_analysed.is_empty())
-        .map(|(k, v)| format!("{v} {k}"))
-        .collect();
-    if !parts.is_empty() {
-        let _ = writeln!(out, "not analysed: {}", parts.join(", "));
-    }
-    for l in &d.link_types_not_analysed {
-        let _ = writeln!(
-            out,
-            "{} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
-            l.describe()
-        );
-    }
+    render_inputs(d, &mut out);
     let bin = format_duration_ns(r.bin_ns as f64);
     let _ = writeln!(
         out,
@@ -231,7 +214,30 @@ pub fn render_capture(d: &CaptureDoc) -> String {
     out
 }
 
-/// Inputs that were not read whole, and how many were, when there are several.
+/// Inputs that were not read whole (and how many were, when there are several), then the
+/// frames not analysed: by reason, and by link type.
+fn render_inputs(d: &CaptureDoc, out: &mut String) {
+    render_files(d, out);
+    // Frames of unknown link types are named by link type below, not as a bare count.
+    let parts: Vec<String> = d
+        .report
+        .skipped
+        .iter()
+        .filter(|(k, _)| k.as_str() != "unknown-link" || d.link_types_not_analysed.is_empty())
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(out, "not analysed: {}", parts.join(", "));
+    }
+    for l in &d.link_types_not_analysed {
+        let _ = writeln!(
+            out,
+            "{} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
+            l.describe()
+        );
+    }
+}
+
 fn render_files(d: &CaptureDoc, out: &mut String) {
     let whole = d
         .files

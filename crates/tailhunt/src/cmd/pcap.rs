@@ -207,6 +207,17 @@ fn execute(
         matching: matched,
     };
     output::print(cli.json, &doc, render_capture)?;
+    exit_status(stopped, &problems, partial, &run_id)
+}
+
+/// Ok when the inputs were read whole and something was analysed; otherwise the error that
+/// says what was not and where the rest is kept.
+fn exit_status(
+    stopped: Option<Stopped>,
+    problems: &[String],
+    partial: bool,
+    run_id: &str,
+) -> Result<()> {
     if stopped == Some(Stopped::Interrupted) {
         return Err(anyhow::Error::new(Interrupted).context(format!(
             "the packets read before it are analysed and kept as partial run {run_id}"
