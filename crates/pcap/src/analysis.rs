@@ -153,10 +153,31 @@ pub struct CaptureReport {
     pub channels: Vec<ChannelSummary>,
     /// Burst episodes, in time order.
     pub bursts: Vec<Burst>,
-    /// Flows, in order of first packet.
+    /// Flows, in order of first packet (a stored copy may keep only some: see
+    /// `flows_total`).
     pub flows: Vec<FlowSummary>,
+    /// Flows in the capture, however many `flows` holds (0 in documents stored before this
+    /// field: then `flows` is all of them).
+    #[serde(default)]
+    pub flows_total: u64,
+    /// TCP flows in the capture.
+    #[serde(default)]
+    pub tcp_flows_total: u64,
     /// Nagle stalls (at most 1000 kept; each flow counts all of its own).
     pub stalls: Vec<NagleStall>,
+}
+
+impl CaptureReport {
+    /// Flows in the capture (more than `flows` holds when this is a stored, capped copy).
+    pub fn flow_count(&self) -> u64 {
+        self.flows_total.max(self.flows.len() as u64)
+    }
+
+    /// TCP flows in the capture.
+    pub fn tcp_flow_count(&self) -> u64 {
+        let held = self.flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
+        self.tcp_flows_total.max(held)
+    }
 }
 
 /// The streaming analysis.
@@ -347,12 +368,13 @@ impl Analyzer {
         }
         channels.sort_by_key(|c| std::cmp::Reverse(c.bytes));
         bursts.sort_by_key(|b| (b.start_ns, b.dir, b.host.clone()));
-        let flows = self
+        let flows: Vec<FlowSummary> = self
             .flows
             .iter()
             .enumerate()
             .map(|(i, f)| summarise(i, f))
             .collect();
+        let tcp_flows_total = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
         CaptureReport {
             packets: self.packets,
             wire_bytes: self.wire_bytes,
@@ -364,6 +386,8 @@ impl Analyzer {
             link_rate_bps: self.cfg.link_rate_bps,
             channels,
             bursts,
+            flows_total: flows.len() as u64,
+            tcp_flows_total,
             flows,
             stalls: self.stalls.clone(),
         }

@@ -13,14 +13,15 @@
 //!   [`burst`] episodes, connections named by [`flowkey`], [`tcp`] state per connection
 //!   (RTT, windows as the sender saw them, retransmissions, closes, sender states, request /
 //!   response turns, Nagle stalls);
-//! - [`record`] turns its events and bins into series, and [`run`] drives sources through it
-//!   into a [`SeriesSink`](tailhunt_model::SeriesSink).
+//! - [`record`] turns its events and bins into series, and [`run`] drives a set of sources
+//!   through it into a [`SeriesSink`](tailhunt_model::SeriesSink), recording in [`inputs`] what
+//!   became of each source.
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
 //! use tailhunt_pcap::analysis::AnalysisConfig;
 //!
-//! let mut sources = vec![tailhunt_pcap::open("cache.pcap".as_ref())?];
+//! let mut sources = tailhunt_pcap::FileSet::new(vec!["cache.pcap".into()]);
 //! let mut series: Vec<tailhunt_model::Series> = Vec::new();
 //! let cfg = AnalysisConfig { link_rate_bps: Some(10_000_000_000), ..AnalysisConfig::default() };
 //! let (outcome, _) = tailhunt_pcap::run::analyse(&mut sources, cfg, &mut series, &AtomicBool::new(false), &mut |_| {})?;
@@ -35,6 +36,7 @@ pub mod burst;
 pub mod decode;
 pub mod flowkey;
 pub mod fxhash;
+pub mod inputs;
 pub mod live;
 pub mod matching;
 pub mod packet;
@@ -47,5 +49,7 @@ pub mod write;
 pub use decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
 pub use live::{LiveCapture, LiveError, StopHandle};
 pub use packet::{LinkType, RawPacket};
-pub use read::{open, open_file, open_reader, FileReader, PacketSource, ReadError};
+pub use read::{
+    open, open_file, open_reader, FileReader, FileSet, PacketSource, ReadError, SourceSet,
+};
 pub use write::PcapWriter;

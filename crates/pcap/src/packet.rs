@@ -33,6 +33,29 @@ impl LinkType {
         }
     }
 
+    /// The registry's name of a LINKTYPE_ number (`EN10MB`, `IEEE802_11_RADIO`, `USER0`),
+    /// `None` for a number nobody named.
+    ///
+    /// Names come from libpcap (`pcap_datalink_val_to_name`), which names DLT_ values: those
+    /// equal the LINKTYPE_ values except 100-106, whose DLT_ values differ by platform and
+    /// are mapped here as libpcap's `linktype_to_dlt` does; the sixteen private types
+    /// 147-162 (`USER0`..`USER15`) libpcap leaves unnamed.
+    pub fn name_of(n: u32) -> Option<String> {
+        let dlt = match n {
+            100 => 11,
+            101 => 12,
+            102 => 15,
+            103 => 16,
+            104 => 104,
+            105 => 105,
+            106 => 19,
+            147..=162 => return Some(format!("USER{}", n - 147)),
+            n => n,
+        };
+        let dlt = i32::try_from(dlt).ok()?;
+        pcap::Linktype(dlt).get_name().ok()
+    }
+
     /// The LINKTYPE_ number written to a capture file (101 for raw IP, 0 for NULL).
     pub fn number(self) -> u32 {
         match self {

@@ -1,17 +1,23 @@
-//! Driving the pass: a packet source through decode and analysis into a series sink.
+//! Driving the pass: a set of packet sources through decode and analysis into a series sink.
 //!
-//! In: one or more [`PacketSource`]s (files in the order given — rotated captures continue
-//! each other — or a live capture), an [`AnalysisConfig`], a [`SeriesSink`]. Out: an
-//! [`Outcome`] with the [`CaptureReport`] and, when a source stopped early (a truncated or
-//! corrupt file, Ctrl-C), why: everything read before that point is analysed and kept.
+//! In: a [`SourceSet`] (files in the order given — rotated captures continue each other — or a
+//! live capture), an [`AnalysisConfig`], a [`SeriesSink`]. Out: an [`Outcome`] with the
+//! [`CaptureReport`], one [`InputReport`] per source, and whether the pass was stopped early
+//! (Ctrl-C).
+//!
+//! Every source gets its turn: one that cannot be opened, is empty, or ends in a truncated or
+//! corrupt record is recorded as such (with the frames read before the bad record) and the
+//! pass goes on with the next one. Frames of link types the decoder does not read are counted
+//! per source and link type.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tailhunt_model::{SeriesSink, SinkError};
 
 use crate::analysis::{AnalysisConfig, Analyzer, CaptureReport};
-use crate::decode::decode;
-use crate::read::PacketSource;
+use crate::decode::{decode, Skip};
+use crate::inputs::{InputReport, InputStatus};
+use crate::read::{PacketSource, ReadError, SourceSet};
 use crate::record::Recorder;
 
 /// Progress callback interval, packets.
@@ -25,11 +31,9 @@ pub enum RunError {
     Sink(SinkError),
 }
 
-/// Where a pass stopped short.
+/// Why a pass stopped before its sources' end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stopped {
-    /// A source ended inside a record or held nonsense: the message says where.
-    BadInput(String),
     /// Stopped on request (Ctrl-C).
     Interrupted,
 }
@@ -39,8 +43,28 @@ pub enum Stopped {
 pub struct Outcome {
     /// The report.
     pub report: CaptureReport,
-    /// Set when the input was not read to its end.
+    /// What became of each source, in order.
+    pub inputs: Vec<InputReport>,
+    /// Set when the pass was stopped before the sources' end.
     pub stopped: Option<Stopped>,
+}
+
+impl Outcome {
+    /// Sources not read whole for a reason other than a stop request (cut or unread).
+    pub fn damaged(&self) -> impl Iterator<Item = &InputReport> {
+        self.inputs.iter().filter(|i| i.is_damaged())
+    }
+
+    /// Frames that were read but none analysed because every one was of a link type the
+    /// decoder does not read.
+    pub fn nothing_analysed(&self) -> bool {
+        let frames: u64 = self.inputs.iter().map(|i| i.frames).sum();
+        frames > 0
+            && self
+                .inputs
+                .iter()
+                .all(|i| i.frames_of_known_link_types() == 0)
+    }
 }
 
 /// Progress of a pass.
@@ -56,7 +80,7 @@ pub struct Progress {
 
 /// Analyses `sources` in order into `sink`.
 pub fn analyse(
-    sources: &mut [Box<dyn PacketSource>],
+    sources: &mut dyn SourceSet,
     cfg: AnalysisConfig,
     sink: &mut dyn SeriesSink,
     stop: &AtomicBool,
@@ -65,30 +89,98 @@ pub fn analyse(
     let mut an = Analyzer::new(cfg);
     let mut rec = Recorder::new(sink);
     let mut stopped = None;
-    'sources: for (i, src) in sources.iter_mut().enumerate() {
+    let mut inputs = Vec::with_capacity(sources.count());
+    for i in 0..sources.count() {
+        let mut input = InputReport::new(sources.name(i));
+        if stopped.is_some() {
+            input.status = InputStatus::NotReached;
+            inputs.push(input);
+            continue;
+        }
+        match sources.open(i) {
+            Ok(src) => {
+                let pass = Pass {
+                    index: i,
+                    stop,
+                    progress: &mut *progress,
+                };
+                stopped = pass.read(src, &mut an, &mut rec, &mut input)?;
+            }
+            Err(e) => {
+                input.status = match e {
+                    ReadError::Empty { .. } => InputStatus::Empty,
+                    _ => InputStatus::Unread,
+                };
+                input.why = Some(e.to_string());
+            }
+        }
+        if stopped.is_none() && stop.load(Ordering::Relaxed) {
+            stopped = Some(Stopped::Interrupted);
+        }
+        inputs.push(input);
+    }
+    let report = an.finish();
+    let mut ev = std::mem::take(&mut an.events);
+    rec.drain(&mut ev, |f| an.flow_last_ns(f))
+        .map_err(RunError::Sink)?;
+    rec.finish(&an, &report).map_err(RunError::Sink)?;
+    Ok((
+        Outcome {
+            report,
+            inputs,
+            stopped,
+        },
+        an,
+    ))
+}
+
+/// Reading one source of a pass.
+struct Pass<'p> {
+    index: usize,
+    stop: &'p AtomicBool,
+    progress: &'p mut dyn FnMut(Progress),
+}
+
+impl Pass<'_> {
+    /// Reads `src` to its end, its first bad record, or a stop request; `input` records how
+    /// far and what it held.
+    fn read(
+        self,
+        src: &mut dyn PacketSource,
+        an: &mut Analyzer,
+        rec: &mut Recorder<'_>,
+        input: &mut InputReport,
+    ) -> Result<Option<Stopped>, RunError> {
         loop {
             if an.packets().is_multiple_of(PROGRESS_EVERY) {
-                if stop.load(Ordering::Relaxed) {
-                    stopped = Some(Stopped::Interrupted);
-                    break 'sources;
+                if self.stop.load(Ordering::Relaxed) {
+                    input.status = InputStatus::Stopped;
+                    return Ok(Some(Stopped::Interrupted));
                 }
-                progress(Progress {
-                    source: i,
+                (self.progress)(Progress {
+                    source: self.index,
                     position: src.position(),
                     packets: an.packets(),
                 });
             }
             let raw = match src.next_packet() {
                 Ok(Some(raw)) => raw,
-                Ok(None) => break,
+                Ok(None) => return Ok(None),
                 Err(e) => {
-                    stopped = Some(Stopped::BadInput(e.to_string()));
-                    break 'sources;
+                    input.status = InputStatus::Cut;
+                    input.why = Some(e.to_string());
+                    return Ok(None);
                 }
             };
+            input.frames += 1;
             match decode(&raw) {
                 Ok(d) => an.push(&d),
-                Err(why) => an.skip(raw.ts_ns, raw.wire_len, why),
+                Err(why) => {
+                    if why == Skip::UnknownLink {
+                        input.count_link_type(raw.link);
+                    }
+                    an.skip(raw.ts_ns, raw.wire_len, why)
+                }
             }
             if !an.events.is_empty() {
                 let mut ev = std::mem::take(&mut an.events);
@@ -97,15 +189,5 @@ pub fn analyse(
                 an.events = ev;
             }
         }
-        if stop.load(Ordering::Relaxed) {
-            stopped = Some(Stopped::Interrupted);
-            break;
-        }
     }
-    let report = an.finish();
-    let mut ev = std::mem::take(&mut an.events);
-    rec.drain(&mut ev, |f| an.flow_last_ns(f))
-        .map_err(RunError::Sink)?;
-    rec.finish(&an, &report).map_err(RunError::Sink)?;
-    Ok((Outcome { report, stopped }, an))
 }

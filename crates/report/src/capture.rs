@@ -7,6 +7,7 @@ use serde::Serialize;
 use tailhunt_analyze::Distribution;
 use tailhunt_model::{format_duration_ns, Finding, RunStatus};
 use tailhunt_pcap::analysis::{CaptureReport, FlowSummary};
+use tailhunt_pcap::inputs::{InputReport, InputStatus, LinkTypeSummary};
 use tailhunt_store::{Store, StoreError};
 
 use crate::terminal::{render_findings, render_time, table, thousands};
@@ -89,9 +90,13 @@ pub struct CaptureDoc {
     pub status: RunStatus,
     /// Inputs (files, or `live:IFACE`).
     pub inputs: Vec<String>,
-    /// Why the input stopped early, when it did.
+    /// Why the pass stopped before the inputs' end, when it did (Ctrl-C).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    /// What became of each input: read, empty (skipped), cut, unread, not reached.
+    pub files: Vec<InputReport>,
+    /// Link types the decoder does not read, over all inputs: frames and files.
+    pub link_types_not_analysed: Vec<LinkTypeSummary>,
     /// The analysis.
     pub report: CaptureReport,
     /// Request latency per server port.
@@ -134,7 +139,7 @@ pub fn render_capture(d: &CaptureDoc) -> String {
         thousands(r.wire_bytes),
         format_duration_ns(span as f64),
         render_time(r.first_ns),
-        r.flows.len(),
+        thousands(r.flow_count()),
         if r.out_of_order > 0 {
             format!(", {} out-of-order timestamps", r.out_of_order)
         } else {
@@ -147,10 +152,7 @@ pub fn render_capture(d: &CaptureDoc) -> String {
             "stopped early: {s} (what was read is analysed and kept)"
         );
     }
-    if !r.skipped.is_empty() {
-        let parts: Vec<String> = r.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
-        let _ = writeln!(out, "not analysed: {}", parts.join(", "));
-    }
+    render_inputs(d, &mut out);
     let bin = format_duration_ns(r.bin_ns as f64);
     let _ = writeln!(
         out,
@@ -249,7 +251,7 @@ pub fn render_capture(d: &CaptureDoc) -> String {
             "rrrrrrrr",
         ));
     }
-    render_flows(&r.flows, d.top, &mut out);
+    render_flows(r, d.top, &mut out);
     if let Some(m) = &d.matching {
         render_matching(m, d.top, &mut out);
     }
@@ -261,19 +263,80 @@ pub fn render_capture(d: &CaptureDoc) -> String {
     out
 }
 
-fn render_flows(flows: &[FlowSummary], top: usize, out: &mut String) {
-    let mut tcp: Vec<&FlowSummary> = flows.iter().filter(|f| f.tcp.is_some()).collect();
+/// Inputs that were not read whole (and how many were, when there are several), then the
+/// frames not analysed: by reason, and by link type.
+fn render_inputs(d: &CaptureDoc, out: &mut String) {
+    render_files(d, out);
+    // Frames of unknown link types are named by link type below, not as a bare count.
+    let parts: Vec<String> = d
+        .report
+        .skipped
+        .iter()
+        .filter(|(k, _)| k.as_str() != "unknown-link" || d.link_types_not_analysed.is_empty())
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    if !parts.is_empty() {
+        let _ = writeln!(out, "not analysed: {}", parts.join(", "));
+    }
+    for l in &d.link_types_not_analysed {
+        let _ = writeln!(
+            out,
+            "{} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
+            l.describe()
+        );
+    }
+}
+
+fn render_files(d: &CaptureDoc, out: &mut String) {
+    let whole = d
+        .files
+        .iter()
+        .filter(|f| f.status == InputStatus::Read)
+        .count();
+    if d.files.len() > 1 {
+        let _ = writeln!(
+            out,
+            "{} files read in order as one capture: {whole} read whole",
+            d.files.len()
+        );
+    }
+    for f in d.files.iter().filter(|f| f.status != InputStatus::Read) {
+        let why = f.why.as_deref().unwrap_or("");
+        let line = match f.status {
+            InputStatus::Empty => {
+                format!("skipped: {why}, as a rotated set's newest file often is")
+            }
+            InputStatus::Cut => why.to_string(),
+            InputStatus::Unread => format!("not read: {why}"),
+            InputStatus::Stopped => {
+                format!("'{}': stopped after {} frames", f.name, thousands(f.frames))
+            }
+            InputStatus::NotReached => format!("'{}': not read (stopped before its turn)", f.name),
+            InputStatus::Read => continue,
+        };
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn render_flows(r: &CaptureReport, top: usize, out: &mut String) {
+    let mut tcp: Vec<&FlowSummary> = r.flows.iter().filter(|f| f.tcp.is_some()).collect();
     if tcp.is_empty() {
         return;
     }
     tcp.sort_by_key(|f| {
         std::cmp::Reverse(f.client_to_server.payload_bytes + f.server_to_client.payload_bytes)
     });
+    let all = r.tcp_flow_count();
     let _ = writeln!(
         out,
-        "\nTCP flows (largest {} of {}):",
+        "\nTCP flows (largest {} of {}{}):",
         top.min(tcp.len()),
-        tcp.len()
+        thousands(all),
+        if (tcp.len() as u64) < all {
+            format!("; this copy holds {}", thousands(tcp.len() as u64))
+        } else {
+            String::new()
+        }
     );
     let rows: Vec<Vec<String>> = tcp
         .iter()

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 use tailhunt_model::Finding;
-use tailhunt_sock::monitor::SocketsReport;
+use tailhunt_sock::monitor::{ConnectionCounts, SocketsReport};
 use tailhunt_sock::transfer::TransferReport;
 
 use crate::terminal::{render_duration, render_findings};
@@ -145,6 +145,37 @@ pub fn render_transfer_server(d: &TransferServerDoc) -> String {
     out
 }
 
+/// How many connections had readings and are listed, and why the others are not.
+fn render_counts(r: &SocketsReport, out: &mut String) {
+    // Runs stored before the counts existed: count now.
+    let c = if r.counts.seen == r.connections.len() as u64 {
+        r.counts.clone()
+    } else {
+        ConnectionCounts::of(&r.connections)
+    };
+    let without = c.seen - c.with_readings;
+    let _ = write!(
+        out,
+        "  {} with TCP_INFO readings: {} moved data or were flagged (listed), {} idle",
+        c.with_readings,
+        c.active,
+        c.with_readings - c.active
+    );
+    if without > 0 {
+        let states: Vec<String> = c
+            .without_readings
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect();
+        let _ = write!(
+            out,
+            "; {without} without a reading ({}: the kernel keeps no TCP_INFO for TIME_WAIT and SYN_RECV sockets)",
+            states.join(", ")
+        );
+    }
+    out.push('\n');
+}
+
 /// Text for `tailhunt sockets`.
 pub fn render_sockets(d: &SocketsDoc) -> String {
     let r = &d.report;
@@ -159,11 +190,8 @@ pub fn render_sockets(d: &SocketsDoc) -> String {
         r.rounds,
         d.run_id
     );
-    for c in r
-        .connections
-        .iter()
-        .filter(|c| c.bytes_sent + c.bytes_received > 0 || !c.flags.is_empty())
-    {
+    render_counts(r, &mut out);
+    for c in r.connections.iter().filter(|c| c.is_active()) {
         let owner = c
             .owner
             .as_ref()

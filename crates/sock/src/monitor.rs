@@ -24,6 +24,7 @@ use crate::error::SockError;
 use crate::kernel::KernelContext;
 use crate::netns::within;
 use crate::owners::{Owners, Process};
+use crate::state::TcpState;
 use crate::transfer::Reading;
 
 /// Shares of busy time at or above this flag a connection. The kernel's limited-time clocks
@@ -65,8 +66,8 @@ pub struct ConnectionReport {
     pub inode: u64,
     /// The process holding the socket.
     pub owner: Option<Process>,
-    /// TCP state at the last reading.
-    pub state: u8,
+    /// TCP state when last seen (a name: `ESTABLISHED`, `TIME_WAIT`, ...).
+    pub state: TcpState,
     /// Readings.
     pub readings: u64,
     /// First and last reading, monotonic ns.
@@ -111,6 +112,47 @@ pub struct ConnectionReport {
     pub options_set: Vec<SockoptEvent>,
 }
 
+impl ConnectionReport {
+    /// Whether it moved data during the sampling or was flagged: the connections worth
+    /// listing.
+    pub fn is_active(&self) -> bool {
+        self.bytes_sent + self.bytes_received > 0 || !self.flags.is_empty()
+    }
+}
+
+/// How many connections were seen, and why some have nothing to show.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionCounts {
+    /// Connections seen.
+    pub seen: u64,
+    /// Of those, with at least one TCP_INFO reading.
+    pub with_readings: u64,
+    /// Of those, moved data or were flagged.
+    pub active: u64,
+    /// Connections without a single reading, by their last state (`TIME_WAIT`: the kernel
+    /// keeps no TCP_INFO for TIME_WAIT and request sockets).
+    pub without_readings: BTreeMap<String, u64>,
+}
+
+impl ConnectionCounts {
+    /// Counts `connections`.
+    pub fn of(connections: &[ConnectionReport]) -> ConnectionCounts {
+        let mut c = ConnectionCounts {
+            seen: connections.len() as u64,
+            ..ConnectionCounts::default()
+        };
+        for x in connections {
+            if x.readings == 0 {
+                *c.without_readings.entry(x.state.name()).or_default() += 1;
+            } else {
+                c.with_readings += 1;
+                c.active += u64::from(x.is_active());
+            }
+        }
+        c
+    }
+}
+
 /// What `tailhunt sockets` found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SocketsReport {
@@ -130,6 +172,9 @@ pub struct SocketsReport {
     pub kernel: KernelContext,
     /// Connections seen, busiest first.
     pub connections: Vec<ConnectionReport>,
+    /// How many of them had readings and moved data (empty in runs stored before it).
+    #[serde(default)]
+    pub counts: ConnectionCounts,
     /// The setsockopt audit, when it ran.
     pub audit: Option<AuditResult>,
 }
@@ -242,6 +287,7 @@ pub fn run(
             pid: opts.pid,
             port: opts.port,
             kernel: kernel.unwrap_or_default(),
+            counts: ConnectionCounts::of(&connections),
             connections,
             audit,
         },
@@ -381,7 +427,7 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
         peer: s.peer.to_string(),
         inode: s.inode,
         owner: owners.get(s.inode).cloned(),
-        state: s.state,
+        state: TcpState(s.state),
         readings: r.len() as u64,
         range_ns: (
             r.first().map_or(0, |x| x.t_ns),

@@ -6,7 +6,9 @@ mod common;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::capture::{detectors, empty_pcap, namespace, pcap_json, tshark_fields, Tcpdump};
+use common::capture::{
+    detectors, empty_pcap, load_in, namespace, pcap_json, tshark_fields, Tcpdump,
+};
 use common::{Env, BIN};
 use serde_json::Value;
 use tailhunt_netlab::netns::Netns;
@@ -34,22 +36,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn load_in(ns: &Netns, env: &Env, port: u16, args: &[&str]) {
-    let out = ns
-        .command(BIN)
-        .arg("--db")
-        .arg(env.path("load.db"))
-        .args(["load", &format!("tcp://127.0.0.1:{port}"), "--warmup", "0s"])
-        .args(args)
-        .output()
-        .expect("run load");
-    assert!(
-        out.status.success(),
-        "load failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Traffic in a fresh namespace: `conns` connections at `rate` for `secs`, captured on lo.
@@ -285,6 +271,83 @@ fn a_truncated_capture_keeps_what_was_read_and_names_the_offset_root() {
     );
 }
 
+/// `tcpdump -C 1` starts a new file every megabyte (`rot.pcap`, `rot.pcap1`, ...); a set whose
+/// writer was killed, or rotated by time (`-G`) with nothing to write, ends in an empty file.
+/// Every file is read, in order, as one capture, and the empty one is skipped with a note.
+#[test]
+fn a_rotated_tcpdump_set_with_an_empty_last_file_is_read_whole_root() {
+    let env = Env::new();
+    let Some(ns) = namespace("rotate") else {
+        return;
+    };
+    let base = env.path("rot.pcap");
+    // -Z root: tcpdump otherwise drops to its own user and cannot open the next file here.
+    let filter = ["-Z", "root", "-C", "1", "tcp", "port", "7100"];
+    let dump = Tcpdump::start(&ns, "lo", &base, 0, &filter);
+    {
+        let _server = Server::start(&ns, 7100, &["--reply-bytes", "4000"]);
+        load_in(
+            &ns,
+            &env,
+            7100,
+            &["--rate", "400", "--duration", "2s", "--conns", "2"],
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    dump.stop();
+    let mut files = vec![base];
+    while let Some(next) = Some(env.path(&format!("rot.pcap{}", files.len()))) {
+        if !next.exists() {
+            break;
+        }
+        files.push(next);
+    }
+    assert!(
+        files.len() >= 2,
+        "tcpdump -C 1 wrote {} file(s)",
+        files.len()
+    );
+    let frames: usize = files
+        .iter()
+        .map(|f| tshark_fields(f, None, &["frame.len"]).len())
+        .sum();
+    let empty = env.path(&format!("rot.pcap{}", files.len()));
+    std::fs::write(&empty, b"").unwrap();
+    files.push(empty);
+    let names: Vec<&str> = files.iter().map(|f| f.to_str().unwrap()).collect();
+    let mut args = vec!["pcap"];
+    args.extend(&names);
+    let doc = env.json("pcap", &args);
+    assert_eq!(doc["status"], "complete");
+    assert_eq!(doc["report"]["packets"].as_u64().unwrap(), frames as u64);
+    let statuses: Vec<&str> = doc["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["status"].as_str().unwrap())
+        .collect();
+    let mut want = vec!["read"; files.len() - 1];
+    want.push("empty");
+    assert_eq!(statuses, want);
+    // Connections span the file boundaries: the set reads like one file of the same packets
+    // (mergecap -a concatenates them).
+    let whole = env.path("whole.pcapng");
+    let merged = std::process::Command::new("mergecap")
+        .arg("-a")
+        .arg("-w")
+        .arg(&whole)
+        .args(&names[..names.len() - 1])
+        .status()
+        .expect("mergecap (installed with tshark by scripts/setup.sh)");
+    assert!(merged.success());
+    let one = pcap_json(&env, &whole, &[]);
+    assert_eq!(one["report"]["packets"], doc["report"]["packets"]);
+    for k in ["answered", "unanswered", "p50_ns", "max_ns"] {
+        assert_eq!(one["ports"][0][k], doc["ports"][0][k], "{k}");
+    }
+    assert!(doc["ports"][0]["answered"].as_u64().unwrap() >= 700);
+}
+
 #[test]
 fn live_capture_writes_what_it_analysed_root() {
     let env = Env::new();
@@ -336,7 +399,10 @@ fn bad_input_gets_clear_messages() {
     assert!(err.contains("missing.pcap"), "{err}");
     let ok = empty_pcap(&env);
     let err = env.fails(&["pcap", ok.to_str().unwrap(), "--link-rate", "fast"]);
-    assert!(err.contains("--link-rate 'fast'"), "{err}");
+    assert!(
+        err.contains("--link-rate") && err.contains("'fast'"),
+        "{err}"
+    );
     let err = env.fails(&["pcap", ok.to_str().unwrap(), "--bin", "1us"]);
     assert!(err.contains("--bin 1us is out of range"), "{err}");
     let err = env.fails(&["capture", "-i", "no-such-if0", "--duration", "1s"]);

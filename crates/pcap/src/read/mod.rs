@@ -12,11 +12,14 @@
 //!
 //! A file that ends inside a record is [`ReadError::Truncated`] with the byte offset of the
 //! record (in the decompressed stream): every packet before it has been returned, so the caller
-//! keeps partial results. Simple Packet Blocks carry no timestamp; they get the last one seen.
+//! keeps partial results. A file without a single byte is [`ReadError::Empty`]. Several files
+//! are read in order as one capture through a [`SourceSet`] ([`FileSet`] opens each file only
+//! when its turn comes). Simple Packet Blocks carry no timestamp; they get the last one seen.
 
 mod input;
 mod pcap;
 mod pcapng;
+mod set;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
@@ -29,6 +32,7 @@ use flate2::bufread::MultiGzDecoder;
 use crate::packet::RawPacket;
 pub use input::MAX_BUFFER;
 use input::{Counting, Fill, Input};
+pub use set::{FileSet, SourceSet, Unreadable};
 
 /// A source of captured frames: a file reader or a live capture.
 pub trait PacketSource: Send {
@@ -49,6 +53,13 @@ pub enum ReadError {
         path: PathBuf,
         /// The cause.
         source: std::io::Error,
+    },
+    /// The file (or the stream inside a compressed one) has no byte at all: a rotated set's
+    /// newest file often is, when the writer was stopped before it wrote the header.
+    #[error("'{path}' is empty (0 bytes)")]
+    Empty {
+        /// The file.
+        path: PathBuf,
     },
     /// The first bytes are no known capture format.
     #[error("'{path}' is not a pcap or pcapng capture (first bytes {magic}); expected a file written by tcpdump, tshark/dumpcap or `tailhunt capture -w`, optionally gzip- or zstd-compressed")]
@@ -81,6 +92,17 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            ReadError::Io { path, .. }
+            | ReadError::Empty { path }
+            | ReadError::NotACapture { path, .. }
+            | ReadError::Truncated { path, .. }
+            | ReadError::Corrupt { path, .. } => path,
+        }
+    }
+
     /// True when packets before the error were good and the caller should keep its results.
     pub fn is_partial(&self) -> bool {
         matches!(
@@ -143,7 +165,11 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 fn detect(input: &mut Input) -> Result<Format, ReadError> {
     let head = match input.fill(4)? {
         Fill::Ready => input.available(),
-        Fill::End => return Err(input.truncated(0, "file header (the file is empty)")),
+        Fill::End => {
+            return Err(ReadError::Empty {
+                path: input.path.clone(),
+            })
+        }
         Fill::Short => return Err(input.truncated(0, "file header")),
     };
     let le = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
@@ -154,7 +180,8 @@ fn detect(input: &mut Input) -> Result<Format, ReadError> {
     if le == pcapng::SHB {
         return Ok(Format::Pcapng(pcapng::PcapngFormat::new()));
     }
-    let magic = head.iter().map(|b| format!("{b:02x}")).collect();
+    // The first 8 bytes are enough to recognise a format; the buffer may hold a megabyte.
+    let magic = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Err(ReadError::NotACapture {
         path: input.path.clone(),
         magic,

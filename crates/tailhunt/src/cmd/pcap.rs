@@ -9,8 +9,9 @@ use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, CaptureReport};
+use tailhunt_pcap::inputs::link_types_not_analysed;
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
-use tailhunt_pcap::PacketSource;
+use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_store::Store;
 
@@ -22,8 +23,8 @@ mod csv;
 mod live;
 mod matching;
 
-/// Flows kept in the run's parameters (the largest and every one a detector flagged); the
-/// CSV export has them all.
+/// Flows kept in the run's stored report (the largest and every one a detector may flag); the
+/// printed report, `--json` and the CSV export have them all.
 const MAX_STORED_FLOWS: usize = 5000;
 
 /// Reads `--bin`, `--link-rate` and `--burst-threshold`.
@@ -63,18 +64,18 @@ pub fn parse_rate_bps(text: &str) -> Result<u64> {
 
 pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
     let cfg = config(&a.analysis)?;
-    let mut sources: Vec<Box<dyn PacketSource>> = Vec::new();
+    // A file that is not there is a typo: say so before reading anything.
+    let mut sizes = Vec::with_capacity(a.files.len());
     for f in &a.files {
-        sources.push(
-            tailhunt_pcap::open(f).with_context(|| format!("cannot analyse '{}'", f.display()))?,
-        );
+        let meta =
+            std::fs::metadata(f).with_context(|| format!("cannot analyse '{}'", f.display()))?;
+        sizes.push(meta.len());
     }
-    let sizes: Vec<u64> = a
-        .files
-        .iter()
-        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-        .collect();
     let inputs: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+    // Files are opened one at a time as their turn comes; a set in which no file can be read
+    // is refused here, before a run is stored.
+    let mut sources = FileSet::new(a.files.clone());
+    sources.open_first()?;
     let matched = match &a.match_with {
         Some(other) => Some(matching::run(&a.files, other)?),
         None => None,
@@ -109,7 +110,7 @@ struct Inputs {
 fn execute(
     cli: &Cli,
     what: Inputs,
-    sources: &mut [Box<dyn PacketSource>],
+    sources: &mut dyn SourceSet,
     cfg: AnalysisConfig,
     a: &CaptureAnalysisArgs,
     progress_fn: &mut dyn FnMut(Progress),
@@ -132,40 +133,54 @@ fn execute(
         "requests": requests,
     });
     let mut writer = store.begin_run(kind, params, ClockOrigin::wall(0))?;
-    let (outcome, analyzer) = analyse(sources, cfg, &mut writer, progress::flag(), progress_fn)
+    let (mut outcome, analyzer) = analyse(sources, cfg, &mut writer, progress::flag(), progress_fn)
         .context("analysing the capture")?;
     writer.set_origin(ClockOrigin::wall(outcome.report.first_ns))?;
     let run_id = writer.id().to_string();
+    for (file, name) in outcome.inputs.iter_mut().zip(&inputs) {
+        file.name.clone_from(name);
+    }
     let stopped = outcome.stopped.clone();
+    let problems = problems(&outcome);
     write_csvs(a, &outcome, &analyzer)?;
     drop(analyzer);
-    let stored = stored_report(outcome.report);
-    // The report (every flow) goes into the run as a compressed document, not into its params:
-    // as a params string it cost as much CPU as the analysis itself and doubled peak memory
-    // (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
-    writer.put_document("capture", 1, &serde_json::to_string(&stored)?)?;
+    // The report (flows capped) goes into the run as a compressed document, not into its
+    // params: as a params string it cost as much CPU as the analysis itself and doubled peak
+    // memory (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
+    writer.put_document("capture", 1, &stored_document(&mut outcome.report)?)?;
     let extra = json!({
         "stopped": stopped.as_ref().map(describe),
+        "files": outcome.inputs,
     });
-    if stopped.is_some() {
+    let partial = stopped.is_some() || outcome.damaged().next().is_some();
+    if partial {
         writer.finish_partial(extra)?;
     } else {
         writer.finish(extra)?;
     }
+    let Outcome {
+        report,
+        inputs: files,
+        ..
+    } = outcome;
+    // The printed report shows every flow, not the stored copy's; the detectors read the
+    // stored run, whose copy keeps every flow they may use.
     let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let ports = port_latencies(&store, &run_id)?;
     let findings = diagnosis.findings;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
-        status: if stopped.is_some() {
+        status: if partial {
             RunStatus::Partial
         } else {
             RunStatus::Complete
         },
         inputs,
         stopped: stopped.as_ref().map(describe),
-        report: stored,
+        link_types_not_analysed: link_types_not_analysed(&files),
+        files,
+        report,
         ports,
         findings,
         detectors: DETECTORS.iter().map(|d| d.to_string()).collect(),
@@ -173,21 +188,64 @@ fn execute(
         matching: matched,
     };
     output::print(cli.json, &doc, render_capture)?;
-    match stopped {
-        Some(Stopped::Interrupted) => Err(anyhow::Error::new(Interrupted).context(format!(
+    exit_status(stopped, &problems, partial, &run_id)
+}
+
+/// Ok when the inputs were read whole and something was analysed; otherwise the error that
+/// says what was not and where the rest is kept.
+fn exit_status(
+    stopped: Option<Stopped>,
+    problems: &[String],
+    partial: bool,
+    run_id: &str,
+) -> Result<()> {
+    if stopped == Some(Stopped::Interrupted) {
+        return Err(anyhow::Error::new(Interrupted).context(format!(
             "the packets read before it are analysed and kept as partial run {run_id}"
-        ))),
-        Some(Stopped::BadInput(why)) => {
-            anyhow::bail!("{why}; the analysis of what was read is kept as partial run {run_id}")
-        }
-        None => Ok(()),
+        )));
     }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let kept = if partial {
+        format!("the analysis of what was read is kept as partial run {run_id}")
+    } else {
+        format!("the counts are kept as run {run_id}")
+    };
+    anyhow::bail!("{}; {kept}", problems.join("; "))
+}
+
+/// What the exit status must report: inputs not read whole, and a pass that read frames but
+/// could analyse none of them.
+fn problems(o: &Outcome) -> Vec<String> {
+    let mut out = Vec::new();
+    if o.nothing_analysed() {
+        let links: Vec<String> = link_types_not_analysed(&o.inputs)
+            .iter()
+            .map(|l| l.describe())
+            .collect();
+        out.push(format!(
+            "nothing analysed: {} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
+            links.join(", ")
+        ));
+    }
+    let damaged: Vec<String> = o.damaged().filter_map(|i| i.why.clone()).collect();
+    if o.inputs.len() > 1 && !damaged.is_empty() {
+        out.push(format!(
+            "{} of {} files not read whole: {}",
+            damaged.len(),
+            o.inputs.len(),
+            damaged.join("; ")
+        ));
+    } else {
+        out.extend(damaged);
+    }
+    out
 }
 
 fn describe(s: &Stopped) -> String {
     match s {
         Stopped::Interrupted => "interrupted (Ctrl-C)".into(),
-        Stopped::BadInput(why) => why.clone(),
     }
 }
 
@@ -202,29 +260,35 @@ fn write_csvs(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()>
     Ok(())
 }
 
-/// The report as stored in the run: flows capped at [`MAX_STORED_FLOWS`], keeping every flow
-/// a detector may use (closes, stalls, window-limited) before the largest of the rest.
-fn stored_report(mut out: CaptureReport) -> CaptureReport {
-    if out.flows.len() > MAX_STORED_FLOWS {
-        let notable = |f: &tailhunt_pcap::analysis::FlowSummary| {
-            f.tcp.as_ref().is_some_and(|t| {
-                t.nagle_stalls > 0
-                    || t.rwnd_limited_share > 0.3
-                    || t.close.as_ref().is_some_and(|c| c.round_gap_s.is_some())
-            })
-        };
-        out.flows.sort_by_key(|f| {
-            (
-                !notable(f),
-                std::cmp::Reverse(
-                    f.client_to_server.payload_bytes + f.server_to_client.payload_bytes,
-                ),
-            )
-        });
-        out.flows.truncate(MAX_STORED_FLOWS);
-        out.flows.sort_by_key(|f| f.id);
+/// The report as stored in the run, as JSON: flows capped at [`MAX_STORED_FLOWS`], keeping
+/// every flow a detector may use (closes, stalls, window-limited) before the largest of the
+/// rest. The copy says how many flows the capture had (`flows_total`); `report` is unchanged
+/// when this returns.
+fn stored_document(report: &mut CaptureReport) -> Result<String> {
+    if report.flows.len() <= MAX_STORED_FLOWS {
+        return Ok(serde_json::to_string(report)?);
     }
-    out
+    let notable = |f: &tailhunt_pcap::analysis::FlowSummary| {
+        f.tcp.as_ref().is_some_and(|t| {
+            t.nagle_stalls > 0
+                || t.rwnd_limited_share > 0.3
+                || t.close.as_ref().is_some_and(|c| c.round_gap_s.is_some())
+        })
+    };
+    let all = std::mem::take(&mut report.flows);
+    let mut order: Vec<&tailhunt_pcap::analysis::FlowSummary> = all.iter().collect();
+    order.sort_by_key(|f| {
+        (
+            !notable(f),
+            std::cmp::Reverse(f.client_to_server.payload_bytes + f.server_to_client.payload_bytes),
+        )
+    });
+    order.truncate(MAX_STORED_FLOWS);
+    order.sort_by_key(|f| f.id);
+    report.flows = order.into_iter().cloned().collect();
+    let text = serde_json::to_string(report);
+    report.flows = all;
+    Ok(text?)
 }
 
 /// `RUN[:SERIES]` with RUN resolved to a full id (stored with the capture run).

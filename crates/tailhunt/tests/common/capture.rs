@@ -116,3 +116,21 @@ pub fn empty_pcap(env: &super::Env) -> std::path::PathBuf {
     std::fs::write(&path, &header).unwrap();
     path
 }
+
+/// `tailhunt load tcp://127.0.0.1:PORT --warmup 0s ARGS` inside `ns` (its own store); asserts
+/// that it succeeded.
+pub fn load_in(ns: &Netns, env: &super::Env, port: u16, args: &[&str]) {
+    let out = ns
+        .command(super::BIN)
+        .arg("--db")
+        .arg(env.path("load.db"))
+        .args(["load", &format!("tcp://127.0.0.1:{port}"), "--warmup", "0s"])
+        .args(args)
+        .output()
+        .expect("run load");
+    assert!(
+        out.status.success(),
+        "load failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

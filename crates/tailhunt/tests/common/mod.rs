@@ -3,6 +3,7 @@
 
 pub mod capture;
 pub mod cgroups;
+pub mod odd;
 pub mod servers;
 pub mod sock;
 

@@ -6,13 +6,18 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use tailhunt_pcap::matching::{match_many, MatchConfig, MatchReport};
-use tailhunt_pcap::PacketSource;
+use tailhunt_pcap::{PacketSource, ReadError};
 
 /// Matches `files` (A) against `other` (B).
 pub fn run(files: &[PathBuf], other: &Path) -> Result<MatchReport> {
     let mut a: Vec<Box<dyn PacketSource>> = Vec::new();
     for f in files {
-        a.push(tailhunt_pcap::open(f).with_context(|| format!("cannot match '{}'", f.display()))?);
+        match tailhunt_pcap::open(f) {
+            Ok(s) => a.push(s),
+            // An empty file (a rotated set's newest) has nothing to match; the analysis notes it.
+            Err(ReadError::Empty { .. }) => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot match '{}'", f.display())),
+        }
     }
     let mut b =
         tailhunt_pcap::open(other).with_context(|| format!("--match '{}'", other.display()))?;
