@@ -1,8 +1,8 @@
 //! Every capture detector at once: what `tailhunt pcap` and `tailhunt diagnose` run on a
 //! capture's report and its request latencies.
 
+use tailhunt_model::evidence::capture::CaptureReport;
 use tailhunt_model::Finding;
-use tailhunt_pcap::analysis::CaptureReport;
 
 use crate::microburst::{microburst, Requests};
 use crate::nagle_stall::nagle_stall;

@@ -15,8 +15,8 @@
 use std::collections::BTreeMap;
 
 use tailhunt_histogram::quantile::of_sorted;
+use tailhunt_model::evidence::capture::{Burst, Dir};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Outcome, Sample, Verdict};
-use tailhunt_pcap::burst::{Burst, Dir};
 
 /// Name of the detector.
 pub const DETECTOR: &str = "microburst";

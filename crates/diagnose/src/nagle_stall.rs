@@ -11,9 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use tailhunt_model::evidence::capture::{FlowSummary, NagleStall};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
-use tailhunt_pcap::analysis::FlowSummary;
-use tailhunt_pcap::tcp::NagleStall;
 
 /// Name of the detector.
 pub const DETECTOR: &str = "nagle-stall";

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use tailhunt_model::evidence::capture::FlowSummary;
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
-use tailhunt_pcap::analysis::FlowSummary;
 
 /// Name of the window detector.
 pub const WINDOW_DETECTOR: &str = "receive-window-limited";

@@ -10,14 +10,16 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::capture::{
+    CaptureReport, Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
+};
 
 use crate::bins::SparseBins;
-use crate::burst::{analyse_channel, Burst, BurstConfig, ChannelSummary, Dir, FlowBins};
+use crate::burst::{analyse_channel, BurstConfig, FlowBins};
 use crate::decode::{Decoded, Skip, Transport};
-use crate::flowkey::{FlowKey, FlowName, Proto};
+use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
-use crate::tcp::{FlowEvents, NagleStall, TcpFlow, TcpSummary};
+use crate::tcp::{FlowEvents, TcpFlow};
 
 /// Packets between sweeps that free closed connections' live state.
 const COMPACT_EVERY: u64 = 1 << 16;
@@ -34,6 +36,40 @@ pub struct AnalysisConfig {
     pub link_rate_bps: Option<u64>,
     /// Share of the link rate a bin must reach to be part of a burst.
     pub burst_threshold: f64,
+}
+
+/// An [`AnalysisConfig`] the analysis cannot run with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// The bin width is outside 10 µs ..= 1 s (0 would divide by zero; finer bins than the
+    /// capture clock say nothing; coarser ones hide the bursts).
+    #[error("bin width {0} ns is out of range: give 10 µs to 1 s (e.g. 1 ms)")]
+    BinWidth(i64),
+    /// The burst threshold is not a share of the link rate.
+    #[error("burst threshold {0} must be a share of the link rate in (0, 1], e.g. 0.8")]
+    BurstThreshold(f64),
+    /// A link rate below 1 kbit/s.
+    #[error("link rate {0} bit/s is below 1 kbit/s: give the interface's rate")]
+    LinkRate(u64),
+}
+
+impl AnalysisConfig {
+    /// Bin widths the analysis accepts, ns.
+    pub const BIN_RANGE_NS: std::ops::RangeInclusive<i64> = 10_000..=1_000_000_000;
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !Self::BIN_RANGE_NS.contains(&self.bin_ns) {
+            return Err(ConfigError::BinWidth(self.bin_ns));
+        }
+        if !(self.burst_threshold > 0.0 && self.burst_threshold <= 1.0) {
+            return Err(ConfigError::BurstThreshold(self.burst_threshold));
+        }
+        match self.link_rate_bps {
+            Some(r) if r < 1000 => Err(ConfigError::LinkRate(r)),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl Default for AnalysisConfig {
@@ -98,88 +134,6 @@ impl Flow {
     }
 }
 
-/// Packets and bytes one way.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Traffic {
-    /// Packets.
-    pub packets: u64,
-    /// IP bytes.
-    pub ip_bytes: u64,
-    /// Payload bytes (new data for TCP).
-    pub payload_bytes: u64,
-}
-
-/// One flow in the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlowSummary {
-    /// Index (flows are numbered in order of first packet).
-    pub id: usize,
-    /// Protocol, client and server.
-    #[serde(flatten)]
-    pub name: FlowName,
-    /// First packet (epoch ns).
-    pub first_ns: i64,
-    /// Last packet.
-    pub last_ns: i64,
-    /// Client to server.
-    pub client_to_server: Traffic,
-    /// Server to client.
-    pub server_to_client: Traffic,
-    /// TCP details.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp: Option<TcpSummary>,
-}
-
-/// The whole capture's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CaptureReport {
-    /// Frames read.
-    pub packets: u64,
-    /// Wire bytes (frame lengths).
-    pub wire_bytes: u64,
-    /// First and last timestamp (epoch ns).
-    pub first_ns: i64,
-    /// Last timestamp.
-    pub last_ns: i64,
-    /// Frames whose timestamp went backwards.
-    pub out_of_order: u64,
-    /// Frames not analysed, by reason (`not-ip`, `truncated`, ...).
-    pub skipped: BTreeMap<String, u64>,
-    /// Bin width, ns.
-    pub bin_ns: i64,
-    /// Link rate, when given.
-    pub link_rate_bps: Option<u64>,
-    /// Channels (to/from each host), busiest first.
-    pub channels: Vec<ChannelSummary>,
-    /// Burst episodes, in time order.
-    pub bursts: Vec<Burst>,
-    /// Flows, in order of first packet (a stored copy may keep only some: see
-    /// `flows_total`).
-    pub flows: Vec<FlowSummary>,
-    /// Flows in the capture, however many `flows` holds (0 in documents stored before this
-    /// field: then `flows` is all of them).
-    #[serde(default)]
-    pub flows_total: u64,
-    /// TCP flows in the capture.
-    #[serde(default)]
-    pub tcp_flows_total: u64,
-    /// Nagle stalls (at most 1000 kept; each flow counts all of its own).
-    pub stalls: Vec<NagleStall>,
-}
-
-impl CaptureReport {
-    /// Flows in the capture (more than `flows` holds when this is a stored, capped copy).
-    pub fn flow_count(&self) -> u64 {
-        self.flows_total.max(self.flows.len() as u64)
-    }
-
-    /// TCP flows in the capture.
-    pub fn tcp_flow_count(&self) -> u64 {
-        let held = self.flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
-        self.tcp_flows_total.max(held)
-    }
-}
-
 /// The streaming analysis.
 pub struct Analyzer {
     cfg: AnalysisConfig,
@@ -199,8 +153,9 @@ pub struct Analyzer {
 
 impl Analyzer {
     /// A new analysis.
-    pub fn new(cfg: AnalysisConfig) -> Analyzer {
-        Analyzer {
+    pub fn new(cfg: AnalysisConfig) -> Result<Analyzer, ConfigError> {
+        cfg.validate()?;
+        Ok(Analyzer {
             cfg,
             packets: 0,
             wire_bytes: 0,
@@ -213,7 +168,7 @@ impl Analyzer {
             index: FxHashMap::default(),
             stalls: Vec::new(),
             events: FlowEvents::default(),
-        }
+        })
     }
 
     /// Counts a frame that did not decode.
@@ -438,7 +393,7 @@ fn summarise(id: usize, f: &Flow) -> FlowSummary {
     match f {
         Flow::Tcp(t) => {
             let tcp = t.summary();
-            let traffic = |s: &crate::tcp::summary::SideSummary| Traffic {
+            let traffic = |s: &SideSummary| Traffic {
                 packets: s.packets,
                 ip_bytes: s.ip_bytes,
                 payload_bytes: s.payload_bytes,

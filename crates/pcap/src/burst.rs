@@ -13,7 +13,7 @@
 
 use std::net::IpAddr;
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::capture::{Burst, BurstFlow, ChannelSummary, Dir};
 
 use crate::bins::{bin_capacity_bytes, Bin, SparseBins};
 
@@ -23,26 +23,6 @@ const MAX_GAP_BINS: i64 = 2;
 /// A bin next to an episode that holds this share of the threshold is its partial first or
 /// last bin.
 const EDGE_SHARE: f64 = 0.25;
-
-/// Direction of a channel relative to its host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dir {
-    /// Bytes addressed to the host.
-    To,
-    /// Bytes sent by the host.
-    From,
-}
-
-impl Dir {
-    /// `to` or `from`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dir::To => "to",
-            Dir::From => "from",
-        }
-    }
-}
 
 /// Settings of burst detection.
 #[derive(Debug, Clone, Copy)]
@@ -65,67 +45,6 @@ pub struct FlowBins<'a> {
     pub dst: IpAddr,
     /// Its bins.
     pub bins: &'a SparseBins,
-}
-
-/// Per-channel summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChannelSummary {
-    /// `to` or `from`.
-    pub dir: Dir,
-    /// The host.
-    pub host: String,
-    /// Wire bytes.
-    pub bytes: u64,
-    /// Packets.
-    pub packets: u64,
-    /// The fullest bin's bytes.
-    pub peak_bin_bytes: u64,
-    /// When it started (epoch ns).
-    pub peak_t_ns: i64,
-    /// The fullest bin as a share of the link rate (when known).
-    pub peak_utilisation: Option<f64>,
-    /// Time spent at or above the burst threshold, ns.
-    pub time_above_ns: i64,
-    /// The busiest one-second window's average utilisation (when the link rate is known): what
-    /// a 1 s bandwidth graph would show.
-    pub max_second_utilisation: Option<f64>,
-    /// `link-rate`, or `none` when no link rate was given (no bursts then).
-    pub threshold_basis: String,
-}
-
-/// A flow's part in a burst.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BurstFlow {
-    /// Flow name.
-    pub flow: String,
-    /// Its bytes in this channel during the burst.
-    pub bytes: u64,
-    /// Share of the burst's bytes.
-    pub share: f64,
-}
-
-/// One burst episode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Burst {
-    /// `to` or `from`.
-    pub dir: Dir,
-    /// The host.
-    pub host: String,
-    /// First packet of the first bin at the threshold (epoch ns).
-    pub start_ns: i64,
-    /// Last packet of the last such bin (epoch ns).
-    pub end_ns: i64,
-    /// Fullest bin, bytes.
-    pub peak_bin_bytes: u64,
-    /// Fullest bin as a share of the link rate (when known).
-    pub peak_utilisation: Option<f64>,
-    /// Bytes in the episode.
-    pub bytes: u64,
-    /// Average utilisation of the one-second window holding the burst's start (when the link
-    /// rate is known): how the burst looks on a 1 s graph.
-    pub second_utilisation: Option<f64>,
-    /// The flows that made it, largest first (at most 8).
-    pub flows: Vec<BurstFlow>,
 }
 
 /// Summarises one channel and finds its bursts.

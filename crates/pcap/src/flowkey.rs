@@ -1,19 +1,8 @@
 //! Naming connections: endpoints and direction-free flow keys.
 
-use std::fmt;
 use std::net::SocketAddr;
 
-use serde::{Deserialize, Serialize};
-
-/// Transport protocol of a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    /// TCP.
-    Tcp,
-    /// UDP.
-    Udp,
-}
+use tailhunt_model::evidence::capture::Proto;
 
 /// A connection regardless of direction: endpoint `a` is the smaller of the two, so both
 /// directions of a connection map to the same key.
@@ -58,26 +47,5 @@ impl FlowKey {
         } else {
             self.b
         }
-    }
-}
-
-/// `client -> server`, or `a <-> b` when the roles are unknown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FlowName {
-    /// Protocol.
-    pub proto: Proto,
-    /// The side that opened the connection (sent the SYN), or the one with the higher port.
-    pub client: String,
-    /// The other side.
-    pub server: String,
-}
-
-impl fmt::Display for FlowName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let proto = match self.proto {
-            Proto::Tcp => "tcp",
-            Proto::Udp => "udp",
-        };
-        write!(f, "{proto} {} -> {}", self.client, self.server)
     }
 }

@@ -32,6 +32,7 @@
 
 pub mod analysis;
 pub mod bins;
+pub mod bins_csv;
 pub mod burst;
 pub mod decode;
 pub mod flowkey;

@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tailhunt_model::{SeriesSink, SinkError};
 
-use crate::analysis::{AnalysisConfig, Analyzer, CaptureReport};
+use crate::analysis::{AnalysisConfig, Analyzer};
 use crate::decode::{decode, Skip};
-use crate::inputs::{InputReport, InputStatus};
+use tailhunt_model::evidence::capture::{CaptureReport, InputReport, InputStatus};
+
+use crate::inputs::count_link_type;
 use crate::read::{PacketSource, ReadError, SourceSet};
 use crate::record::Recorder;
 
@@ -26,6 +28,9 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 /// Errors that stop the analysis before any report can be made.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The settings are out of range.
+    #[error("{0}")]
+    Config(#[from] crate::analysis::ConfigError),
     /// The sink refused a write (the store is full or locked).
     #[error("cannot store the analysis: {0}")]
     Sink(SinkError),
@@ -86,7 +91,7 @@ pub fn analyse(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Outcome, Analyzer), RunError> {
-    let mut an = Analyzer::new(cfg);
+    let mut an = Analyzer::new(cfg)?;
     let mut rec = Recorder::new(sink);
     let mut stopped = None;
     let mut inputs = Vec::with_capacity(sources.count());
@@ -177,7 +182,7 @@ impl Pass<'_> {
                 Ok(d) => an.push(&d),
                 Err(why) => {
                     if why == Skip::UnknownLink {
-                        input.count_link_type(raw.link);
+                        count_link_type(input, raw.link);
                     }
                     an.skip(raw.ts_ns, raw.wire_len, why)
                 }

@@ -2,7 +2,8 @@
 //! pass with random segments (no panic, a report that serialises).
 
 use proptest::prelude::*;
-use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, CaptureReport};
+use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
 use tailhunt_pcap::decode::flags::{ACK, FIN, PSH, RST, SYN};
 use tailhunt_pcap::{decode, LinkType, RawPacket};
 
@@ -65,7 +66,8 @@ impl Flow {
             an: Analyzer::new(AnalysisConfig {
                 link_rate_bps: link_rate,
                 ..AnalysisConfig::default()
-            }),
+            })
+            .unwrap(),
             cseq: 1000,
             sseq: 5000,
         }
@@ -230,7 +232,7 @@ fn one_connection_end_to_end() {
 fn a_window_limited_download_seen_from_the_receiver() {
     let mut f = Flow::new(None);
     let rtt = 80 * MS;
-    f.an = Analyzer::new(AnalysisConfig::default());
+    f.an = Analyzer::new(AnalysisConfig::default()).unwrap();
     // Handshake without window scaling.
     let (c, s) = (f.cseq, f.sseq);
     f.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, 0));
@@ -357,4 +359,26 @@ proptest! {
         let counted: u64 = r.flows.iter().map(|f| f.client_to_server.packets + f.server_to_client.packets).sum();
         prop_assert_eq!(counted, segs.len() as u64);
     }
+}
+
+/// A library caller passing a zero (or absurd) bin width gets an error naming it, not a
+/// division by zero.
+#[test]
+fn a_zero_bin_width_is_an_error_not_a_panic() {
+    for bin_ns in [0, -1, 5_000, 2_000_000_000] {
+        let e = Analyzer::new(AnalysisConfig {
+            bin_ns,
+            ..AnalysisConfig::default()
+        })
+        .err()
+        .expect("refused");
+        assert!(e.to_string().contains("bin width"), "{e}");
+    }
+    let e = Analyzer::new(AnalysisConfig {
+        burst_threshold: 0.0,
+        ..AnalysisConfig::default()
+    })
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("burst threshold"), "{e}");
 }

@@ -6,7 +6,8 @@
 use std::io::Cursor;
 use std::net::Ipv4Addr;
 
-use tailhunt_pcap::matching::{match_captures, CloseOrigin, DelayStats, MatchConfig, Side};
+use tailhunt_model::evidence::capture::{CloseOrigin, DelayStats, Side};
+use tailhunt_pcap::matching::{match_captures, MatchConfig};
 use tailhunt_pcap::{open_reader, LinkType, PcapWriter};
 
 const MS: i64 = 1_000_000;
@@ -200,7 +201,7 @@ fn scenario() -> (Frames, Frames) {
     (a, b)
 }
 
-fn run(a: Vec<u8>, b: Vec<u8>) -> tailhunt_pcap::matching::MatchReport {
+fn run(a: Vec<u8>, b: Vec<u8>) -> tailhunt_model::evidence::capture::MatchReport {
     let mut ra = open_reader("a.pcap", Box::new(Cursor::new(a))).expect("A");
     let mut rb = open_reader("b.pcap", Box::new(Cursor::new(b))).expect("B");
     match_captures(&mut ra, &mut rb, MatchConfig::default()).expect("match")

@@ -6,8 +6,8 @@ mod read_support;
 use std::sync::atomic::AtomicBool;
 
 use read_support::{pcap_file, small_frames, Order};
+use tailhunt_model::evidence::capture::InputStatus;
 use tailhunt_pcap::analysis::AnalysisConfig;
-use tailhunt_pcap::inputs::InputStatus;
 use tailhunt_pcap::run::{analyse, Outcome};
 use tailhunt_pcap::{FileSet, ReadError};
 

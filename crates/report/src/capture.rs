@@ -5,9 +5,10 @@ use std::fmt::Write;
 
 use serde::Serialize;
 use tailhunt_analyze::Distribution;
+use tailhunt_model::evidence::capture::{
+    CaptureReport, FlowSummary, InputReport, InputStatus, LinkTypeSummary, MatchReport,
+};
 use tailhunt_model::{format_duration_ns, Finding, RunStatus};
-use tailhunt_pcap::analysis::{CaptureReport, FlowSummary};
-use tailhunt_pcap::inputs::{InputReport, InputStatus, LinkTypeSummary};
 use tailhunt_store::{Store, StoreError};
 
 use crate::terminal::{render_findings, render_time, table, thousands};
@@ -110,7 +111,7 @@ pub struct CaptureDoc {
     pub top: usize,
     /// `--match OTHER`: this capture's flows paired with the other capture's, per hop.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub matching: Option<tailhunt_pcap::matching::MatchReport>,
+    pub matching: Option<MatchReport>,
 }
 
 fn opt_ns(v: Option<u64>) -> String {
@@ -398,7 +399,7 @@ fn render_flows(r: &CaptureReport, top: usize, out: &mut String) {
 }
 
 /// `--match`: one row per flow pair and hop direction, then where closes came from.
-fn render_matching(m: &tailhunt_pcap::matching::MatchReport, top: usize, out: &mut String) {
+fn render_matching(m: &MatchReport, top: usize, out: &mut String) {
     let off = m
         .clock_offset_ns
         .map_or("unknown".into(), |o| format!("{:.3} ms", o as f64 / 1e6));

@@ -1,8 +1,8 @@
 //! Capture runs: the `capture` document (bursts, flows, stalls) and the request latencies the
 //! capture paired, plus those of another run named with `--requests RUN[:SERIES]`.
 
+use tailhunt_model::evidence::capture::CaptureReport;
 use tailhunt_model::{Finding, Run, Sample, SeriesData};
-use tailhunt_pcap::analysis::CaptureReport;
 use tailhunt_store::Store;
 
 use super::DiagnoseError;
@@ -71,37 +71,16 @@ fn external_requests(
     Ok(out)
 }
 
-/// The capture document: from the `documents` table, or (runs of older versions) from the
-/// run's params, as one JSON string or, older still, an object.
-fn report(store: &Store, run: &Run) -> Result<CaptureReport, DiagnoseError> {
-    let missing = DiagnoseError::NoEvidence {
-        run: run.id.clone(),
-        kind: run.kind.clone(),
-        what: "capture report",
-        why: "its writer stopped before the analysis ended",
-    };
-    let parsed = match (
-        store.document(&run.id, "capture")?,
-        run.params.get("capture"),
-    ) {
-        (Some((_, text)), _) => serde_json::from_str(&text),
-        (None, Some(v)) => match v.as_str() {
-            Some(text) => serde_json::from_str(text),
-            None => serde_json::from_value(v.clone()),
-        },
-        (None, None) => return Err(missing),
-    };
-    parsed.map_err(|e| {
-        DiagnoseError::Store(tailhunt_store::StoreError::Document {
-            run: run.id.clone(),
-            name: "capture".into(),
-            reason: e.to_string(),
-        })
-    })
-}
-
 pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
-    let report = report(store, run)?;
+    let report =
+        store
+            .evidence::<CaptureReport>(&run.id)?
+            .ok_or_else(|| DiagnoseError::NoEvidence {
+                run: run.id.clone(),
+                kind: run.kind.clone(),
+                what: "capture report",
+                why: "its writer stopped before the analysis ended",
+            })?;
     let owned = capture_requests(store, run)?;
     let requests: Vec<Requests<'_>> = owned
         .iter()

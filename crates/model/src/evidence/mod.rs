@@ -17,6 +17,7 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub mod capture;
 pub mod runq;
 pub mod sweep;
 

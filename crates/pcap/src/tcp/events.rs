@@ -2,6 +2,7 @@
 //! stalls. The analysis drains these into series after every packet.
 
 use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::capture::NagleStall;
 
 /// Which leg an RTT sample measures, seen from the capture point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -76,25 +77,6 @@ impl Exchange {
         let start = self.response_start_ns?;
         Some((start - self.request_end_ns - self.server_leg_rtt_ns.unwrap_or(0)).max(0))
     }
-}
-
-/// A small segment held back until a late ACK (Nagle's algorithm meeting a delayed ACK).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct NagleStall {
-    /// Flow index.
-    pub flow: usize,
-    /// The sending side's endpoint is the flow's client.
-    pub sender_is_client: bool,
-    /// The sub-MSS segment left unacknowledged (epoch ns).
-    pub small_ns: i64,
-    /// Its payload bytes.
-    pub small_len: u32,
-    /// The pure ACK that finally covered it.
-    pub ack_ns: i64,
-    /// The held data, sent as soon as that ACK arrived.
-    pub release_ns: i64,
-    /// `ack_ns - small_ns`: how long the receiver delayed its ACK.
-    pub ack_delay_ns: i64,
 }
 
 /// Events of one packet.

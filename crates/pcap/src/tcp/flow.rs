@@ -7,11 +7,13 @@
 //! Roles: the side that sent a SYN without ACK is the client; without a handshake in the
 //! capture, the side with the higher port.
 
+use tailhunt_model::evidence::capture::NagleStall;
+
 use crate::bins::SparseBins;
 use crate::decode::{flags, Decoded, Tcp};
 use crate::flowkey::FlowKey;
 
-use super::events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
+use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
 use super::seq::{after, distance, later};
 use super::states::{SenderState, StateTimes};

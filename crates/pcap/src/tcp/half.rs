@@ -3,6 +3,8 @@
 
 use std::collections::VecDeque;
 
+use tailhunt_model::evidence::capture::Retransmissions;
+
 use super::seq::{after, at_or_after, distance, later};
 
 /// Outstanding segments remembered for RTT samples; older ones are dropped (a sample lost,
@@ -22,29 +24,6 @@ pub struct Outstanding {
     pub ts_ns: i64,
     /// Sent more than once: its ACK is ambiguous (Karn's rule), no RTT sample.
     pub retransmitted: bool,
-}
-
-/// Retransmissions by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Retransmissions {
-    /// After a retransmission timeout: a silence of at least the minimum RTO (200 ms on Linux,
-    /// `TCP_RTO_MIN`) or 3 smoothed RTTs, with no duplicate ACKs.
-    pub rto: u64,
-    /// After duplicate ACKs or SACK (fast retransmit / recovery).
-    pub fast: u64,
-    /// Of data the receiver had already acknowledged: the sender need not have sent it.
-    pub spurious: u64,
-    /// Neither (tail-loss probes, early retransmits).
-    pub other: u64,
-    /// Bytes resent.
-    pub bytes: u64,
-}
-
-impl Retransmissions {
-    /// All retransmitted segments.
-    pub fn total(&self) -> u64 {
-        self.rto + self.fast + self.spurious + self.other
-    }
 }
 
 /// The state of one direction.

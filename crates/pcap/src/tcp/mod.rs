@@ -14,7 +14,6 @@ pub mod states;
 pub mod summary;
 pub mod view;
 
-pub use events::{Exchange, FlowEvents, Leg, NagleStall, RttMethod, RttSample};
+pub use events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 pub use flow::TcpFlow;
-pub use states::{SenderState, StateFractions, StateTimes};
-pub use summary::{CloseSummary, TcpSummary};
+pub use states::{SenderState, StateTimes};

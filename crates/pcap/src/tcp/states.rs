@@ -14,6 +14,7 @@
 //! | idle | nothing in flight for more than 10 RTTs (at least 10 ms) |
 
 use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::capture::StateFractions;
 
 /// A sender's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,21 +89,6 @@ impl StateTimes {
             idle: share(self.idle_ns, t),
         }
     }
-}
-
-/// Fractions of a sender's time per state (sum 1 when any time was accounted).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct StateFractions {
-    /// Receive-window-limited.
-    pub receive_window_limited: f64,
-    /// Zero window.
-    pub zero_window: f64,
-    /// Congestion- or loss-limited.
-    pub congestion_or_loss_limited: f64,
-    /// Application-limited.
-    pub application_limited: f64,
-    /// Idle.
-    pub idle: f64,
 }
 
 fn share(part: i64, whole: i64) -> f64 {

@@ -1,147 +1,24 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::capture::{
+    CloseSummary, Handshake, RttSummary, SideSummary, TcpSummary,
+};
 
 use super::flow::{RttStats, TcpFlow};
-use super::half::Retransmissions;
-use super::states::StateFractions;
 
 /// Round numbers of seconds that application timeouts are usually set to.
 const ROUND_SECONDS: [f64; 16] = [
     1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0,
 ];
 
-/// The handshake's two legs as seen from the capture point.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Handshake {
-    /// When the SYN was seen (epoch ns).
-    pub syn_ns: i64,
-    /// SYN -> SYN-ACK: capture point -> server -> capture point, ns.
-    pub server_leg_ns: Option<i64>,
-    /// SYN-ACK -> ACK: capture point -> client -> capture point, ns.
-    pub client_leg_ns: Option<i64>,
-}
-
-/// RTT samples of one leg.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RttSummary {
-    /// Samples.
-    pub count: u64,
-    /// Smallest, ns.
-    pub min_ns: i64,
-    /// Mean, ns.
-    pub mean_ns: i64,
-    /// Largest, ns.
-    pub max_ns: i64,
-}
-
-impl RttSummary {
-    fn of(s: &RttStats) -> Option<RttSummary> {
-        (s.count > 0).then(|| RttSummary {
-            count: s.count,
-            min_ns: s.min_ns,
-            mean_ns: s.sum_ns / s.count as i64,
-            max_ns: s.max_ns,
-        })
-    }
-}
-
-/// One side's sending.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct SideSummary {
-    /// Packets.
-    pub packets: u64,
-    /// IP bytes.
-    pub ip_bytes: u64,
-    /// New payload bytes.
-    pub payload_bytes: u64,
-    /// Window-scale shift applied to this side's advertised windows.
-    pub wscale: u8,
-    /// Last window this side advertised, bytes (scaled).
-    pub last_window: Option<u32>,
-    /// Largest bytes in flight of this side's data.
-    pub max_inflight: u32,
-    /// Retransmissions of this side's data.
-    pub retransmissions: Retransmissions,
-    /// Bytes the capture never saw although the sender moved past them (capture drops).
-    pub unseen_bytes: u64,
-    /// ACKs from the peer for data the capture never saw.
-    pub acked_unseen: u64,
-    /// Frames captured twice.
-    pub duplicate_frames: u64,
-    /// Zero windows this side advertised.
-    pub zero_windows: u64,
-    /// Time it advertised a zero window, ns.
-    pub zero_window_ns: i64,
-    /// Fractions of this side's sending time by state (when it sent data).
-    pub states: Option<StateFractions>,
-    /// First and last payload (epoch ns).
-    pub first_data_ns: Option<i64>,
-    /// Last payload.
-    pub last_data_ns: Option<i64>,
-    /// RSTs sent.
-    pub resets: u64,
-}
-
-/// How the connection ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CloseSummary {
-    /// `client` or `server`: who closed first.
-    pub by: String,
-    /// `fin` or `rst`.
-    pub how: String,
-    /// When (epoch ns).
-    pub at_ns: i64,
-    /// Time since the client's last request data, ns.
-    pub after_last_request_ns: Option<i64>,
-    /// Time since the server's last response data, ns.
-    pub after_last_response_ns: Option<i64>,
-    /// The gap since the closer's last data is a round number of seconds (within 1.5% or
-    /// 10 ms): the signature of an application timeout.
-    pub round_gap_s: Option<f64>,
-    /// The peer kept sending data after the close.
-    pub peer_sent_after_close: bool,
-    /// RSTs the closer sent after closing (answers to data it no longer wanted).
-    pub resets_after_close: u64,
-    /// For people: "client closed 30.0 s after its request: application timeout?".
-    pub note: String,
-}
-
-/// A TCP connection's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TcpSummary {
-    /// Handshake, when captured.
-    pub handshake: Option<Handshake>,
-    /// RTT capture point -> server -> capture point.
-    pub rtt_server_leg: Option<RttSummary>,
-    /// RTT capture point -> client -> capture point.
-    pub rtt_client_leg: Option<RttSummary>,
-    /// Window scale read from both SYNs (false: inferred as a lower bound, SYN not captured).
-    pub wscale_from_syn: bool,
-    /// The client's sending.
-    pub client: SideSummary,
-    /// The server's sending.
-    pub server: SideSummary,
-    /// `client` or `server`: who sent more payload.
-    pub main_sender: String,
-    /// Main sender's payload rate over its busy (non-idle) time, bits/s.
-    pub throughput_bps: Option<f64>,
-    /// Share of the main sender's busy time limited by the receive window.
-    pub rwnd_limited_share: f64,
-    /// Mean window the receiver advertised while data flowed, bytes.
-    pub mean_window: Option<f64>,
-    /// Round trip of the main sender's data (both legs), ns.
-    pub path_rtt_ns: Option<i64>,
-    /// `mean_window / path_rtt`: the rate a window-limited transfer gets, bits/s.
-    pub window_bound_bps: Option<f64>,
-    /// Requests answered (data turns).
-    pub exchanges: u64,
-    /// Small segments held until a late pure ACK (Nagle + delayed ACK).
-    pub nagle_stalls: u64,
-    /// How it ended (absent: still open at the end of the capture).
-    pub close: Option<CloseSummary>,
-    /// A later connection reused these ports.
-    pub ports_reused: bool,
+/// One leg's RTT samples summarised.
+fn rtt_summary(s: &RttStats) -> Option<RttSummary> {
+    (s.count > 0).then(|| RttSummary {
+        count: s.count,
+        min_ns: s.min_ns,
+        mean_ns: s.sum_ns / s.count as i64,
+        max_ns: s.max_ns,
+    })
 }
 
 impl TcpFlow {
@@ -196,8 +73,8 @@ impl TcpFlow {
                     _ => None,
                 },
             }),
-            rtt_server_leg: RttSummary::of(&self.rtt[c]),
-            rtt_client_leg: RttSummary::of(&self.rtt[s]),
+            rtt_server_leg: rtt_summary(&self.rtt[c]),
+            rtt_client_leg: rtt_summary(&self.rtt[s]),
             wscale_from_syn: !self.wscale_inferred(),
             client: side(c),
             server: side(s),

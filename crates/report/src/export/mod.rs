@@ -29,6 +29,7 @@
 //! ```
 
 pub mod csv;
+pub mod flows;
 pub mod hlog;
 pub mod jsonl;
 

@@ -7,25 +7,23 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
+use tailhunt_model::evidence::capture::link_types_not_analysed;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
-use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, CaptureReport};
-use tailhunt_pcap::inputs::link_types_not_analysed;
+use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
+use tailhunt_pcap::bins_csv::write_bins_csv;
+use tailhunt_pcap::record::stored_copy;
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
 use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
+use tailhunt_report::export::flows::write_flows_csv;
 use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
 use crate::progress::{self, Interrupted};
 
-mod csv;
 mod live;
 mod matching;
-
-/// Flows kept in the run's stored report (the largest and every one a detector may flag); the
-/// printed report, `--json` and the CSV export have them all.
-const MAX_STORED_FLOWS: usize = 5000;
 
 /// Reads `--bin`, `--link-rate` and `--burst-threshold`.
 fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
@@ -103,7 +101,7 @@ struct Inputs {
     /// File names, or `live:IFACE`.
     names: Vec<String>,
     /// The `--match` report, for the document.
-    matched: Option<tailhunt_pcap::matching::MatchReport>,
+    matched: Option<tailhunt_model::evidence::capture::MatchReport>,
 }
 
 /// The shared tail of both commands: analyse into a new run, diagnose, export, print.
@@ -147,7 +145,7 @@ fn execute(
     // The report (flows capped) goes into the run as a compressed document, not into its
     // params: as a params string it cost as much CPU as the analysis itself and doubled peak
     // memory (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
-    writer.put_document("capture", 1, &stored_document(&mut outcome.report)?)?;
+    writer.put_evidence(&stored_copy(&outcome.report))?;
     let extra = json!({
         "stopped": stopped.as_ref().map(describe),
         "files": outcome.inputs,
@@ -250,45 +248,20 @@ fn describe(s: &Stopped) -> String {
 }
 
 fn write_csvs(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()> {
+    let create = |path: &std::path::Path| {
+        std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .with_context(|| format!("writing {}", path.display()))
+    };
     if let Some(path) = &a.flows_csv {
-        csv::write_flows(path, &o.report).with_context(|| format!("writing {}", path.display()))?;
+        write_flows_csv(create(path)?, &o.report)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &a.bins_csv {
-        csv::write_bins(path, &o.report, an)
+        write_bins_csv(create(path)?, &o.report, an)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// The report as stored in the run, as JSON: flows capped at [`MAX_STORED_FLOWS`], keeping
-/// every flow a detector may use (closes, stalls, window-limited) before the largest of the
-/// rest. The copy says how many flows the capture had (`flows_total`); `report` is unchanged
-/// when this returns.
-fn stored_document(report: &mut CaptureReport) -> Result<String> {
-    if report.flows.len() <= MAX_STORED_FLOWS {
-        return Ok(serde_json::to_string(report)?);
-    }
-    let notable = |f: &tailhunt_pcap::analysis::FlowSummary| {
-        f.tcp.as_ref().is_some_and(|t| {
-            t.nagle_stalls > 0
-                || t.rwnd_limited_share > 0.3
-                || t.close.as_ref().is_some_and(|c| c.round_gap_s.is_some())
-        })
-    };
-    let all = std::mem::take(&mut report.flows);
-    let mut order: Vec<&tailhunt_pcap::analysis::FlowSummary> = all.iter().collect();
-    order.sort_by_key(|f| {
-        (
-            !notable(f),
-            std::cmp::Reverse(f.client_to_server.payload_bytes + f.server_to_client.payload_bytes),
-        )
-    });
-    order.truncate(MAX_STORED_FLOWS);
-    order.sort_by_key(|f| f.id);
-    report.flows = order.into_iter().cloned().collect();
-    let text = serde_json::to_string(report);
-    report.flows = all;
-    Ok(text?)
 }
 
 /// `RUN[:SERIES]` with RUN resolved to a full id (stored with the capture run).

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use tailhunt_pcap::matching::{match_many, MatchConfig, MatchReport};
+use tailhunt_model::evidence::capture::MatchReport;
+use tailhunt_pcap::matching::{match_many, MatchConfig};
 use tailhunt_pcap::{PacketSource, ReadError};
 
 /// Matches `files` (A) against `other` (B).

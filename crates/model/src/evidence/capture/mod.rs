@@ -1,0 +1,269 @@
+//! Capture evidence: what one pass over packet captures measured, in the shape the detectors
+//! and the report read.
+//!
+//! In: `tailhunt-pcap` fills a [`CaptureReport`] as it streams the packets (bandwidth per bin
+//! and the burst episodes per channel, every flow's summary with its TCP details, the Nagle
+//! stalls) and an [`InputReport`] per file. Out: the `capture` document of a `pcap` or
+//! `capture` run (flows capped for storage, see [`CaptureReport::flows_total`]), which the
+//! `microburst`, `nagle-stall`, `receive-window-limited` and `application-timeout` detectors
+//! and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::Document;
+
+mod inputs;
+mod matching;
+mod tcp;
+
+pub use inputs::{
+    link_types_not_analysed, InputReport, InputStatus, LinkTypeFrames, LinkTypeSummary,
+};
+pub use matching::{CloseOrigin, DelayStats, FlowPair, HopStats, MatchReport, Side};
+pub use tcp::{
+    CloseSummary, Handshake, Retransmissions, RttSummary, SideSummary, StateFractions, TcpSummary,
+};
+
+/// Transport protocol of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+}
+
+/// `client -> server`, or `a <-> b` when the roles are unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowName {
+    /// Protocol.
+    pub proto: Proto,
+    /// The side that opened the connection (sent the SYN), or the one with the higher port.
+    pub client: String,
+    /// The other side.
+    pub server: String,
+}
+
+impl Proto {
+    /// `tcp` or `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
+}
+
+impl fmt::Display for FlowName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} -> {}",
+            self.proto.name(),
+            self.client,
+            self.server
+        )
+    }
+}
+
+/// Direction of a channel relative to its host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Bytes addressed to the host.
+    To,
+    /// Bytes sent by the host.
+    From,
+}
+
+impl Dir {
+    /// `to` or `from`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::To => "to",
+            Dir::From => "from",
+        }
+    }
+}
+
+/// Per-channel summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelSummary {
+    /// `to` or `from`.
+    pub dir: Dir,
+    /// The host.
+    pub host: String,
+    /// Wire bytes.
+    pub bytes: u64,
+    /// Packets.
+    pub packets: u64,
+    /// The fullest bin's bytes.
+    pub peak_bin_bytes: u64,
+    /// When it started (epoch ns).
+    pub peak_t_ns: i64,
+    /// The fullest bin as a share of the link rate (when known).
+    pub peak_utilisation: Option<f64>,
+    /// Time spent at or above the burst threshold, ns.
+    pub time_above_ns: i64,
+    /// The busiest one-second window's average utilisation (when the link rate is known): what
+    /// a 1 s bandwidth graph would show.
+    pub max_second_utilisation: Option<f64>,
+    /// `link-rate`, or `none` when no link rate was given (no bursts then).
+    pub threshold_basis: String,
+}
+
+/// A flow's part in a burst.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BurstFlow {
+    /// Flow name.
+    pub flow: String,
+    /// Its bytes in this channel during the burst.
+    pub bytes: u64,
+    /// Share of the burst's bytes.
+    pub share: f64,
+}
+
+/// One burst episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    /// `to` or `from`.
+    pub dir: Dir,
+    /// The host.
+    pub host: String,
+    /// First packet of the first bin at the threshold (epoch ns).
+    pub start_ns: i64,
+    /// Last packet of the last such bin (epoch ns).
+    pub end_ns: i64,
+    /// Fullest bin, bytes.
+    pub peak_bin_bytes: u64,
+    /// Fullest bin as a share of the link rate (when known).
+    pub peak_utilisation: Option<f64>,
+    /// Bytes in the episode.
+    pub bytes: u64,
+    /// Average utilisation of the one-second window holding the burst's start (when the link
+    /// rate is known): how the burst looks on a 1 s graph.
+    pub second_utilisation: Option<f64>,
+    /// The flows that made it, largest first (at most 8).
+    pub flows: Vec<BurstFlow>,
+}
+
+/// A small segment held back until a late ACK (Nagle's algorithm meeting a delayed ACK).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NagleStall {
+    /// Flow index.
+    pub flow: usize,
+    /// The sending side's endpoint is the flow's client.
+    pub sender_is_client: bool,
+    /// The sub-MSS segment left unacknowledged (epoch ns).
+    pub small_ns: i64,
+    /// Its payload bytes.
+    pub small_len: u32,
+    /// The pure ACK that finally covered it.
+    pub ack_ns: i64,
+    /// The held data, sent as soon as that ACK arrived.
+    pub release_ns: i64,
+    /// `ack_ns - small_ns`: how long the receiver delayed its ACK.
+    pub ack_delay_ns: i64,
+}
+
+/// Packets and bytes one way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Packets.
+    pub packets: u64,
+    /// IP bytes.
+    pub ip_bytes: u64,
+    /// Payload bytes (new data for TCP).
+    pub payload_bytes: u64,
+}
+
+/// One flow in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    /// Index (flows are numbered in order of first packet).
+    pub id: usize,
+    /// Protocol, client and server.
+    #[serde(flatten)]
+    pub name: FlowName,
+    /// First packet (epoch ns).
+    pub first_ns: i64,
+    /// Last packet.
+    pub last_ns: i64,
+    /// Client to server.
+    pub client_to_server: Traffic,
+    /// Server to client.
+    pub server_to_client: Traffic,
+    /// TCP details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpSummary>,
+}
+
+/// The whole capture's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaptureReport {
+    /// Frames read.
+    pub packets: u64,
+    /// Wire bytes (frame lengths).
+    pub wire_bytes: u64,
+    /// First and last timestamp (epoch ns).
+    pub first_ns: i64,
+    /// Last timestamp.
+    pub last_ns: i64,
+    /// Frames whose timestamp went backwards.
+    pub out_of_order: u64,
+    /// Frames not analysed, by reason (`not-ip`, `truncated`, ...).
+    pub skipped: BTreeMap<String, u64>,
+    /// Bin width, ns.
+    pub bin_ns: i64,
+    /// Link rate, when given.
+    pub link_rate_bps: Option<u64>,
+    /// Channels (to/from each host), busiest first.
+    pub channels: Vec<ChannelSummary>,
+    /// Burst episodes, in time order.
+    pub bursts: Vec<Burst>,
+    /// Flows, in order of first packet (a stored copy may keep only some: see
+    /// `flows_total`).
+    pub flows: Vec<FlowSummary>,
+    /// Flows in the capture, however many `flows` holds (0 in documents stored before this
+    /// field: then `flows` is all of them).
+    #[serde(default)]
+    pub flows_total: u64,
+    /// TCP flows in the capture.
+    #[serde(default)]
+    pub tcp_flows_total: u64,
+    /// Nagle stalls (at most 1000 kept; each flow counts all of its own).
+    pub stalls: Vec<NagleStall>,
+}
+
+impl CaptureReport {
+    /// Flows in the capture (more than `flows` holds when this is a stored, capped copy).
+    pub fn flow_count(&self) -> u64 {
+        self.flows_total.max(self.flows.len() as u64)
+    }
+
+    /// TCP flows in the capture.
+    pub fn tcp_flow_count(&self) -> u64 {
+        let held = self.flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
+        self.tcp_flows_total.max(held)
+    }
+}
+
+impl Document for CaptureReport {
+    const NAME: &'static str = "capture";
+    const VERSION: u32 = 1;
+
+    /// Runs written before the documents table kept the report in their params: as one JSON
+    /// string, or (older still) as an object.
+    fn from_params(params: &serde_json::Value) -> Option<Result<Self, String>> {
+        let v = params.get("capture")?;
+        let parsed = match v.as_str() {
+            Some(text) => serde_json::from_str(text),
+            None => serde_json::from_value(v.clone()),
+        };
+        Some(parsed.map_err(|e| e.to_string()))
+    }
+}
