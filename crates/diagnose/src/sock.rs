@@ -6,10 +6,10 @@
 //! [`TimeoutEvidence`] with `source` `tcp_info`, naming the process whose receive buffer was
 //! pinned and citing the kernel's window sysctls.
 
+use tailhunt_model::evidence::sock::{
+    KernelContext, SocketsReport, TransferOutcome, TransferReport,
+};
 use tailhunt_model::Finding;
-use tailhunt_sock::kernel::KernelContext;
-use tailhunt_sock::monitor::SocketsReport;
-use tailhunt_sock::transfer::{TransferOutcome, TransferReport};
 
 use crate::window::{
     receive_window_limited, transfer_timeout, TimeoutEvidence, WindowEvidence, WindowSource,
@@ -148,7 +148,7 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tailhunt_sock::transfer::{SenderView, TcpSummary};
+    use tailhunt_model::evidence::sock::{SenderView, TcpInfoSummary};
 
     /// A 10 MB download over 80 ms; `share` is the sender's rwnd-limited share.
     fn report(share: f64, mbit: f64, window: f64, outcome: TransferOutcome) -> TransferReport {
@@ -175,11 +175,11 @@ mod tests {
             sndbuf_requested: None,
             sndbuf_effective: 87040,
             nodelay: false,
-            tcp: TcpSummary::default(),
+            tcp: TcpInfoSummary::default(),
             sender: Some(SenderView {
-                tcp: TcpSummary {
+                tcp: TcpInfoSummary {
                     rwnd_limited_share: Some(share),
-                    ..TcpSummary::default()
+                    ..TcpInfoSummary::default()
                 },
                 ..SenderView::default()
             }),

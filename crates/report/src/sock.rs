@@ -7,9 +7,8 @@
 use std::fmt::Write;
 
 use serde::Serialize;
+use tailhunt_model::evidence::sock::{ConnectionCounts, SocketsReport, TransferReport};
 use tailhunt_model::Finding;
-use tailhunt_sock::monitor::{ConnectionCounts, SocketsReport};
-use tailhunt_sock::transfer::TransferReport;
 
 use crate::terminal::{render_duration, render_findings};
 

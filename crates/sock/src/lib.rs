@@ -30,7 +30,6 @@ pub mod kernel;
 pub mod monitor;
 pub mod netns;
 pub mod owners;
-pub mod state;
 mod sys;
 pub mod tcp_info;
 pub mod transfer;

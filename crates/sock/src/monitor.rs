@@ -15,16 +15,18 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tailhunt_model::{ClockOrigin, Labels};
 
-use crate::audit::{Audit, AuditResult, SockoptEvent};
+use tailhunt_model::evidence::sock::{
+    AuditResult, ConnectionCounts, ConnectionReport, Process, SocketsReport, SockoptEvent, TcpState,
+};
+
+use crate::audit::Audit;
 use crate::diag::{Diag, DiagSocket};
 use crate::error::SockError;
-use crate::kernel::KernelContext;
+use crate::kernel::read_context;
 use crate::netns::within;
-use crate::owners::{Owners, Process};
-use crate::state::TcpState;
+use crate::owners::{process_of, Owners};
 use crate::transfer::Reading;
 
 /// Shares of busy time at or above this flag a connection. The kernel's limited-time clocks
@@ -51,134 +53,6 @@ pub struct MonitorOptions {
     pub audit: bool,
 }
 
-/// One connection over the sampling.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConnectionReport {
-    /// Namespace (`host` for the caller's own).
-    pub netns: String,
-    /// `local -> peer`, from this socket's side.
-    pub flow: String,
-    /// Local address.
-    pub local: String,
-    /// Remote address.
-    pub peer: String,
-    /// Socket inode.
-    pub inode: u64,
-    /// The process holding the socket.
-    pub owner: Option<Process>,
-    /// TCP state when last seen (a name: `ESTABLISHED`, `TIME_WAIT`, ...).
-    pub state: TcpState,
-    /// Readings.
-    pub readings: u64,
-    /// First and last reading, monotonic ns.
-    pub range_ns: (i64, i64),
-    /// Bytes the peer acknowledged during the sampling.
-    pub bytes_sent: u64,
-    /// Bytes received during the sampling.
-    pub bytes_received: u64,
-    /// Rate while data moved (the busier direction), bits/s.
-    pub throughput_bps: Option<f64>,
-    /// Mean smoothed RTT, ns.
-    pub rtt_mean_ns: Option<u64>,
-    /// Mean window the peer advertised, bytes.
-    pub snd_wnd_mean_bytes: Option<f64>,
-    /// Mean window this end advertised, bytes.
-    pub rcv_wnd_mean_bytes: Option<f64>,
-    /// sk_rcvbuf at the last reading, bytes.
-    pub rcvbuf: Option<u32>,
-    /// sk_sndbuf at the last reading, bytes.
-    pub sndbuf: Option<u32>,
-    /// Share of busy time limited by the receiver's window, over the sampling.
-    pub rwnd_limited_share: Option<f64>,
-    /// Share of busy time limited by the send buffer.
-    pub sndbuf_limited_share: Option<f64>,
-    /// The receiver's view: the share of the intervals in which data arrived that brought at
-    /// least 75% of this end's advertised window per RTT (a sender cannot send more than the
-    /// window per round trip, so those intervals were window-limited, whatever held the sender).
-    pub receiver_window_share: Option<f64>,
-    /// The receiver's own RTT estimate (tcpi_rcv_rtt) while data arrived, mean, ns.
-    pub rcv_rtt_mean_ns: Option<u64>,
-    /// Readings with a zero peer window and data outstanding.
-    pub zero_window_readings: u64,
-    /// `receive-window-limited`, `sndbuf-limited`, `zero-window`.
-    pub flags: Vec<String>,
-    /// Whether the other end of the connection was sampled too.
-    pub peer_sampled: bool,
-    /// The process at the other end, when that end was sampled too.
-    pub peer_owner: Option<Process>,
-    /// The audit's SO_RCVBUF call on the other end's socket, if any.
-    pub peer_rcvbuf_set: Option<SockoptEvent>,
-    /// The audit's calls on this socket.
-    pub options_set: Vec<SockoptEvent>,
-}
-
-impl ConnectionReport {
-    /// Whether it moved data during the sampling or was flagged: the connections worth
-    /// listing.
-    pub fn is_active(&self) -> bool {
-        self.bytes_sent + self.bytes_received > 0 || !self.flags.is_empty()
-    }
-}
-
-/// How many connections were seen, and why some have nothing to show.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConnectionCounts {
-    /// Connections seen.
-    pub seen: u64,
-    /// Of those, with at least one TCP_INFO reading.
-    pub with_readings: u64,
-    /// Of those, moved data or were flagged.
-    pub active: u64,
-    /// Connections without a single reading, by their last state (`TIME_WAIT`: the kernel
-    /// keeps no TCP_INFO for TIME_WAIT and request sockets).
-    pub without_readings: BTreeMap<String, u64>,
-}
-
-impl ConnectionCounts {
-    /// Counts `connections`.
-    pub fn of(connections: &[ConnectionReport]) -> ConnectionCounts {
-        let mut c = ConnectionCounts {
-            seen: connections.len() as u64,
-            ..ConnectionCounts::default()
-        };
-        for x in connections {
-            if x.readings == 0 {
-                *c.without_readings.entry(x.state.name()).or_default() += 1;
-            } else {
-                c.with_readings += 1;
-                c.active += u64::from(x.is_active());
-            }
-        }
-        c
-    }
-}
-
-/// What `tailhunt sockets` found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SocketsReport {
-    /// Namespaces sampled (`host` for the caller's own).
-    pub namespaces: Vec<String>,
-    /// Interval, ns.
-    pub interval_ns: u64,
-    /// How long it sampled, ns.
-    pub duration_ns: u64,
-    /// Sampling rounds.
-    pub rounds: u64,
-    /// Only this process, when asked.
-    pub pid: Option<u32>,
-    /// Only this port, when asked.
-    pub port: Option<u16>,
-    /// Kernel context (of the first namespace).
-    pub kernel: KernelContext,
-    /// Connections seen, busiest first.
-    pub connections: Vec<ConnectionReport>,
-    /// How many of them had readings and moved data (empty in runs stored before it).
-    #[serde(default)]
-    pub counts: ConnectionCounts,
-    /// The setsockopt audit, when it ran.
-    pub audit: Option<AuditResult>,
-}
-
 /// The report and each connection's readings (labels `netns`, `flow`).
 #[derive(Debug, Clone)]
 pub struct Monitor {
@@ -202,7 +76,7 @@ pub fn run(
     started: impl FnOnce(),
 ) -> Result<Monitor, SockError> {
     if let Some(pid) = opts.pid {
-        Process::of(pid).ok_or(SockError::UnknownPid(pid))?;
+        process_of(pid).ok_or(SockError::UnknownPid(pid))?;
     }
     let names: Vec<Option<&str>> = if opts.netns.is_empty() {
         vec![None]
@@ -212,7 +86,7 @@ pub fn run(
     let mut diags = Vec::new();
     let mut kernel = None;
     for n in &names {
-        let (d, k) = within(*n, || Ok((Diag::open()?, KernelContext::read())))?;
+        let (d, k) = within(*n, || Ok((Diag::open()?, read_context())))?;
         diags.push(d);
         kernel.get_or_insert(k);
     }

@@ -8,31 +8,15 @@
 use std::collections::HashMap;
 use std::fs;
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::sock::Process;
 
-/// A process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Process {
-    /// Process id.
-    pub pid: u32,
-    /// Command name (`/proc/PID/comm`).
-    pub comm: String,
-}
-
-impl Process {
-    /// `pid 1699 (java)`.
-    pub fn describe(&self) -> String {
-        format!("pid {} ({})", self.pid, self.comm)
-    }
-
-    /// Reads a process's command name; `None` when it does not exist.
-    pub fn of(pid: u32) -> Option<Process> {
-        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        Some(Process {
-            pid,
-            comm: comm.trim().to_string(),
-        })
-    }
+/// Reads a process's command name; `None` when it does not exist.
+pub fn process_of(pid: u32) -> Option<Process> {
+    let comm = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(Process {
+        pid,
+        comm: comm.trim().to_string(),
+    })
 }
 
 /// Socket inode -> owning process.
@@ -66,8 +50,8 @@ impl Owners {
                 let Some(inode) = socket_inode(&target.to_string_lossy()) else {
                     continue;
                 };
-                let comm = comm
-                    .get_or_insert_with(|| Process::of(pid).map(|p| p.comm).unwrap_or_default());
+                let comm =
+                    comm.get_or_insert_with(|| process_of(pid).map(|p| p.comm).unwrap_or_default());
                 by_inode.entry(inode).or_insert_with(|| Process {
                     pid,
                     comm: comm.clone(),

@@ -1,30 +1,29 @@
 //! Transfer and sockets runs: their report documents.
 
+use tailhunt_model::evidence::sock::{SocketsReport, TransferReport};
 use tailhunt_model::{Finding, Run, RunKind};
-use tailhunt_sock::monitor::SocketsReport;
-use tailhunt_sock::transfer::TransferReport;
-use tailhunt_store::{Store, StoreError};
+use tailhunt_store::Store;
 
 use super::DiagnoseError;
 
-pub(super) fn diagnose(_store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
-    let name = run.kind.name();
-    let unreadable = |e: serde_json::Error| {
-        DiagnoseError::Store(StoreError::Document {
-            run: run.id.clone(),
-            name: name.to_string(),
-            reason: e.to_string(),
-        })
+pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
+    let missing = || DiagnoseError::NoEvidence {
+        run: run.id.clone(),
+        kind: run.kind.clone(),
+        what: "report",
+        why: "its writer stopped before the end",
     };
     Ok(match run.kind {
         RunKind::Transfer => {
-            let r: TransferReport =
-                serde_json::from_value(run.params["transfer"].clone()).map_err(unreadable)?;
+            let r = store
+                .evidence::<TransferReport>(&run.id)?
+                .ok_or_else(missing)?;
             crate::sock::diagnose_transfer(&r)
         }
         _ => {
-            let r: SocketsReport =
-                serde_json::from_value(run.params["sockets"].clone()).map_err(unreadable)?;
+            let r = store
+                .evidence::<SocketsReport>(&run.id)?
+                .ok_or_else(missing)?;
             crate::sock::diagnose_sockets(&r)
         }
     })

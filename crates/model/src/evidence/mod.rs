@@ -19,6 +19,7 @@ use serde::Serialize;
 
 pub mod capture;
 pub mod runq;
+pub mod sock;
 pub mod sweep;
 
 /// A run's evidence document: stored once per run under [`Document::NAME`] (zstd-compressed

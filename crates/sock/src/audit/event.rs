@@ -4,83 +4,45 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::sock::SockoptEvent;
 
-/// A setsockopt call of interest.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SockoptEvent {
-    /// When, monotonic ns.
-    pub t_ns: i64,
-    /// Process id.
-    pub pid: u32,
-    /// Thread id.
-    pub tid: u32,
-    /// Command name of the thread.
-    pub comm: String,
-    /// The descriptor.
-    pub fd: i32,
-    /// `SO_RCVBUF`, `TCP_NODELAY`, ...
-    pub option: String,
-    /// The int passed (None when it was not an int or not readable).
-    pub value: Option<i64>,
-    /// The socket's inode (0 when unknown).
-    pub inode: u64,
-    /// The peer when the socket was connected at the time, else found later by inode.
-    pub peer: Option<String>,
-}
-
-impl SockoptEvent {
-    /// Decodes one ring-buffer record; `None` when it is too short.
-    pub fn parse(b: &[u8]) -> Option<SockoptEvent> {
-        if b.len() < 88 {
-            return None;
+/// Decodes one ring-buffer record; `None` when it is too short.
+pub fn parse_event(b: &[u8]) -> Option<SockoptEvent> {
+    if b.len() < 88 {
+        return None;
+    }
+    let u16_ne = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
+    let u32_ne = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or_default());
+    let i32_ne = |o: usize| i32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or_default());
+    let u64_ne = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or_default());
+    let (level, optname) = (i32_ne(28), i32_ne(32));
+    let value = i64::from_ne_bytes(b[40..48].try_into().unwrap_or_default());
+    let family = u16_ne(48);
+    let port = u16::from_be_bytes([b[50], b[51]]);
+    let ip = match family {
+        2 => Some(IpAddr::V4(Ipv4Addr::new(b[52], b[53], b[54], b[55]))),
+        10 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[56..72]);
+            Some(IpAddr::V6(Ipv6Addr::from(a)))
         }
-        let u16_ne = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
-        let u32_ne = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or_default());
-        let i32_ne = |o: usize| i32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or_default());
-        let u64_ne = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or_default());
-        let (level, optname) = (i32_ne(28), i32_ne(32));
-        let value = i64::from_ne_bytes(b[40..48].try_into().unwrap_or_default());
-        let family = u16_ne(48);
-        let port = u16::from_be_bytes([b[50], b[51]]);
-        let ip = match family {
-            2 => Some(IpAddr::V4(Ipv4Addr::new(b[52], b[53], b[54], b[55]))),
-            10 => {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&b[56..72]);
-                Some(IpAddr::V6(Ipv6Addr::from(a)))
-            }
-            _ => None,
-        };
-        let comm = String::from_utf8_lossy(b[72..88].split(|c| *c == 0).next().unwrap_or_default())
-            .into_owned();
-        Some(SockoptEvent {
-            t_ns: u64_ne(0) as i64,
-            pid: u32_ne(16),
-            tid: u32_ne(20),
-            comm,
-            fd: i32_ne(24),
-            option: option_name(level, optname),
-            value: (i32_ne(36) >= 4 && value != -1).then_some(value),
-            inode: u64_ne(8),
-            peer: ip
-                .filter(|_| port != 0)
-                .map(|ip| SocketAddr::new(ip, port).to_string()),
-        })
-    }
-
-    /// `pid 1699 (java) set SO_RCVBUF=65536 on the socket to 10.0.0.2:9092`.
-    pub fn describe(&self) -> String {
-        let value = self.value.map_or_else(|| "?".into(), |v| v.to_string());
-        let to = self.peer.as_ref().map_or_else(
-            || format!(" on fd {}", self.fd),
-            |p| format!(" on the socket to {p}"),
-        );
-        format!(
-            "pid {} ({}) set {}={value}{to}",
-            self.pid, self.comm, self.option
-        )
-    }
+        _ => None,
+    };
+    let comm = String::from_utf8_lossy(b[72..88].split(|c| *c == 0).next().unwrap_or_default())
+        .into_owned();
+    Some(SockoptEvent {
+        t_ns: u64_ne(0) as i64,
+        pid: u32_ne(16),
+        tid: u32_ne(20),
+        comm,
+        fd: i32_ne(24),
+        option: option_name(level, optname),
+        value: (i32_ne(36) >= 4 && value != -1).then_some(value),
+        inode: u64_ne(8),
+        peer: ip
+            .filter(|_| port != 0)
+            .map(|ip| SocketAddr::new(ip, port).to_string()),
+    })
 }
 
 /// The option's name (`include/uapi/asm-generic/socket.h`, `include/uapi/linux/tcp.h`).
@@ -117,12 +79,12 @@ mod tests {
         b[50..52].copy_from_slice(&9092u16.to_be_bytes());
         b[52..56].copy_from_slice(&[10, 0, 0, 2]);
         b[72..76].copy_from_slice(b"java");
-        let e = SockoptEvent::parse(&b).unwrap();
+        let e = parse_event(&b).unwrap();
         assert_eq!(
             e.describe(),
             "pid 1699 (java) set SO_RCVBUF=65536 on the socket to 10.0.0.2:9092"
         );
         assert_eq!(e.inode, 777);
-        assert!(SockoptEvent::parse(&b[..80]).is_none());
+        assert!(parse_event(&b[..80]).is_none());
     }
 }

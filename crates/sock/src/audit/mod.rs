@@ -22,31 +22,13 @@ use std::time::Duration;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, OpenObject, RingBufferBuilder};
-use serde::{Deserialize, Serialize};
 use std::os::fd::AsFd;
 
-pub use event::{option_name, SockoptEvent};
+pub use event::{option_name, parse_event};
+use tailhunt_model::evidence::sock::{AuditResult, SockoptEvent};
 
 use crate::error::SockError;
 use crate::sys::{SetsockoptSkel, SetsockoptSkelBuilder};
-
-/// What the audit saw.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct AuditResult {
-    /// `tracepoint` (syscalls:sys_enter_setsockopt) or `raw_tp` (sys_enter).
-    pub attach: String,
-    /// Why the tracepoint was not used, when it was not.
-    pub fallback_reason: Option<String>,
-    /// The calls, in order.
-    pub events: Vec<SockoptEvent>,
-    /// Calls not recorded because the ring buffer was full.
-    pub lost: u64,
-    /// Times the attached program ran (kernel BPF statistics; the raw_tp fallback runs on
-    /// every system call of the host, the tracepoint only on setsockopt).
-    pub program_runs: Option<u64>,
-    /// Its total run time, ns.
-    pub program_run_time_ns: Option<u64>,
-}
 
 /// A running audit.
 #[derive(Debug)]
@@ -128,7 +110,7 @@ fn run(
     let into = events.clone();
     let mut rb = RingBufferBuilder::new();
     rb.add(&skel.maps.events, move |data: &[u8]| {
-        if let Some(e) = SockoptEvent::parse(data) {
+        if let Some(e) = parse_event(data) {
             if let Ok(mut v) = into.lock() {
                 v.push(e);
             }

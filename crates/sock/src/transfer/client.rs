@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use tailhunt_model::ClockOrigin;
 
-use super::sampler::{Sampler, TcpSummary};
+use tailhunt_model::evidence::sock::{SenderView, TransferOutcome, TransferReport};
+
+use super::sampler::{summarise, Sampler};
 use super::{
-    bound_bps, buffers, ends, own_comm, tcp_socket, SenderView, Transfer, TransferOptions,
-    TransferOutcome, TransferReport, MAGIC, MAX_TRAILER,
+    bound_bps, buffers, ends, own_comm, tcp_socket, Transfer, TransferOptions, MAGIC, MAX_TRAILER,
 };
 use crate::error::SockError;
-use crate::kernel::KernelContext;
+use crate::kernel::read_context;
 
 /// Downloads `bytes` from the server at `addr`.
 pub fn download(
@@ -74,7 +75,7 @@ pub fn download(
     // Closing: the last reference to the socket goes here (the sampler has stopped).
     drop(stream);
 
-    let tcp = TcpSummary::from_readings(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
+    let tcp = summarise(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
     let window_bytes = tcp.rcv_wnd_mean_bytes;
     let rtt_ns = sender
         .as_ref()
@@ -106,7 +107,7 @@ pub fn download(
         rtt_ns,
         window_bound_bps: bound_bps(window_bytes, rtt_ns),
         range_ns: (start_ns, end_ns),
-        kernel: KernelContext::read(),
+        kernel: read_context(),
     };
     Ok(Transfer { report, readings })
 }

@@ -27,14 +27,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::net::{sockopt, AddressFamily, SocketType};
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::sock::TransferReport;
 
 pub use client::download;
-pub use sampler::{Reading, Sampler, TcpSummary};
+pub use sampler::{Reading, Sampler};
 pub use server::Server;
 
 use crate::error::SockError;
-use crate::kernel::KernelContext;
 
 /// The request's magic bytes.
 pub(crate) const MAGIC: &[u8; 4] = b"THT1";
@@ -66,109 +65,6 @@ impl Default for TransferOptions {
             sample_interval: Duration::from_millis(5),
             timeout: None,
         }
-    }
-}
-
-/// How a transfer ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TransferOutcome {
-    /// Every byte arrived (client) or was sent (server).
-    Complete,
-    /// The client's timeout fired first; it closed the connection.
-    Timeout,
-    /// The peer reset the connection (the server's view of a client that gave up).
-    Reset,
-    /// Another error.
-    Error,
-}
-
-impl TransferOutcome {
-    /// `complete`, `timeout`, `reset`, `error`.
-    pub fn name(self) -> &'static str {
-        match self {
-            TransferOutcome::Complete => "complete",
-            TransferOutcome::Timeout => "timeout",
-            TransferOutcome::Reset => "reset",
-            TransferOutcome::Error => "error",
-        }
-    }
-}
-
-/// What the sender tells the receiver at the end (the trailer).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct SenderView {
-    /// The server's pid.
-    pub pid: u32,
-    /// Its command name.
-    pub comm: String,
-    /// Its socket's effective SO_SNDBUF, bytes.
-    pub sndbuf_effective: u32,
-    /// Its socket's TCP_INFO while sending.
-    pub tcp: TcpSummary,
-}
-
-/// The result of one transfer, from one end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TransferReport {
-    /// `client` or `server`.
-    pub role: String,
-    /// This end's address.
-    pub local: String,
-    /// The other end's address.
-    pub peer: String,
-    /// `client -> server`.
-    pub flow: String,
-    /// This process.
-    pub pid: u32,
-    /// Its command name (`/proc/self/comm`).
-    pub comm: String,
-    /// Bytes asked for.
-    pub bytes_requested: u64,
-    /// Bytes received (client) or sent (server).
-    pub bytes_transferred: u64,
-    /// How it ended.
-    pub outcome: TransferOutcome,
-    /// The error, when it ended in one.
-    pub error: Option<String>,
-    /// The client's timeout, ns.
-    pub timeout_ns: Option<u64>,
-    /// Request to last byte (or to the close), ns.
-    pub transfer_ns: u64,
-    /// Achieved rate over `transfer_ns`, bits/s.
-    pub throughput_bps: f64,
-    /// SO_RCVBUF asked for.
-    pub rcvbuf_requested: Option<u32>,
-    /// SO_RCVBUF as the kernel reports it (it doubles what is asked for).
-    pub rcvbuf_effective: u32,
-    /// SO_SNDBUF asked for.
-    pub sndbuf_requested: Option<u32>,
-    /// SO_SNDBUF as the kernel reports it.
-    pub sndbuf_effective: u32,
-    /// TCP_NODELAY.
-    pub nodelay: bool,
-    /// This end's TCP_INFO.
-    pub tcp: TcpSummary,
-    /// The sender's TCP_INFO (client only, when the transfer completed).
-    pub sender: Option<SenderView>,
-    /// The receive window the bound uses (the receiver's mean advertised window), bytes.
-    pub window_bytes: Option<f64>,
-    /// The RTT the bound uses (the sender's mean smoothed RTT when known), ns.
-    pub rtt_ns: Option<u64>,
-    /// window / RTT, bits/s: the most a window-limited transfer can get.
-    pub window_bound_bps: Option<f64>,
-    /// Transfer start and end, monotonic ns.
-    pub range_ns: (i64, i64),
-    /// The kernel and its TCP sysctls.
-    pub kernel: KernelContext,
-}
-
-impl TransferReport {
-    /// Achieved throughput over the window bound.
-    pub fn bound_ratio(&self) -> Option<f64> {
-        self.window_bound_bps
-            .filter(|b| *b > 0.0)
-            .map(|b| self.throughput_bps / b)
     }
 }
 

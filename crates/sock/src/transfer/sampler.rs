@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use tailhunt_model::evidence::sock::TcpInfoSummary;
 use tailhunt_model::{
     ClockOrigin, Labels, Point, SeriesKind, SeriesMeta, SeriesSink, SinkError, Timing, Unit,
 };
@@ -81,88 +81,47 @@ impl Drop for Sampler {
     }
 }
 
-/// What one end's readings add up to. Means are over the readings taken while data moved.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct TcpSummary {
-    /// Readings taken.
-    pub readings: u64,
-    /// Mean smoothed RTT, ns.
-    pub rtt_mean_ns: Option<u64>,
-    /// Minimum RTT the kernel saw, ns.
-    pub min_rtt_ns: Option<u64>,
-    /// Mean window this end advertised (tcpi_rcv_wnd), bytes.
-    pub rcv_wnd_mean_bytes: Option<f64>,
-    /// Largest window this end advertised, bytes.
-    pub rcv_wnd_max_bytes: Option<u32>,
-    /// Mean window the peer advertised (tcpi_snd_wnd), bytes.
-    pub snd_wnd_mean_bytes: Option<f64>,
-    /// Largest receive space autotuning measured, bytes.
-    pub rcv_space_max_bytes: u32,
-    /// Largest congestion window, segments.
-    pub snd_cwnd_max: u32,
-    /// Mean bytes in flight, bytes.
-    pub in_flight_mean_bytes: f64,
-    /// Largest delivery rate, bytes/s.
-    pub delivery_rate_max: Option<u64>,
-    /// Busy time (data outstanding), ns, at the last reading.
-    pub busy_ns: Option<u64>,
-    /// Receive-window-limited time, ns.
-    pub rwnd_limited_ns: Option<u64>,
-    /// Send-buffer-limited time, ns.
-    pub sndbuf_limited_ns: Option<u64>,
-    /// rwnd_limited / busy.
-    pub rwnd_limited_share: Option<f64>,
-    /// sndbuf_limited / busy.
-    pub sndbuf_limited_share: Option<f64>,
-    /// Retransmissions.
-    pub total_retrans: u32,
-    /// Readings in which the peer's window was zero.
-    pub zero_window_readings: u64,
-}
-
-impl TcpSummary {
-    /// Summarises readings; `moving` picks the ones taken while data moved (for means).
-    pub fn from_readings(readings: &[Reading], moving: impl Fn(&Reading) -> bool) -> TcpSummary {
-        let Some(last) = readings.last() else {
-            return TcpSummary::default();
-        };
-        let active: Vec<&Reading> = readings.iter().filter(|r| moving(r)).collect();
-        let active = if active.is_empty() {
-            readings.iter().collect()
-        } else {
-            active
-        };
-        let mean = |f: &dyn Fn(&TcpInfo) -> Option<f64>| {
-            let v: Vec<f64> = active.iter().filter_map(|r| f(&r.info)).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
-        let i = &last.info;
-        let share = |limited: Option<u64>| match (limited, i.busy_ns) {
-            (Some(l), Some(b)) if b > 0 => Some(l as f64 / b as f64),
-            _ => None,
-        };
-        TcpSummary {
-            readings: readings.len() as u64,
-            rtt_mean_ns: mean(&|t| Some(t.rtt_ns as f64)).map(|v| v as u64),
-            min_rtt_ns: i.min_rtt_ns,
-            rcv_wnd_mean_bytes: mean(&|t| t.rcv_wnd.map(f64::from)),
-            rcv_wnd_max_bytes: readings.iter().filter_map(|r| r.info.rcv_wnd).max(),
-            snd_wnd_mean_bytes: mean(&|t| t.snd_wnd.map(f64::from)),
-            rcv_space_max_bytes: readings.iter().map(|r| r.info.rcv_space).max().unwrap_or(0),
-            snd_cwnd_max: readings.iter().map(|r| r.info.snd_cwnd).max().unwrap_or(0),
-            in_flight_mean_bytes: mean(&|t| Some(t.bytes_in_flight() as f64)).unwrap_or(0.0),
-            delivery_rate_max: readings.iter().filter_map(|r| r.info.delivery_rate).max(),
-            busy_ns: i.busy_ns,
-            rwnd_limited_ns: i.rwnd_limited_ns,
-            sndbuf_limited_ns: i.sndbuf_limited_ns,
-            rwnd_limited_share: share(i.rwnd_limited_ns),
-            sndbuf_limited_share: share(i.sndbuf_limited_ns),
-            total_retrans: i.total_retrans,
-            zero_window_readings: readings
-                .iter()
-                .filter(|r| crate::monitor::zero_window(&r.info))
-                .count() as u64,
-        }
+/// Summarises readings; `moving` picks the ones taken while data moved (for means).
+pub fn summarise(readings: &[Reading], moving: impl Fn(&Reading) -> bool) -> TcpInfoSummary {
+    let Some(last) = readings.last() else {
+        return TcpInfoSummary::default();
+    };
+    let active: Vec<&Reading> = readings.iter().filter(|r| moving(r)).collect();
+    let active = if active.is_empty() {
+        readings.iter().collect()
+    } else {
+        active
+    };
+    let mean = |f: &dyn Fn(&TcpInfo) -> Option<f64>| {
+        let v: Vec<f64> = active.iter().filter_map(|r| f(&r.info)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let i = &last.info;
+    let share = |limited: Option<u64>| match (limited, i.busy_ns) {
+        (Some(l), Some(b)) if b > 0 => Some(l as f64 / b as f64),
+        _ => None,
+    };
+    TcpInfoSummary {
+        readings: readings.len() as u64,
+        rtt_mean_ns: mean(&|t| Some(t.rtt_ns as f64)).map(|v| v as u64),
+        min_rtt_ns: i.min_rtt_ns,
+        rcv_wnd_mean_bytes: mean(&|t| t.rcv_wnd.map(f64::from)),
+        rcv_wnd_max_bytes: readings.iter().filter_map(|r| r.info.rcv_wnd).max(),
+        snd_wnd_mean_bytes: mean(&|t| t.snd_wnd.map(f64::from)),
+        rcv_space_max_bytes: readings.iter().map(|r| r.info.rcv_space).max().unwrap_or(0),
+        snd_cwnd_max: readings.iter().map(|r| r.info.snd_cwnd).max().unwrap_or(0),
+        in_flight_mean_bytes: mean(&|t| Some(t.bytes_in_flight() as f64)).unwrap_or(0.0),
+        delivery_rate_max: readings.iter().filter_map(|r| r.info.delivery_rate).max(),
+        busy_ns: i.busy_ns,
+        rwnd_limited_ns: i.rwnd_limited_ns,
+        sndbuf_limited_ns: i.sndbuf_limited_ns,
+        rwnd_limited_share: share(i.rwnd_limited_ns),
+        sndbuf_limited_share: share(i.sndbuf_limited_ns),
+        total_retrans: i.total_retrans,
+        zero_window_readings: readings
+            .iter()
+            .filter(|r| crate::monitor::zero_window(&r.info))
+            .count() as u64,
     }
 }
 
@@ -262,7 +221,7 @@ mod tests {
             reading(1, 60, 100, 3000),
             reading(2, 80, 100, 5000),
         ];
-        let s = TcpSummary::from_readings(&r, |r| r.t_ns > 0);
+        let s = summarise(&r, |r| r.t_ns > 0);
         assert_eq!(s.rwnd_limited_share, Some(0.8));
         assert_eq!(s.rcv_wnd_mean_bytes, Some(4000.0));
         assert_eq!(s.rcv_wnd_max_bytes, Some(5000));

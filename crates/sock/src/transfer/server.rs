@@ -13,13 +13,12 @@ use std::time::Duration;
 
 use tailhunt_model::ClockOrigin;
 
-use super::sampler::{Sampler, TcpSummary};
-use super::{
-    bound_bps, buffers, ends, own_comm, tcp_socket, SenderView, Transfer, TransferOptions,
-    TransferOutcome, TransferReport, MAGIC,
-};
+use tailhunt_model::evidence::sock::{SenderView, TransferOutcome, TransferReport};
+
+use super::sampler::{summarise, Sampler};
+use super::{bound_bps, buffers, ends, own_comm, tcp_socket, Transfer, TransferOptions, MAGIC};
 use crate::error::SockError;
-use crate::kernel::KernelContext;
+use crate::kernel::read_context;
 
 /// The largest transfer a client may ask for (1 TB).
 pub const MAX_BYTES: u64 = 1_000_000_000_000;
@@ -74,7 +73,7 @@ impl Server {
         let (sent, outcome, error) = send(&stream, bytes);
         let end_ns = ClockOrigin::now().mono_ns;
         let readings = sampler.stop();
-        let tcp = TcpSummary::from_readings(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
+        let tcp = summarise(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
         if outcome == TransferOutcome::Complete {
             let view = SenderView {
                 pid: std::process::id(),
@@ -112,7 +111,7 @@ impl Server {
             tcp,
             sender: None,
             range_ns: (start_ns, end_ns),
-            kernel: KernelContext::read(),
+            kernel: read_context(),
         };
         Ok(Transfer { report, readings })
     }
