@@ -12,7 +12,7 @@ use tailhunt_report::doc::WrittenDoc;
 
 use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;
-use crate::progress;
+use crate::signals;
 
 pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
     let median = tailhunt_model::parse_duration_ns(&a.median, None)
@@ -103,7 +103,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
             a.b_ns.clone().unwrap_or_default(),
         ),
     };
-    progress::catch_ctrl_c();
+    signals::install();
     let emulator = EmulatedLink::start_in(&a_ns, &a.a_addr, &b_ns, &a.b_addr, cfg, cfg)
         .with_context(|| format!("starting the link between '{a_ns}' and '{b_ns}'"))?;
     let (ia, ib) = (emulator.a_addr(), emulator.b_addr());
@@ -124,7 +124,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
     let started = Instant::now();
     let mut stats = emulator.stats();
     // A namespace deleted under the link ends it: nothing more can cross.
-    while !progress::interrupted()
+    while !signals::requested()
         && until.is_none_or(|u| started.elapsed() < u)
         && !(stats.forward.input_gone || stats.reverse.input_gone)
     {

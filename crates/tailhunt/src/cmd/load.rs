@@ -18,7 +18,7 @@ use tailhunt_store::{RunWriter, Store};
 
 use crate::cli::{ArrivalArg, Cli, LoadArgs, OrderArg};
 use crate::output;
-use crate::progress::{self, Interrupted};
+use crate::signals::{self, Interrupted};
 
 fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
     let target = target::parse_target(&a.url)?;
@@ -73,7 +73,7 @@ fn watcher(
         let mut ticks = 0u32;
         while !done.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
-            if progress::interrupted() {
+            if signals::requested() {
                 stop.store(true, Ordering::Relaxed);
             }
             ticks += 1;
@@ -200,7 +200,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         OrderArg::Random => Order::Random,
     };
     let plan = sweep::plan(&rates, order, a.repeat, a.seed);
-    progress::catch_ctrl_c();
+    signals::install();
     let mut store = Store::open(&cli.db)?;
     let params = json!({
         "target": a.url, "rates": rates, "duration": a.duration, "warmup_ns": base.warmup.as_nanos() as u64,

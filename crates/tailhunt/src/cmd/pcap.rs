@@ -18,7 +18,7 @@ use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
-use crate::progress::{self, Interrupted};
+use crate::signals::{self, Interrupted};
 
 mod csv;
 mod live;
@@ -102,7 +102,7 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         Some(other) => Some(matching::run(&a.files, other)?),
         None => None,
     };
-    progress::catch_ctrl_c();
+    signals::install();
     let mut shown = ProgressLine::new(inputs.clone(), sizes);
     let what = Inputs {
         kind: "pcap",
@@ -155,7 +155,7 @@ fn execute(
         "requests": requests,
     });
     let mut writer = store.begin_run(kind, params, ClockOrigin::wall(0))?;
-    let (outcome, analyzer) = analyse(sources, cfg, &mut writer, progress::flag(), progress_fn)
+    let (outcome, analyzer) = analyse(sources, cfg, &mut writer, signals::flag(), progress_fn)
         .context("analysing the capture")?;
     writer.set_origin(ClockOrigin::wall(outcome.report.first_ns))?;
     let run_id = writer.id().to_string();
@@ -206,7 +206,7 @@ fn execute(
 
 fn describe(s: &Stopped) -> String {
     match s {
-        Stopped::Interrupted => "interrupted (Ctrl-C)".into(),
+        Stopped::Interrupted => Interrupted.to_string(),
         Stopped::BadInput(why) => why.clone(),
     }
 }
@@ -414,7 +414,7 @@ impl Drop for ProgressLine {
 
 /// Whether the Ctrl-C flag is set (live capture's watcher).
 fn ctrl_c() -> bool {
-    progress::flag().load(Ordering::Relaxed)
+    signals::flag().load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

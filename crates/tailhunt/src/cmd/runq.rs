@@ -23,7 +23,7 @@ use tailhunt_store::Store;
 use super::duration_flag;
 use crate::cli::{AttachArg, Cli, HierarchyArg, RunqArgs, StoreArg};
 use crate::output;
-use crate::progress::{self, Interrupted};
+use crate::signals::{self, Interrupted};
 
 fn config(a: &RunqArgs) -> Result<TracerConfig> {
     let interval = duration_flag("--interval", &a.interval)?;
@@ -121,7 +121,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     if let (Some(why), true) = (&unavailable, a.require_bpf) {
         anyhow::bail!("{why} (--require-bpf refuses the degraded mode)");
     }
-    progress::catch_ctrl_c();
+    signals::install();
     let mut store = Store::open(&cli.db)
         .with_context(|| format!("cannot open the store '{}'", cli.db.display()))?;
     let baseline = a
@@ -173,7 +173,7 @@ fn traced(
         print: !json && !a.quiet,
         top: a.top,
     };
-    let result = tailhunt_sched::trace(cfg, progress::flag(), &mut live);
+    let result = tailhunt_sched::trace(cfg, signals::flag(), &mut live);
     let (totals, intervals) = (live.totals.rows(), live.intervals);
     let extra = recorder.params();
     let summary = match result {
@@ -227,7 +227,7 @@ fn degraded(
         cfg.hierarchy,
         cfg.interval,
         cfg.duration,
-        progress::flag(),
+        signals::flag(),
         |iv| {
             recorder.interval(iv)?;
             let d = DegradedIntervalDoc::new(iv, &origin);

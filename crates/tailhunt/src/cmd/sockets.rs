@@ -2,9 +2,6 @@
 //! a run of kind `sockets` with each busy connection's TCP_INFO series, and run the window
 //! detector.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use anyhow::Result;
 use clap::Args;
 use tailhunt_model::ClockOrigin;
@@ -15,6 +12,7 @@ use tailhunt_store::Store;
 
 use crate::cli::Cli;
 use crate::output;
+use crate::signals::{self, Interrupted};
 
 /// `tailhunt sockets`.
 #[derive(Debug, Args)]
@@ -56,11 +54,9 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
         );
     }
     let mut db = Store::open(&cli.db)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    signals::install();
     let origin = ClockOrigin::now();
-    let m = monitor::run(&opts, &stop, || {
+    let m = monitor::run(&opts, signals::flag(), || {
         eprintln!(
             "sampling TCP sockets{} every {} for {}",
             if opts.audit {
@@ -79,12 +75,24 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
         sampler::write_series(&mut run, labels, readings)
             .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;
     }
-    let run_id = run.finish(serde_json::json!({}))?;
+    // A signal before --duration ended cuts the sampling short: kept, marked partial.
+    let cut_short = signals::requested();
+    let run_id = if cut_short {
+        run.finish_partial(serde_json::json!({}))?
+    } else {
+        run.finish(serde_json::json!({}))?
+    };
     db.put_findings(&run_id, &findings)?;
     let doc = SocketsDoc {
-        run_id,
+        run_id: run_id.clone(),
         report: m.report,
         findings,
     };
-    output::print(cli.json, &doc, render_sockets)
+    output::print(cli.json, &doc, render_sockets)?;
+    if cut_short {
+        return Err(anyhow::Error::new(Interrupted).context(format!(
+            "stopped before --duration ended: kept what was sampled as partial run {run_id}"
+        )));
+    }
+    Ok(())
 }

@@ -1,12 +1,9 @@
 //! `tailhunt transfer server|client`: the bulk-transfer test, stored as runs of kind
 //! `transfer` (one per end and connection) with each end's TCP_INFO series and findings.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use std::net::SocketAddr;
 use tailhunt_model::{ClockOrigin, Finding, Labels};
 use tailhunt_report::sock::{
     render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
@@ -18,6 +15,7 @@ use tailhunt_store::Store;
 
 use crate::cli::Cli;
 use crate::output;
+use crate::signals;
 
 /// `tailhunt transfer`.
 #[derive(Debug, Args)]
@@ -199,14 +197,8 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
     let server = transfer::Server::bind(listen, opts)?;
     let local = server.local_addr()?;
     eprintln!("transfer server listening on {local}");
-    let stop = Arc::new(AtomicBool::new(false));
-    // Ctrl-C ends the server after the connection in progress; a second one ends it at once.
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-    });
+    // A signal ends the server after the connection in progress; a second one ends it at once.
+    signals::install();
     let mut doc = TransferServerDoc {
         listen: local.to_string(),
         connections: Vec::new(),
@@ -216,11 +208,9 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
         .count
         .is_none_or(|n| ((doc.connections.len() + doc.errors.len()) as u64) < n)
     {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        match server.serve_one() {
-            Ok(t) => {
+        match server.serve_next(signals::flag()) {
+            Ok(None) => break,
+            Ok(Some(t)) => {
                 let d = store(&mut db, &t)?;
                 eprintln!(
                     "served {} -> {}: {} ({} bytes), run {}",
