@@ -243,3 +243,36 @@ fn a_low_rate_client_woken_late_is_not_called_saturated() {
         assert!(warnings(s).contains("the host woke it late"), "{s:#}");
     }
 }
+
+/// The other commands' flags that size memory are bounded the same way.
+#[test]
+fn other_commands_refuse_flags_that_would_size_memory_without_bound() {
+    let env = Env::new();
+    for (args, says) in [
+        (
+            &["lab", "synth", "lognormal", "--count", "1000000000000"][..],
+            "--count 1000000000000 is above the limit",
+        ),
+        (
+            &["runq", "--max-cgroups", "4000000000", "--duration", "1s"],
+            "--max-cgroups 4000000000: give 1 to 16384",
+        ),
+        (
+            &["sockets", "--duration", "1000h", "--interval", "1ms"],
+            "sampling rounds, above the limit",
+        ),
+        (
+            &[
+                "transfer",
+                "client",
+                "127.0.0.1:9",
+                "--sample-interval",
+                "1us",
+            ],
+            "--sample-interval 1us: give 1ms or more",
+        ),
+    ] {
+        let err = env.fails(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -14,7 +14,16 @@ use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;
 use crate::signals;
 
+/// Most values `lab synth` generates: they are held in memory (8 bytes each) before writing.
+const MAX_SYNTH_COUNT: usize = 100_000_000;
+
 pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
+    if a.count > MAX_SYNTH_COUNT {
+        anyhow::bail!(
+            "--count {} is above the limit of {MAX_SYNTH_COUNT}: the values are held in memory (8 bytes each) before they are written; generate several files with different --seed",
+            a.count
+        );
+    }
     let median = tailhunt_model::parse_duration_ns(&a.median, None)
         .with_context(|| format!("--median '{}' (write a duration such as 1ms)", a.median))?
         as f64;

@@ -53,9 +53,20 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
         kernel_threads: a.kernel_threads,
         all_events: a.all_events,
         outlier_ns: duration_flag("--outlier", &a.outlier)?.as_nanos() as u64,
-        max_cgroups: a.max_cgroups,
+        max_cgroups: max_cgroups(a.max_cgroups)?,
         ..TracerConfig::default()
     })
+}
+
+/// `--max-cgroups`, bounded: each cgroup has a histogram (about 8 KB) in kernel memory.
+fn max_cgroups(n: u32) -> Result<u32> {
+    const MAX: u32 = 16_384;
+    if !(1..=MAX).contains(&n) {
+        anyhow::bail!(
+            "--max-cgroups {n}: give 1 to {MAX} (each cgroup's histogram takes about 8 KB of kernel memory; waits of cgroups past the limit are counted as lost)"
+        );
+    }
+    Ok(n)
 }
 
 fn hierarchy(h: HierarchyArg) -> Hierarchy {

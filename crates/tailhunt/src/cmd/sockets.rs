@@ -53,6 +53,16 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
             a.interval
         );
     }
+    // Every connection keeps one reading per round: bound the rounds, not the memory after.
+    const MAX_ROUNDS: u128 = 1_000_000;
+    let rounds = opts.duration.as_nanos() / opts.interval.as_nanos();
+    if rounds > MAX_ROUNDS {
+        anyhow::bail!(
+            "--duration {} at --interval {} makes {rounds} sampling rounds, above the limit of {MAX_ROUNDS}: each connection keeps a reading per round; sample less often or for less time",
+            a.duration,
+            a.interval
+        );
+    }
     let mut db = Store::open(&cli.db)?;
     signals::install();
     let origin = ClockOrigin::now();

@@ -119,11 +119,23 @@ fn options(o: &SocketOptionArgs, timeout: Option<&str>) -> Result<TransferOption
             .map(|t| buffer_size("--sndbuf", t))
             .transpose()?,
         nodelay: o.nodelay,
-        sample_interval: super::duration_flag("--sample-interval", &o.sample_interval)?,
+        sample_interval: sample_interval(&o.sample_interval)?,
         timeout: timeout
             .map(|t| super::duration_flag("--timeout", t))
             .transpose()?,
     })
+}
+
+/// `--sample-interval`, at least 1 ms: each end keeps a TCP_INFO reading per interval for the
+/// whole transfer.
+fn sample_interval(text: &str) -> Result<std::time::Duration> {
+    let d = super::duration_flag("--sample-interval", text)?;
+    if d < std::time::Duration::from_millis(1) {
+        anyhow::bail!(
+            "--sample-interval {text}: give 1ms or more (each end keeps a reading per interval for the whole transfer)"
+        );
+    }
+    Ok(d)
 }
 
 fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
