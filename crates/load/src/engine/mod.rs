@@ -175,8 +175,57 @@ pub fn run_step(
     sink: &mut dyn StepSink,
 ) -> Result<StepOutcome, LoadError> {
     crate::limits::check_step(cfg).map_err(|e| LoadError::Config(e.to_string()))?;
+    let (workers, connect_errors) = connect(cfg)?;
+    let start_ns = clock::mono_ns() + 20_000_000;
+    let measure_from_ns = start_ns + cfg.warmup.as_nanos() as i64;
+    let mut out = StepOutcome {
+        start_ns,
+        measure_from_ns,
+        end_ns: measure_from_ns + cfg.duration.as_nanos() as i64,
+        ..StepOutcome::default()
+    };
+    out.sent_until_ns = out.end_ns;
+    out.counters.connect_failures += connect_errors.len() as u64;
+    if let Some(e) = connect_errors.first() {
+        out.first_error = Some(format!("connect: {}", connect_hint(e)));
+    }
+    // The workers stop on the caller's flag, or when the sink fails (the caller's flag would
+    // then read as an interruption).
+    let halt = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Batch>();
+    let n_workers = workers.len();
+    let handles = spawn(cfg, workers, &out, live, &halt, tx)?;
+    let mut order = Reorder::new(n_workers);
+    let sink_error = pump(&rx, &mut order, sink, stop, &halt);
+    let mut lost = Vec::new();
+    for h in handles {
+        let part = h
+            .join()
+            .map_err(|_| LoadError::Config("a load worker thread panicked".into()))?;
+        out.counters.add(&part.counters);
+        out.first_error = out.first_error.or(part.first_error);
+        out.interrupted |= part.stopped_at_ns.is_some();
+        if let Some(t) = part.stopped_at_ns {
+            out.sent_until_ns = out.sent_until_ns.min(t);
+        }
+        out.client_cpu = out.client_cpu.max(part.cpu_share);
+        lost.push((part.lost, part.last_response_ns));
+    }
+    if let Some(e) = sink_error {
+        return Err(LoadError::Sink(e));
+    }
+    order.release(sink, true).map_err(LoadError::Sink)?;
+    out.server_lost = server_lost(&lost);
+    Ok(out)
+}
+
+/// Workers with their connections, and how many connections each has.
+type Workers = Vec<(WorkerKind, usize)>;
+
+/// Opens the step's connections (before the clock starts, so connect time is not latency),
+/// spread over its worker threads; fails only when none opens.
+fn connect(cfg: &StepConfig) -> Result<(Workers, Vec<std::io::Error>), LoadError> {
     let threads = cfg.threads.min(cfg.conns);
-    // Connections are opened before the clock starts, so connect time is not latency.
     let mut workers = Vec::with_capacity(threads);
     let mut connect_errors = Vec::new();
     for i in 0..threads {
@@ -199,44 +248,45 @@ pub fn run_step(
             reason,
         });
     }
+    Ok((workers, connect_errors))
+}
+
+/// Starts one thread per worker, each with its share of the rate and its own window.
+fn spawn(
+    cfg: &StepConfig,
+    workers: Workers,
+    times: &StepOutcome,
+    live: &Arc<Live>,
+    halt: &Arc<AtomicBool>,
+    tx: mpsc::Sender<Batch>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<WorkerResult>>> {
     let live_conns: usize = workers.iter().map(|(_, c)| c).sum();
     // Polling for sends due soon pays only when every worker has a CPU of its own: workers that
     // share one (say `taskset -c 1 tailhunt load --threads 2`) would spend their turns polling
     // while the other waits to send.
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let spin_ns = if workers.len() <= cpus { SPIN_NS } else { 0 };
-    let start_ns = clock::mono_ns() + 20_000_000;
-    let measure_from_ns = start_ns + cfg.warmup.as_nanos() as i64;
-    let end_ns = measure_from_ns + cfg.duration.as_nanos() as i64;
-    // The workers stop on the caller's flag, or when the sink fails (the caller's flag would
-    // then read as an interruption).
-    let halt = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel::<Batch>();
-    let n_workers = workers.len();
-    let handles: Vec<_> = workers
+    workers
         .into_iter()
         .enumerate()
         .map(|(i, (w, conns))| {
-            let rate = cfg.rate * conns as f64 / live_conns as f64;
-            let phase = i as f64 * 1e9 / cfg.rate;
-            let (live, halt) = (Arc::clone(live), Arc::clone(&halt));
+            let window = Window {
+                start_ns: times.start_ns,
+                measure_from_ns: times.measure_from_ns,
+                end_ns: times.end_ns,
+                rate: cfg.rate * conns as f64 / live_conns as f64,
+                phase_ns: i as f64 * 1e9 / cfg.rate,
+                seed: cfg.seed.wrapping_add(i as u64),
+                spin_ns,
+            };
+            let (live, halt) = (Arc::clone(live), Arc::clone(halt));
             let (cfg, tx) = (cfg.clone(), tx.clone());
             std::thread::Builder::new()
                 .name(format!("load-{i}"))
                 .spawn(move || {
                     clock::tighten_timer_slack();
-                    let window = Window {
-                        start_ns,
-                        measure_from_ns,
-                        end_ns,
-                        rate,
-                        phase_ns: phase,
-                        seed: cfg.seed.wrapping_add(i as u64),
-                        spin_ns,
-                    };
                     let out = Outbox::new(tx, i, clock::mono_ns());
-                    let cpu0 = clock::thread_cpu_ns();
-                    let wall0 = clock::mono_ns();
+                    let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::mono_ns());
                     let mut r = match w {
                         WorkerKind::Stream(w) => w.run(&cfg, window, &live, &halt, out),
                         WorkerKind::Datagram(w) => w.run(&cfg, window, &live, &halt, out),
@@ -247,15 +297,25 @@ pub fn run_step(
                     r
                 })
         })
-        .collect::<Result<_, _>>()?;
-    drop(tx);
-    let mut order = Reorder::new(n_workers);
+        .collect()
+}
+
+/// Passes the workers' batches to `sink` in order until every worker has closed, copying the
+/// caller's stop flag to the workers; returns the sink's error, if it failed (the workers are
+/// then halted and what they still send is dropped).
+fn pump(
+    rx: &mpsc::Receiver<Batch>,
+    order: &mut Reorder,
+    sink: &mut dyn StepSink,
+    stop: &AtomicBool,
+    halt: &AtomicBool,
+) -> Option<SinkError> {
     let mut sink_error = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(b) => order.add(b),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return sink_error,
         }
         if stop.load(Ordering::Relaxed) {
             halt.store(true, Ordering::Relaxed);
@@ -267,37 +327,6 @@ pub fn run_step(
             }
         }
     }
-    let mut out = StepOutcome {
-        start_ns,
-        measure_from_ns,
-        end_ns,
-        sent_until_ns: end_ns,
-        ..StepOutcome::default()
-    };
-    out.counters.connect_failures += connect_errors.len() as u64;
-    if let Some(e) = connect_errors.first() {
-        out.first_error = Some(format!("connect: {}", connect_hint(e)));
-    }
-    let mut lost = Vec::new();
-    for h in handles {
-        let part = h
-            .join()
-            .map_err(|_| LoadError::Config("a load worker thread panicked".into()))?;
-        out.counters.add(&part.counters);
-        out.first_error = out.first_error.or(part.first_error);
-        out.interrupted |= part.stopped_at_ns.is_some();
-        if let Some(t) = part.stopped_at_ns {
-            out.sent_until_ns = out.sent_until_ns.min(t);
-        }
-        out.client_cpu = out.client_cpu.max(part.cpu_share);
-        lost.push((part.lost, part.last_response_ns));
-    }
-    if let Some(e) = sink_error {
-        return Err(LoadError::Sink(e));
-    }
-    order.release(sink, true).map_err(LoadError::Sink)?;
-    out.server_lost = server_lost(&lost);
-    Ok(out)
 }
 
 /// The server went away when every worker lost it (see [`ServerLost`]).
