@@ -85,7 +85,7 @@ fn setsockopt_by_a_child_process_is_attributed_to_its_pid_and_command_root() {
     // A few sampling rounds with the connection open, so its inode names its peer.
     std::thread::sleep(Duration::from_millis(300));
     sockets.interrupt();
-    let doc = sockets.json();
+    let doc = sockets.interrupted_json();
     check_schema("sockets", &doc);
     let pid = kid.0.id();
     let audit = &doc["audit"];

@@ -385,6 +385,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         "nodelay": a.nodelay, "split_writes": a.split_writes, "request_bytes": a.request_bytes,
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
+        "commit_interval": a.commit_interval,
     });
     let mut writer = store.begin_run("load", params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));
@@ -419,8 +420,8 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         return Err(failure.unwrap_or_else(|| Interrupted.into()));
     }
     let status = if failure.is_some() || interrupted {
-        writer.flush()?;
-        drop(writer);
+        // The steps that ran are summarised in the run too; it stays partial.
+        writer.finish_partial(json!({ "steps": step_params }))?;
         RunStatus::Partial
     } else {
         writer.finish(json!({ "steps": step_params }))?;
