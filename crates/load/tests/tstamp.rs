@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tailhunt_load::clock::real_ns;
-use tailhunt_load::engine::{run_step, Live, StepConfig};
+use tailhunt_load::engine::{run_step, Collect, Live, StepConfig};
 use tailhunt_load::schedule::Arrival;
 use tailhunt_load::serve::{ServeConfig, ServeProto, Server, ThinkTime};
 use tailhunt_load::target::parse_target;
@@ -253,17 +253,28 @@ fn check_breakdown(proto: ServeProto, scheme: &str) {
     let server = start(proto, ThinkTime::Fixed(Duration::from_millis(1)));
     let _on = kernel_rx_stamps_on();
     let cfg = step(&format!("{scheme}://{}", server.local_addr()), true);
-    let out = run_step(
+    let mut got = Collect::default();
+    run_step(
         &cfg,
         &Arc::new(Live::default()),
         &Arc::new(AtomicBool::new(false)),
+        &mut got,
     )
     .unwrap();
-    assert_eq!(out.samples.len(), out.breakdowns.len());
+    // In intended-time order, every request with its breakdown.
+    assert!(got
+        .0
+        .windows(2)
+        .all(|w| w[0].sample.intended_ns <= w[1].sample.intended_ns));
+    assert!(got.0.iter().all(|f| f.breakdown.is_some()));
     let mut ok = 0;
     let mut with_client_times = 0;
     let mut apps = Vec::new();
-    for (s, b) in out.samples.iter().zip(&out.breakdowns) {
+    for (s, b) in got
+        .0
+        .iter()
+        .map(|f| (&f.sample, f.breakdown.unwrap_or_default()))
+    {
         if s.outcome != Outcome::Ok {
             continue;
         }
@@ -287,7 +298,7 @@ fn check_breakdown(proto: ServeProto, scheme: &str) {
         median < 1_300_000,
         "server_app median {median} ns for 1 ms think"
     );
-    assert!(ok >= 250, "only {ok} ok samples of {}", out.samples.len());
+    assert!(ok >= 250, "only {ok} ok samples of {}", got.0.len());
     // Kernel timestamps on both sides of the client: nearly every sample has them.
     assert!(
         with_client_times * 10 >= ok * 9,

@@ -84,6 +84,13 @@ pub trait SeriesSink {
         let _ = points;
         Err(format!("series handle {series}: this sink does not store values series").into())
     }
+    /// Stores one of the run's evidence documents (JSON of a shape at `version`), replacing
+    /// an earlier one of the same name; sources call it through
+    /// [`crate::evidence::put_evidence`]. Sinks that keep series only (the default) refuse it.
+    fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), SinkError> {
+        let _ = (version, json);
+        Err(format!("this sink does not store documents ('{name}')").into())
+    }
 }
 
 impl SeriesSink for Vec<Series> {

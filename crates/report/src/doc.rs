@@ -104,34 +104,45 @@ pub struct StepDoc {
     pub repeat: usize,
     /// Series holding its measured samples.
     pub series: String,
-    /// Requests scheduled in the measured window.
+    /// Requests scheduled in the measured window: `sent + unsent`.
     pub scheduled: u64,
-    /// Written to a socket (whole step, warm-up included).
+    /// Written to a socket in the measured window: `ok + errors + timeouts`.
     pub sent: u64,
-    /// Never written (no usable connection before their timeout).
+    /// Never written (no usable connection before their timeout, or the send failed).
     pub unsent: u64,
-    /// Completed ok.
+    /// Sent and answered ok.
     pub ok: u64,
-    /// Failed.
+    /// Sent and failed (an error reply, a broken or refused connection).
     pub errors: u64,
-    /// Timed out.
+    /// Sent and not answered within the timeout.
     pub timeouts: u64,
-    /// Ok completions per second.
+    /// Ok completions per second of the time the step actually ran.
     pub achieved_rate: f64,
-    /// Warm-up samples kept apart.
+    /// Warm-up requests, kept apart (their own series) and in none of the counts above.
     pub warmup_samples: u64,
     /// Latency from the intended send time: p50/p90/p99/p99.9/max, ns (absent without samples).
     pub latency_ns: Option<LatencyDoc>,
-    /// 99th percentile of send lag, ns.
+    /// 99th percentile of send lag over the sent requests, ns.
     pub send_lag_p99_ns: i64,
+    /// CPU share the busiest client thread used (0..1).
+    pub client_cpu: f64,
     /// Host CPU busy share during the step.
     pub cpu_busy: f64,
     /// Steal share during the step.
     pub steal: f64,
     /// Host TCP retransmissions during the step.
     pub tcp_retransmits: u64,
-    /// Whether Ctrl-C cut it short.
+    /// The longest time no response came while requests were outstanding, ns (when at least
+    /// 100 ms and 5x the median latency).
+    pub silence_ns: Option<i64>,
+    /// What held requests back, when something did: `client-cpu`, `server`, `pool`,
+    /// `host-late`.
+    pub bottleneck: Option<String>,
+    /// Whether a signal cut it short.
     pub interrupted: bool,
+    /// Set when the server went away during the step: what happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_lost: Option<String>,
     /// Warnings about the measurement.
     pub warnings: Vec<String>,
 }

@@ -495,6 +495,7 @@ pub fn render_load(d: &LoadDoc) -> String {
                 thousands(s.ok),
                 thousands(s.errors),
                 thousands(s.timeouts),
+                thousands(s.unsent),
                 l(|x| x.p50),
                 l(|x| x.p90),
                 l(|x| x.p99),
@@ -519,6 +520,7 @@ pub fn render_load(d: &LoadDoc) -> String {
             "ok",
             "errors",
             "timeouts",
+            "never sent",
             "p50",
             "p90",
             "p99",
@@ -528,10 +530,21 @@ pub fn render_load(d: &LoadDoc) -> String {
             "lag p99",
         ],
         &rows,
-        "rrrrrrrrrrrr",
+        "rrrrrrrrrrrrr",
     ));
     if d.steps.iter().any(|s| s.interrupted) {
-        out.push_str("* stopped early by Ctrl-C\n");
+        out.push_str("* cut short by a signal: achieved/s is over the time the step ran\n");
+    }
+    let warmup: u64 = d.steps.iter().map(|s| s.warmup_samples).sum();
+    if warmup > 0 {
+        let _ = writeln!(
+            out,
+            "warm-up: {} requests before the measured windows, in none of the counts above (series phase=warmup)",
+            thousands(warmup)
+        );
+    }
+    for lost in d.steps.iter().filter_map(|s| s.server_lost.as_ref()) {
+        let _ = writeln!(out, "server lost: {lost}");
     }
     for w in d.steps.iter().flat_map(|s| &s.warnings) {
         let _ = writeln!(out, "warning: {w}");

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tailhunt_model::{ClockOrigin, Labels};
+use tailhunt_model::evidence::put_evidence;
+use tailhunt_model::{ClockOrigin, Labels, SeriesSink, SinkError};
 
 use tailhunt_model::evidence::sock::{
     AuditResult, ConnectionCounts, ConnectionReport, Process, SocketsReport, SockoptEvent, TcpState,
@@ -60,6 +61,17 @@ pub struct Monitor {
     pub report: SocketsReport,
     /// Readings per connection that moved data.
     pub series: Vec<(Labels, Vec<Reading>)>,
+}
+
+impl Monitor {
+    /// Records the sampling into a run: each connection's TCP_INFO series and the `sockets`
+    /// document.
+    pub fn record(&self, sink: &mut dyn SeriesSink) -> Result<(), SinkError> {
+        for (labels, readings) in &self.series {
+            crate::transfer::sampler::write_series(sink, labels, readings)?;
+        }
+        put_evidence(sink, &self.report)
+    }
 }
 
 struct Tracked {

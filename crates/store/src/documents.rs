@@ -1,5 +1,6 @@
 //! Typed evidence documents: a run's [`Document`]s (the capture's bursts and flows, the
-//! run-queue record, a transfer's summary, a sweep's steps) written and read back by type.
+//! run-queue record, a transfer's summary, a sweep's steps) read back by type. Sources write
+//! them through their sink (`tailhunt_model::evidence::put_evidence`).
 //!
 //! In: a value of a model type implementing [`Document`]. Out: the same value, from this run's
 //! `documents` row — or, for a run written before its kind had a document, rebuilt from the
@@ -8,19 +9,7 @@
 
 use tailhunt_model::evidence::Document;
 
-use crate::{RunWriter, Store, StoreError};
-
-impl RunWriter<'_> {
-    /// Stores `doc` as this run's [`Document::NAME`] document, replacing an earlier one.
-    pub fn put_evidence<D: Document>(&mut self, doc: &D) -> Result<(), StoreError> {
-        let json = serde_json::to_string(doc).map_err(|e| StoreError::Document {
-            run: self.id().to_string(),
-            name: D::NAME.to_string(),
-            reason: format!("cannot encode it: {e}"),
-        })?;
-        self.put_document(D::NAME, D::VERSION, &json)
-    }
-}
+use crate::{Store, StoreError};
 
 impl Store {
     /// The run's [`Document::NAME`] document; `None` when the run has none (and its parameters
@@ -104,7 +93,7 @@ mod tests {
             text: "hello".into(),
             count: 3,
         };
-        w.put_evidence(&doc).unwrap();
+        tailhunt_model::evidence::put_evidence(&mut w, &doc).unwrap();
         let id = w.finish(serde_json::json!({})).unwrap();
         assert_eq!(store.evidence::<Note>(&id).unwrap(), Some(doc));
 

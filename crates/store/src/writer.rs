@@ -1,4 +1,16 @@
 //! Writing a run.
+//!
+//! In: a run's series and their samples, histograms and points, as a source produces them
+//! ([`SeriesSink`]). Out: rows in the store, committed by size *and* by time. Samples and points
+//! are packed into blocks of 8192; a block is written when it fills, and the block still
+//! filling (the *open* block) is written as it stands, and committed, once the commit interval
+//! (default one second, [`RunWriter::set_commit_interval`]) has passed since the last commit:
+//! on each push, and whenever the source calls [`RunWriter::commit_if_due`] while it waits.
+//! The open block keeps its row: each time it is written again it replaces that row, so a slow
+//! source does not leave a trail of tiny blocks. A writer killed with `kill -9` therefore loses
+//! at most the samples handed to it in the last interval (plus any its source still held).
+
+use std::time::{Duration, Instant};
 
 use rusqlite::params;
 use tailhunt_model::{
@@ -10,16 +22,24 @@ use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
 use crate::values::{self, BLOCK_POINTS};
 use crate::{Store, StoreError};
 
-/// Blocks written between commits: a killed writer loses at most this many blocks' worth of
-/// samples (8 x 8192), while commits stay rare enough for >1 M samples/s.
+/// Blocks written between commits at high rates, so commits stay rare enough for >1 M
+/// samples/s; the commit interval bounds the loss at low rates.
 const BLOCKS_PER_COMMIT: usize = 8;
+
+/// Default longest time between commits while samples are arriving.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 
 struct OpenSeries {
     id: i64,
     kind: SeriesKind,
+    /// The open block's samples (or points, for a values series).
     buf: Vec<Sample>,
     points: Vec<Point>,
+    /// The open block's `seq`.
     seq: i64,
+    /// How many of the open block's samples or points its stored row already holds (and the
+    /// series' `count` already includes).
+    stored: usize,
 }
 
 /// Streams one run into the store. Dropping it without [`RunWriter::finish`] keeps what was
@@ -31,6 +51,9 @@ pub struct RunWriter<'a> {
     blocks_since_commit: usize,
     in_transaction: bool,
     finished: bool,
+    /// Longest time between commits (`None`: only by size).
+    commit_interval: Option<Duration>,
+    last_commit: Instant,
 }
 
 impl Store {
@@ -66,6 +89,8 @@ impl Store {
             blocks_since_commit: 0,
             in_transaction: false,
             finished: false,
+            commit_interval: Some(DEFAULT_COMMIT_INTERVAL),
+            last_commit: Instant::now(),
         })
     }
 }
@@ -84,18 +109,36 @@ impl RunWriter<'_> {
         Ok(())
     }
 
+    /// Sets the longest time between commits while data arrives (`None`: commit only every
+    /// few full blocks, the fastest ingest, for bulk imports that can be re-run).
+    pub fn set_commit_interval(&mut self, interval: Option<Duration>) {
+        self.commit_interval = interval;
+    }
+
+    /// Writes the open blocks and commits when the commit interval has passed since the last
+    /// commit. Sources call it while they wait, so samples already handed over do not sit in
+    /// memory for want of a new push.
+    pub fn commit_if_due(&mut self) -> Result<(), StoreError> {
+        match self.commit_interval {
+            Some(i) if self.last_commit.elapsed() >= i => self.flush(),
+            _ => Ok(()),
+        }
+    }
+
     fn commit(&mut self) -> Result<(), StoreError> {
         if self.in_transaction {
             self.store.conn.execute_batch("COMMIT")?;
             self.in_transaction = false;
             self.blocks_since_commit = 0;
         }
+        self.last_commit = Instant::now();
         Ok(())
     }
 
+    /// Writes series `index`'s open values block (see [`RunWriter::write_block`]).
     fn write_values_block(&mut self, index: usize) -> Result<(), StoreError> {
         let s = &mut self.series[index];
-        if s.points.is_empty() {
+        if s.points.len() == s.stored {
             return Ok(());
         }
         let data = values::encode(&s.points);
@@ -103,23 +146,28 @@ impl RunWriter<'_> {
         let hi = s.points.iter().map(|p| p.value).max().unwrap_or(0);
         let (first, last) = (s.points[0].t_ns, s.points[s.points.len() - 1].t_ns);
         let (id, seq, n) = (s.id, s.seq, s.points.len() as i64);
-        s.seq += 1;
-        s.points.clear();
+        let added = (s.points.len() - s.stored) as i64;
+        if s.points.len() == BLOCK_POINTS {
+            (s.seq, s.stored) = (s.seq + 1, 0);
+            s.points.clear();
+        } else {
+            s.stored = s.points.len();
+        }
         self.begin()?;
         let conn = &self.store.conn;
         conn.prepare_cached(
-            "INSERT INTO value_blocks (series_id, seq, n, first_t_ns, last_t_ns, min_value, max_value, data)
+            "INSERT OR REPLACE INTO value_blocks (series_id, seq, n, first_t_ns, last_t_ns, min_value, max_value, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?
         .execute(params![id, seq, n, first, last, lo, hi, data])?;
-        self.block_written(id, n)
+        self.block_written(id, added)
     }
 
-    fn block_written(&mut self, series_id: i64, n: i64) -> Result<(), StoreError> {
+    fn block_written(&mut self, series_id: i64, added: i64) -> Result<(), StoreError> {
         self.store
             .conn
             .prepare_cached("UPDATE series SET count = count + ?2 WHERE id = ?1")?
-            .execute(params![series_id, n])?;
+            .execute(params![series_id, added])?;
         self.blocks_since_commit += 1;
         if self.blocks_since_commit >= BLOCKS_PER_COMMIT {
             self.commit()?;
@@ -127,9 +175,12 @@ impl RunWriter<'_> {
         Ok(())
     }
 
+    /// Writes series `index`'s open block: when full, as its final row (the next samples open
+    /// a new block); otherwise as it stands, replacing the row an earlier write of the same
+    /// block left. Does nothing when the row already holds every buffered sample.
     fn write_block(&mut self, index: usize) -> Result<(), StoreError> {
         let s = &mut self.series[index];
-        if s.buf.is_empty() {
+        if s.buf.len() == s.stored {
             return Ok(());
         }
         let data = block::encode(&s.buf);
@@ -141,17 +192,22 @@ impl RunWriter<'_> {
         }
         let (first, last) = (s.buf[0].intended_ns, s.buf[s.buf.len() - 1].intended_ns);
         let (id, seq, n) = (s.id, s.seq, s.buf.len() as i64);
-        s.seq += 1;
-        s.buf.clear();
+        let added = (s.buf.len() - s.stored) as i64;
+        if s.buf.len() == BLOCK_SAMPLES {
+            (s.seq, s.stored) = (s.seq + 1, 0);
+            s.buf.clear();
+        } else {
+            s.stored = s.buf.len();
+        }
         self.begin()?;
         let conn = &self.store.conn;
         conn.prepare_cached(
-            "INSERT INTO sample_blocks
+            "INSERT OR REPLACE INTO sample_blocks
              (series_id, seq, n, first_intended_ns, last_intended_ns, min_latency_ns, max_latency_ns, codec, data)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?
         .execute(params![id, seq, n, first, last, lo, hi, CODEC_PLANES_ZSTD, data])?;
-        self.block_written(id, n)
+        self.block_written(id, added)
     }
 
     /// Replaces the run's clock origin (an import learns it from the data's first timestamp).
@@ -166,8 +222,8 @@ impl RunWriter<'_> {
     /// Stores a large JSON document of the run (a capture's evidence) under `name` and its shape's
     /// `version`, zstd-compressed in the `documents` table, replacing one of the same name.
     /// Keeps the run's params small: a document in params costs a JSON escape, a parse and a
-    /// rewrite of all of it when the run finishes. Typed callers use
-    /// [`RunWriter::put_evidence`].
+    /// rewrite of all of it when the run finishes. Sources store typed documents through
+    /// `tailhunt_model::evidence::put_evidence`.
     pub fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), StoreError> {
         let data = zstd::bulk::compress(json.as_bytes(), 3).map_err(|e| StoreError::Corrupt {
             series: 0,
@@ -183,8 +239,11 @@ impl RunWriter<'_> {
     /// Writes everything buffered and commits; the run stays `partial`.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         for i in 0..self.series.len() {
-            self.write_block(i)?;
-            self.write_values_block(i)?;
+            match self.series[i].kind {
+                SeriesKind::Samples => self.write_block(i)?,
+                SeriesKind::Values => self.write_values_block(i)?,
+                SeriesKind::Histograms => {}
+            }
         }
         self.commit()
     }
@@ -264,6 +323,7 @@ impl SeriesSink for RunWriter<'_> {
             buf: Vec::new(),
             points: Vec::new(),
             seq: 0,
+            stored: 0,
         });
         Ok(self.series.len() - 1)
     }
@@ -283,7 +343,7 @@ impl SeriesSink for RunWriter<'_> {
                 self.write_block(series)?;
             }
         }
-        Ok(())
+        Ok(self.commit_if_due()?)
     }
 
     fn push_histogram(&mut self, series: usize, h: &IntervalHistogram) -> Result<(), SinkError> {
@@ -306,7 +366,8 @@ impl SeriesSink for RunWriter<'_> {
             h.histogram.count() as i64,
             h.histogram.encode()
         ])?;
-        Ok(self.block_written(id, h.histogram.count() as i64)?)
+        self.block_written(id, h.histogram.count() as i64)?;
+        Ok(self.commit_if_due()?)
     }
 
     fn push_values(&mut self, series: usize, points: &[Point]) -> Result<(), SinkError> {
@@ -324,6 +385,10 @@ impl SeriesSink for RunWriter<'_> {
                 self.write_values_block(series)?;
             }
         }
-        Ok(())
+        Ok(self.commit_if_due()?)
+    }
+
+    fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), SinkError> {
+        Ok(RunWriter::put_document(self, name, version, json)?)
     }
 }

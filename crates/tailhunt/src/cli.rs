@@ -364,6 +364,10 @@ pub struct LoadArgs {
     /// Store where each request's time went (needs a tailhunt reference server).
     #[arg(long)]
     pub breakdown: bool,
+    /// Longest time finished requests wait before they are committed to the store: what a
+    /// `kill -9` (or the OOM killer) can lose (10ms .. 10s).
+    #[arg(long, default_value = "500ms", value_name = "DURATION")]
+    pub commit_interval: String,
 }
 
 /// Server protocols.

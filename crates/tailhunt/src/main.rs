@@ -5,6 +5,7 @@ mod cli;
 mod cmd;
 mod output;
 mod progress;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -15,9 +16,9 @@ fn main() -> ExitCode {
     match cmd::run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) if progress::is_interrupted(&e) => {
+        Err(e) if signals::is_interrupted(&e) => {
             eprintln!("tailhunt: {}", one_line(&e));
-            ExitCode::from(130)
+            ExitCode::from(signals::exit_code())
         }
         Err(e) => {
             eprintln!("tailhunt: {}", one_line(&e));

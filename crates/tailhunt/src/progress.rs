@@ -1,54 +1,15 @@
-//! Watching a long read: a progress line on a terminal, and Ctrl-C turned into a clean stop.
+//! Watching a long read: a progress line on a terminal, and a stop on SIGINT, SIGTERM or
+//! SIGHUP (see [`crate::signals`]).
 //!
-//! The first Ctrl-C sets a flag; the next read fails with [`Interrupted`], the command keeps
-//! what it has (a run marked partial) and exits 130. A second Ctrl-C is not needed, but the
-//! default handler is not restored, so the store is never left mid-transaction by a signal.
+//! After a stopping signal the next read fails with [`Interrupted`]: the command keeps what it
+//! has (a run marked partial) and exits with 128 + the signal's number.
 
-use std::fmt;
 use std::io::{self, IsTerminal, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+use crate::signals::{self, Interrupted};
 
-/// The user pressed Ctrl-C.
-#[derive(Debug)]
-pub struct Interrupted;
-
-impl fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("interrupted (Ctrl-C)")
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-/// Installs the Ctrl-C handler (once; later calls are no-ops).
-pub fn catch_ctrl_c() {
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-}
-
-/// Whether Ctrl-C was pressed since [`catch_ctrl_c`].
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// The Ctrl-C flag itself, for library loops that poll it.
-pub fn flag() -> &'static AtomicBool {
-    &INTERRUPTED
-}
-
-/// Whether an error chain contains [`Interrupted`].
-pub fn is_interrupted(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.is::<Interrupted>()
-            || c.downcast_ref::<io::Error>()
-                .and_then(|io| io.get_ref())
-                .is_some_and(|inner| inner.is::<Interrupted>())
-    })
-}
-
-/// A reader that reports progress on stderr (when it is a terminal) and stops on Ctrl-C.
+/// A reader that reports progress on stderr (when it is a terminal) and stops on a signal.
 pub struct Watched<R> {
     inner: R,
     label: String,
@@ -100,7 +61,7 @@ impl<R> Drop for Watched<R> {
 
 impl<R: Read> Read for Watched<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if INTERRUPTED.load(Ordering::SeqCst) {
+        if signals::requested() {
             return Err(io::Error::other(Interrupted));
         }
         let n = self.inner.read(buf)?;

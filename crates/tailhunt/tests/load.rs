@@ -312,39 +312,53 @@ fn bad_targets_and_rates_are_clear_one_line_errors() {
     assert!(env.ok(&["runs"]).contains("no runs"));
 }
 
+/// Acceptance: a server killed mid-run is named as the cause: exit status 2, the run kept as
+/// `partial`, its requests counted (errors or never sent), and no advice to raise --conns.
 #[test]
-fn a_server_that_goes_away_mid_run_leaves_errors_counted_and_results_kept() {
+fn a_server_that_goes_away_mid_run_is_named_exit_2_and_results_kept() {
     let env = Env::new();
     let server = tailhunt_serve("tcp", &["--duration", "1500ms"]);
     let url = format!("tcp://{}", server.addr);
-    let doc = env.json(
+    let out = env.run(&[
         "load",
-        &[
-            "load",
-            &url,
-            "--rate",
-            "200",
-            "--duration",
-            "3s",
-            "--warmup",
-            "0s",
-            "--nodelay=true",
-            "--timeout",
-            "500ms",
-        ],
-    );
-    let s = step(&doc, 200.0);
-    assert!(s["ok"].as_u64().unwrap() > 100, "{s:#}");
+        &url,
+        "--rate",
+        "200",
+        "--duration",
+        "3s",
+        "--warmup",
+        "0s",
+        "--nodelay=true",
+        "--timeout",
+        "500ms",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        s["errors"].as_u64().unwrap() + s["timeouts"].as_u64().unwrap() > 100,
-        "{s:#}"
+        err.contains(&format!(
+            "the server {url} went away during the step at 200/s"
+        )) && err.contains("reconnecting failed")
+            && err.contains("partial run"),
+        "{err}"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    common::check_schema("load", &doc);
+    assert_eq!(doc["status"], "partial");
+    let s = step(&doc, 200.0);
+    assert!(s["server_lost"].as_str().is_some(), "{s:#}");
+    assert!(s["ok"].as_u64().unwrap() > 100, "{s:#}");
+    let n = |k: &str| s[k].as_u64().unwrap();
+    assert!(n("errors") + n("timeouts") + n("unsent") > 100, "{s:#}");
+    assert_eq!(n("ok") + n("errors") + n("timeouts"), n("sent"), "{s:#}");
+    assert_eq!(n("sent") + n("unsent"), n("scheduled"), "{s:#}");
+    assert!(
+        !s["warnings"].to_string().contains("--conns"),
+        "client advice for a dead server: {s:#}"
     );
     assert!(doc["first_error"].as_str().is_some(), "{doc:#}");
-    let scheduled = s["scheduled"].as_u64().unwrap();
-    assert_eq!(
-        s["ok"].as_u64().unwrap() + s["errors"].as_u64().unwrap() + s["timeouts"].as_u64().unwrap(),
-        scheduled
-    );
+    let runs = env.json("runs", &["runs"]);
+    assert_eq!(runs["runs"][0]["status"], "partial");
 }
 
 /// A network namespace with only loopback, removed on drop (also when the test fails).

@@ -85,7 +85,7 @@ fn setsockopt_by_a_child_process_is_attributed_to_its_pid_and_command_root() {
     // A few sampling rounds with the connection open, so its inode names its peer.
     std::thread::sleep(Duration::from_millis(300));
     sockets.interrupt();
-    let doc = sockets.json();
+    let doc = sockets.interrupted_json();
     check_schema("sockets", &doc);
     let pid = kid.0.id();
     let audit = &doc["audit"];
@@ -139,7 +139,7 @@ fn bad_input_gets_one_clear_line() {
     let e = env.fails(&["transfer", "client", "not-an-address"]);
     assert!(e.contains("'not-an-address' is not IP:PORT"), "{e}");
     let e = env.fails(&["transfer", "client", "127.0.0.1:9", "--rcvbuf", "lots"]);
-    assert!(e.contains("--rcvbuf 'lots'"), "{e}");
+    assert!(e.contains("--rcvbuf") && e.contains("'lots'"), "{e}");
     let e = env.fails(&["transfer", "client", "127.0.0.1:9", "--bytes", "0"]);
     assert!(e.contains("--bytes 0"), "{e}");
     // Nothing listens on the discard port of loopback.

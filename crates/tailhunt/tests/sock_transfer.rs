@@ -154,7 +154,7 @@ fn pinned_rcvbuf_at_80ms_is_window_limited_and_named_autotuning_is_2x_faster_roo
     // `tailhunt sockets` saw the sender held by the window and named the receiver's pinning
     // from the audit.
     sockets.interrupt();
-    let doc = sockets.json();
+    let doc = sockets.interrupted_json();
     check_schema("sockets", &doc);
     let conns = doc["connections"].as_array().unwrap();
     let pinned_flow = format!("{} -> {}", server_addr(), pinned["local"].as_str().unwrap());
@@ -185,7 +185,7 @@ fn pinned_rcvbuf_at_80ms_is_window_limited_and_named_autotuning_is_2x_faster_roo
 
     // From the receiver alone: its connection is flagged, the finding names its own SO_RCVBUF.
     receiver_only.interrupt();
-    let doc = receiver_only.json();
+    let doc = receiver_only.interrupted_json();
     check_schema("sockets", &doc);
     let conns = doc["connections"].as_array().unwrap();
     let rx = |local: &Value| {

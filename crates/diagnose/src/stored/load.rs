@@ -26,7 +26,21 @@ fn latency_series(store: &Store, run: &Run) -> Result<Vec<SeriesInfo>, DiagnoseE
 /// Each series' offered rate, from the run's sweep record. Series are matched to steps by
 /// display name; where two steps share one (runs written before rates were labelled
 /// exactly, where 1,234 and 1,231 req/s both read `1.23k`), the k-th step takes the k-th series.
+/// A run whose writer was killed before it wrote the record has only its labels, which hold the
+/// exact rate since then (`rate=1234`).
 fn rates(series: &[SeriesInfo], sweep: &SweepRecord) -> Vec<Option<f64>> {
+    if sweep.steps.is_empty() {
+        return series
+            .iter()
+            .map(|s| {
+                let exact = s.labels.get("rate")?;
+                exact
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| r.is_finite() && *r > 0.0)
+            })
+            .collect();
+    }
     let mut taken = vec![false; series.len()];
     let mut out = vec![None; series.len()];
     for step in &sweep.steps {
@@ -159,6 +173,20 @@ mod tests {
         assert_eq!(
             rates(&series, &sweep),
             vec![Some(50.0), Some(1234.0), Some(1231.0)]
+        );
+    }
+
+    #[test]
+    fn a_killed_run_without_its_record_reads_the_exact_rate_labels() {
+        let series = [
+            info(2, "50"),
+            info(4, "1234"),
+            info(6, "1231"),
+            info(8, "1.23k"),
+        ];
+        assert_eq!(
+            rates(&series, &SweepRecord::default()),
+            vec![Some(50.0), Some(1234.0), Some(1231.0), None]
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The datagram worker: UDP sockets, requests matched to replies by sequence number, lost
-//! replies ending as timeouts.
+//! replies ending as timeouts. A request the server's host refused (ICMP port unreachable,
+//! reported on the connected socket as ECONNREFUSED) ends as an error when the refusal comes.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::ErrorKind;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use rustix::event::epoll;
 use tailhunt_model::{Outcome, Sample};
 
+use super::handoff::Outbox;
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
 use crate::breakdown::{Breakdown, ClientTimes};
 use crate::clock::{mono_ns, real_ns};
@@ -33,6 +35,11 @@ struct Sock {
     sent: u32,
     /// (id, seq) of datagrams whose transmit stamp has not come yet, in id order.
     unstamped: VecDeque<(u32, u64)>,
+    /// Sequence numbers sent on this socket, oldest first (answered ones are dropped when
+    /// they reach the front): a refusal is the oldest unanswered request's.
+    outstanding: VecDeque<u64>,
+    /// The refusal seen since this socket's last reply, if any.
+    refused: Option<String>,
 }
 
 /// Most datagrams of one socket waiting for a transmit stamp; older ones give up on it (the
@@ -56,6 +63,8 @@ fn open(target: SocketAddr) -> std::io::Result<UdpSocket> {
 struct Pending {
     intended: i64,
     start: i64,
+    /// The socket it went out on.
+    sock: usize,
     /// Breakdown only: CLOCK_REALTIME at the send, and the kernel's transmit timestamp (0 until
     /// it comes from the error queue).
     send_real_ns: u64,
@@ -74,6 +83,8 @@ impl Worker {
                     tx_stamps,
                     sent: 0,
                     unstamped: VecDeque::new(),
+                    outstanding: VecDeque::new(),
+                    refused: None,
                 })
             })
             .collect::<std::io::Result<_>>()?;
@@ -86,8 +97,9 @@ impl Worker {
         w: Window,
         live: &Arc<Live>,
         stop: &Arc<AtomicBool>,
+        out: Outbox,
     ) -> WorkerResult {
-        let mut r = WorkerResult::default();
+        let mut r = WorkerResult::new(out, &w);
         let epoll = match epoll::create(epoll::CreateFlags::CLOEXEC) {
             Ok(e) => e,
             Err(e) => {
@@ -106,99 +118,42 @@ impl Worker {
                 return r;
             }
         }
-        let timeout = cfg.timeout.as_nanos() as i64;
-        let mut sched = Schedule::new(cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
-        let mut pending: HashMap<u64, Pending> = HashMap::new();
-        let mut order: VecDeque<(u64, i64)> = VecDeque::new(); // (seq, deadline) in send order
-        let (mut seq, mut rr) = (0u64, 0usize);
-        let mut buf = Vec::with_capacity(2048);
-        let mut rbuf = vec![0u8; 65_536];
-        let mut events = Vec::with_capacity(64);
-        let mut reader = tstamp::Reader::new();
-        let record = |r: &mut WorkerResult, s: Sample, b: Breakdown| {
-            r.samples.push(s);
-            if cfg.breakdown {
-                r.breakdowns.push(b);
-            }
-            live.done.fetch_add(1, Ordering::Relaxed);
+        let mut st = State {
+            cfg,
+            live,
+            timeout: cfg.timeout.as_nanos() as i64,
+            pending: HashMap::new(),
+            order: VecDeque::new(),
+            seq: 0,
+            rr: 0,
+            buf: Vec::with_capacity(2048),
+            rbuf: vec![0u8; 65_536],
+            reader: tstamp::Reader::new(),
         };
+        let mut sched = Schedule::new(cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
+        let mut events = Vec::with_capacity(64);
         loop {
             let now = mono_ns();
-            if stopped(stop) {
-                r.interrupted = true;
-            }
+            r.note_stop(stop, now, w.end_ns);
             while sched.peek() <= now && sched.peek() < w.end_ns && !stopped(stop) {
                 let intended = sched.peek();
                 sched.advance();
-                buf.clear();
-                wire::put_request_body(&mut buf, seq, cfg.request_bytes);
-                let n_socks = self.socks.len();
-                let sock = &mut self.socks[rr % n_socks];
-                rr += 1;
-                let start = mono_ns();
-                let send_real_ns = if cfg.breakdown { real_ns() as u64 } else { 0 };
-                match sock.sock.send(&buf) {
-                    Ok(_) => {
-                        r.counters.sent += 1;
-                        live.sent.fetch_add(1, Ordering::Relaxed);
-                        if sock.tx_stamps {
-                            // The kernel numbers only datagrams it accepted (a failed send
-                            // gives its id back), as counted here.
-                            if sock.unstamped.len() == MAX_UNSTAMPED {
-                                sock.unstamped.pop_front();
-                            }
-                            sock.unstamped.push_back((sock.sent, seq));
-                            sock.sent = sock.sent.wrapping_add(1);
-                        }
-                        pending.insert(
-                            seq,
-                            Pending {
-                                intended,
-                                start,
-                                send_real_ns,
-                                kernel_tx_ns: 0,
-                            },
-                        );
-                        order.push_back((seq, intended + timeout));
-                    }
-                    Err(e) => {
-                        // ECONNREFUSED from an earlier ICMP port unreachable, a full buffer...
-                        r.note_error(|| format!("send: {}", super::connect_hint(&e)));
-                        r.counters.unsent += 1;
-                        record(
-                            &mut r,
-                            Sample::new(intended, start, mono_ns(), Outcome::Error),
-                            Breakdown::default(),
-                        );
-                    }
-                }
-                seq += 1;
+                st.send(&mut self.socks, intended, &mut r);
             }
-            while let Some(&(s, deadline)) = order.front() {
-                if !pending.contains_key(&s) {
-                    order.pop_front();
-                } else if now >= deadline {
-                    order.pop_front();
-                    if let Some(p) = pending.remove(&s) {
-                        record(
-                            &mut r,
-                            Sample::new(p.intended, p.start, deadline, Outcome::Timeout),
-                            Breakdown::default(),
-                        );
-                    }
-                } else {
-                    break;
-                }
-            }
+            st.expire(&mut self.socks, now, &mut r);
             let sending = sched.peek() < w.end_ns && !stopped(stop);
-            if !sending && pending.is_empty() {
+            r.hand_off(now, || {
+                let next = if sending { sched.peek() } else { i64::MAX };
+                st.earliest_pending().min(next)
+            });
+            if !sending && st.pending.is_empty() {
                 break;
             }
             let mut wait = MAX_WAIT_NS;
             if sending {
                 wait = wait.min(sched.peek() - now);
             }
-            if let Some(&(_, d)) = order.front() {
+            if let Some(&(_, d)) = st.order.front() {
                 wait = wait.min(d - now);
             }
             if let Err(e) = super::wait_events(&epoll, &mut events, wait, w.spin_ns) {
@@ -207,57 +162,213 @@ impl Worker {
             }
             for ev in events.iter() {
                 let data = ev.data; // copy out of the packed struct
-                let sock = &mut self.socks[data.u64() as usize];
+                st.receive(&mut self.socks, data.u64() as usize, &mut r);
+            }
+        }
+        if self.socks.iter().all(|s| s.refused.is_some()) {
+            r.lost = self.socks.first().and_then(|s| s.refused.clone());
+        }
+        r
+    }
+}
+
+/// A datagram worker's requests in flight and its buffers.
+struct State<'a> {
+    cfg: &'a StepConfig,
+    live: &'a Live,
+    timeout: i64,
+    pending: HashMap<u64, Pending>,
+    /// (seq, deadline) in send order; entries already answered are dropped when at the front.
+    order: VecDeque<(u64, i64)>,
+    seq: u64,
+    rr: usize,
+    buf: Vec<u8>,
+    rbuf: Vec<u8>,
+    reader: tstamp::Reader,
+}
+
+impl State<'_> {
+    fn done(&self, r: &mut WorkerResult, s: Sample, sent: bool, b: Option<Breakdown>) {
+        r.finish(s, sent, self.cfg.breakdown.then(|| b.unwrap_or_default()));
+        self.live.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends the request due at `intended` on the next socket, round robin.
+    fn send(&mut self, socks: &mut [Sock], intended: i64, r: &mut WorkerResult) {
+        self.buf.clear();
+        wire::put_request_body(&mut self.buf, self.seq, self.cfg.request_bytes);
+        let i = self.rr % socks.len();
+        self.rr += 1;
+        let start = mono_ns();
+        let send_real_ns = if self.cfg.breakdown {
+            real_ns() as u64
+        } else {
+            0
+        };
+        let mut sent = socks[i].sock.send(&self.buf);
+        if let Err(e) = &sent {
+            if e.kind() == ErrorKind::ConnectionRefused {
+                // The kernel reports an earlier datagram's refusal on the next call: that
+                // request ends as an error, and this one goes out again.
+                self.refuse(socks, i, e, r);
+                sent = socks[i].sock.send(&self.buf);
+            }
+        }
+        let seq = self.seq;
+        self.seq += 1;
+        let sock = &mut socks[i];
+        match sent {
+            Ok(_) => {
+                self.live.sent.fetch_add(1, Ordering::Relaxed);
                 if sock.tx_stamps {
-                    // Before the replies (a request's stamp is queued when it leaves), and
-                    // every time: a non-empty error queue keeps EPOLLERR up.
-                    take_tx_stamps(&mut reader, sock, &mut pending);
-                }
-                loop {
-                    let got = if cfg.breakdown {
-                        reader
-                            .recv(&sock.sock, &mut rbuf)
-                            .map(|(k, t)| (k, t.software_ns))
-                    } else {
-                        sock.sock.recv(&mut rbuf).map(|k| (k, None))
-                    };
-                    match got {
-                        Ok((k, kernel_rx_ns)) => {
-                            let end = mono_ns();
-                            let Some((s, times)) = wire::parse_response_body(&rbuf[..k]) else {
-                                r.note_error(|| format!("a {k}-byte reply is not a tailhunt echo (is this a tailhunt udp server?)"));
-                                continue;
-                            };
-                            if let Some(p) = pending.remove(&s) {
-                                let b = if cfg.breakdown {
-                                    let client = ClientTimes {
-                                        app_send_ns: p.send_real_ns,
-                                        kernel_tx_ns: p.kernel_tx_ns,
-                                        kernel_rx_ns: kernel_rx_ns.unwrap_or(0),
-                                        app_recv_ns: real_ns() as u64,
-                                    };
-                                    Breakdown::split_with_client(end - p.start, times, client)
-                                        .unwrap_or_default()
-                                } else {
-                                    Breakdown::default()
-                                };
-                                record(
-                                    &mut r,
-                                    Sample::new(p.intended, p.start, end, Outcome::Ok),
-                                    b,
-                                );
-                            }
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        Err(e) => {
-                            r.note_error(|| format!("recv: {}", super::connect_hint(&e)));
-                            break;
-                        }
+                    // The kernel numbers only datagrams it accepted (a failed send gives its
+                    // id back), as counted here.
+                    if sock.unstamped.len() == MAX_UNSTAMPED {
+                        sock.unstamped.pop_front();
                     }
+                    sock.unstamped.push_back((sock.sent, seq));
+                    sock.sent = sock.sent.wrapping_add(1);
+                }
+                sock.outstanding.push_back(seq);
+                let p = Pending {
+                    intended,
+                    start,
+                    sock: i,
+                    send_real_ns,
+                    kernel_tx_ns: 0,
+                };
+                self.pending.insert(seq, p);
+                self.order.push_back((seq, intended + self.timeout));
+            }
+            Err(e) => {
+                // A full buffer, a refusal again: this request never left.
+                r.note_error(|| format!("send: {}", super::connect_hint(&e)));
+                let s = Sample::new(intended, start, mono_ns(), Outcome::Error);
+                self.done(r, s, false, None);
+            }
+        }
+    }
+
+    /// A refusal (ICMP port unreachable) on socket `i`: its oldest unanswered request ends as
+    /// an error now, not as a timeout later.
+    fn refuse(&mut self, socks: &mut [Sock], i: usize, e: &std::io::Error, r: &mut WorkerResult) {
+        let why = super::connect_hint(e);
+        r.note_error(|| format!("refused: {why}"));
+        let sock = &mut socks[i];
+        sock.refused = Some(format!(
+            "its host refused the datagrams (ICMP port unreachable: {why})"
+        ));
+        while let Some(seq) = sock.outstanding.pop_front() {
+            if let Some(p) = self.pending.remove(&seq) {
+                let s = Sample::new(p.intended, p.start, mono_ns(), Outcome::Error);
+                self.done(r, s, true, None);
+                break;
+            }
+        }
+    }
+
+    /// Ends the requests whose deadline passed as timeouts.
+    fn expire(&mut self, socks: &mut [Sock], now: i64, r: &mut WorkerResult) {
+        while let Some(&(s, deadline)) = self.order.front() {
+            if !self.pending.contains_key(&s) {
+                self.order.pop_front();
+            } else if now >= deadline {
+                self.order.pop_front();
+                if let Some(p) = self.pending.remove(&s) {
+                    prune(&mut socks[p.sock], &self.pending);
+                    let sample = Sample::new(p.intended, p.start, deadline, Outcome::Timeout);
+                    self.done(r, sample, true, None);
+                }
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The earliest intended time among requests in flight (`i64::MAX`: none).
+    fn earliest_pending(&self) -> i64 {
+        // `order` is in send (= intended) order and `expire` has just dropped answered
+        // entries from its front.
+        self.order
+            .iter()
+            .find(|(s, _)| self.pending.contains_key(s))
+            .map_or(i64::MAX, |&(_, d)| d - self.timeout)
+    }
+
+    /// Reads everything socket `i` has: replies, refusals, transmit timestamps.
+    fn receive(&mut self, socks: &mut [Sock], i: usize, r: &mut WorkerResult) {
+        if socks[i].tx_stamps {
+            // Before the replies (a request's stamp is queued when it leaves), and every
+            // time: a non-empty error queue keeps EPOLLERR up.
+            take_tx_stamps(&mut self.reader, &mut socks[i], &mut self.pending);
+        }
+        loop {
+            let sock = &socks[i].sock;
+            let got = if self.cfg.breakdown {
+                self.reader
+                    .recv(sock, &mut self.rbuf)
+                    .map(|(k, t)| (k, t.software_ns))
+            } else {
+                sock.recv(&mut self.rbuf).map(|k| (k, None))
+            };
+            match got {
+                Ok((k, kernel_rx_ns)) => self.reply(socks, i, k, kernel_rx_ns, r),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => self.refuse(socks, i, &e, r),
+                Err(e) => {
+                    r.note_error(|| format!("recv: {}", super::connect_hint(&e)));
+                    break;
                 }
             }
         }
-        r
+    }
+
+    fn reply(
+        &mut self,
+        socks: &mut [Sock],
+        i: usize,
+        k: usize,
+        kernel_rx_ns: Option<u64>,
+        r: &mut WorkerResult,
+    ) {
+        let end = mono_ns();
+        let Some((s, times)) = wire::parse_response_body(&self.rbuf[..k]) else {
+            r.note_error(|| {
+                format!("a {k}-byte reply is not a tailhunt echo (is this a tailhunt udp server?)")
+            });
+            return;
+        };
+        let Some(p) = self.pending.remove(&s) else {
+            return; // a reply after its request timed out
+        };
+        socks[i].refused = None;
+        prune(&mut socks[i], &self.pending);
+        let b = self.cfg.breakdown.then(|| {
+            let client = ClientTimes {
+                app_send_ns: p.send_real_ns,
+                kernel_tx_ns: p.kernel_tx_ns,
+                kernel_rx_ns: kernel_rx_ns.unwrap_or(0),
+                app_recv_ns: real_ns() as u64,
+            };
+            Breakdown::split_with_client(end - p.start, times, client).unwrap_or_default()
+        });
+        self.done(
+            r,
+            Sample::new(p.intended, p.start, end, Outcome::Ok),
+            true,
+            b,
+        );
+    }
+}
+
+/// Drops answered or expired requests from the front of a socket's outstanding list.
+fn prune(sock: &mut Sock, pending: &HashMap<u64, Pending>) {
+    while sock
+        .outstanding
+        .front()
+        .is_some_and(|s| !pending.contains_key(s))
+    {
+        sock.outstanding.pop_front();
     }
 }
 

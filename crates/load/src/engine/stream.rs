@@ -11,6 +11,7 @@ use std::time::Duration;
 use rustix::event::epoll;
 use tailhunt_model::{Outcome, Sample};
 
+use super::handoff::Outbox;
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
 use crate::breakdown::{Breakdown, ClientTimes};
 use crate::clock::{mono_ns, real_ns};
@@ -106,8 +107,9 @@ impl Worker {
         w: Window,
         live: &Arc<Live>,
         stop: &Arc<AtomicBool>,
+        out: Outbox,
     ) -> WorkerResult {
-        let mut r = WorkerResult::default();
+        let mut r = WorkerResult::new(out, &w);
         let proto = match proto::for_target(&cfg.target, cfg.request_bytes) {
             Some(p) => p,
             None => return r,
@@ -120,6 +122,9 @@ impl Worker {
             }
         };
         lp.run(w, stop, &mut r);
+        if lp.conns.iter().all(|c| c.sock.is_none()) {
+            r.lost = lp.refused_since_response.take();
+        }
         r
     }
 }
@@ -151,6 +156,8 @@ struct Loop<'a> {
     live: &'a Live,
     /// `recvmsg` for kernel timestamps (breakdown only).
     reader: tstamp::Reader,
+    /// The last failed reconnect since the last response (cleared by a response).
+    refused_since_response: Option<String>,
 }
 
 impl<'a> Loop<'a> {
@@ -187,6 +194,7 @@ impl<'a> Loop<'a> {
             deadline_check: i64::MAX,
             live,
             reader: tstamp::Reader::new(),
+            refused_since_response: None,
         };
         for i in 0..lp.conns.len() {
             if lp.conns[i].sock.is_some() {
@@ -200,32 +208,28 @@ impl<'a> Loop<'a> {
 
     fn run(&mut self, w: Window, stop: &AtomicBool, r: &mut WorkerResult) {
         let mut sched = Schedule::new(self.cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
-        // Room for every scheduled request's sample up front: no reallocation (and copy) of a
-        // growing vector in the middle of the send window.
-        let expected = ((w.end_ns - w.start_ns) as f64 * w.rate / 1e9 * 1.01) as usize + 64;
-        r.samples.reserve(expected);
-        if self.cfg.breakdown {
-            r.breakdowns.reserve(expected);
-        }
         let mut events = Vec::with_capacity(256);
         loop {
             let now = mono_ns();
             let sending = sched.peek() < w.end_ns && !stopped(stop);
-            if stopped(stop) {
-                r.interrupted = true;
-            }
+            r.note_stop(stop, now, w.end_ns);
             while sched.peek() <= now && sched.peek() < w.end_ns && !stopped(stop) {
                 self.backlog.push_back(sched.peek());
                 self.deadline_check = self.deadline_check.min(sched.peek() + self.timeout_ns);
                 sched.advance();
             }
-            r.counters.max_backlog = r.counters.max_backlog.max(self.backlog.len() as u64);
             self.dispatch(now, r);
+            // What is left waited for a connection (everything due was just offered one).
+            r.counters.max_backlog = r.counters.max_backlog.max(self.backlog.len() as u64);
             if now >= self.deadline_check {
                 self.expire(now, r);
                 self.deadline_check = self.next_deadline().unwrap_or(i64::MAX);
             }
             self.publish();
+            r.hand_off(now, || {
+                let next = if sending { sched.peek() } else { i64::MAX };
+                self.watermark().min(next)
+            });
             if !sending
                 && self.backlog.is_empty()
                 && self.conns.iter().all(|c| c.inflight.is_empty())
@@ -345,7 +349,6 @@ impl<'a> Loop<'a> {
             send_real_ns,
             kernel_tx_ns: 0,
         });
-        r.counters.sent += 1;
         self.live_sent += 1;
         let pieces: [&[u8]; 2] = if self.cfg.split_writes {
             [&self.scratch[..split], &self.scratch[split..]]
@@ -481,21 +484,23 @@ impl<'a> Loop<'a> {
                     };
                     used += resp.len;
                     let outcome = if resp.ok { Outcome::Ok } else { Outcome::Error };
-                    r.samples
-                        .push(Sample::new(f.intended, f.start, end, outcome));
-                    if self.cfg.breakdown {
+                    let breakdown = self.cfg.breakdown.then(|| {
                         let client = ClientTimes {
                             app_send_ns: f.send_real_ns,
                             kernel_tx_ns: f.kernel_tx_ns,
                             kernel_rx_ns,
                             app_recv_ns: end_real_ns,
                         };
-                        let b = resp
-                            .server
+                        resp.server
                             .and_then(|t| Breakdown::split_with_client(end - f.start, t, client))
-                            .unwrap_or_default();
-                        r.breakdowns.push(b);
-                    }
+                            .unwrap_or_default()
+                    });
+                    r.finish(
+                        Sample::new(f.intended, f.start, end, outcome),
+                        true,
+                        breakdown,
+                    );
+                    self.refused_since_response = None;
                     self.live_done += 1;
                 }
                 Ok(None) => break,
@@ -559,10 +564,8 @@ impl<'a> Loop<'a> {
             } else {
                 (outcome, now)
             };
-            r.samples.push(Sample::new(f.intended, f.start, end, o));
-            if self.cfg.breakdown {
-                r.breakdowns.push(Breakdown::default());
-            }
+            let breakdown = self.cfg.breakdown.then(Breakdown::default);
+            r.finish(Sample::new(f.intended, f.start, end, o), true, breakdown);
             self.live_done += 1;
         }
         c.rlen = 0;
@@ -590,7 +593,11 @@ impl<'a> Loop<'a> {
             }
             Err(e) => {
                 r.counters.connect_failures += 1;
-                r.note_error(|| format!("reconnect: {}", super::connect_hint(&e)));
+                let why = super::connect_hint(&e);
+                r.note_error(|| format!("reconnect: {why}"));
+                self.refused_since_response = Some(format!(
+                    "its connections closed and reconnecting failed ({why})"
+                ));
                 self.conns[i].retry_at = mono_ns() + RECONNECT_BACKOFF_NS;
             }
         }
@@ -605,12 +612,12 @@ impl<'a> Loop<'a> {
             }
             self.backlog.pop_front();
             let end = intended + self.timeout_ns;
-            r.samples
-                .push(Sample::new(intended, end, end, Outcome::Timeout));
-            if self.cfg.breakdown {
-                r.breakdowns.push(Breakdown::default());
-            }
-            r.counters.unsent += 1;
+            let breakdown = self.cfg.breakdown.then(Breakdown::default);
+            r.finish(
+                Sample::new(intended, end, end, Outcome::Timeout),
+                false,
+                breakdown,
+            );
             self.live_done += 1;
         }
         for i in 0..self.conns.len() {
@@ -625,12 +632,21 @@ impl<'a> Loop<'a> {
         }
     }
 
-    fn next_deadline(&self) -> Option<i64> {
+    /// The earliest intended time of a request not finished yet (waiting in the client or in
+    /// flight); `i64::MAX` when none is.
+    fn watermark(&self) -> i64 {
         let inflight = self
             .conns
             .iter()
             .filter_map(|c| c.inflight.front().map(|f| f.intended));
-        let waiting = self.backlog.front().copied();
-        inflight.chain(waiting).min().map(|t| t + self.timeout_ns)
+        inflight
+            .chain(self.backlog.front().copied())
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
+    fn next_deadline(&self) -> Option<i64> {
+        let earliest = self.watermark();
+        (earliest != i64::MAX).then(|| earliest + self.timeout_ns)
     }
 }

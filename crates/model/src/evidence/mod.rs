@@ -17,10 +17,20 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::{SeriesSink, SinkError};
+
 pub mod capture;
 pub mod runq;
 pub mod sock;
 pub mod sweep;
+
+/// Stores `doc` as the run's [`Document::NAME`] document through any sink (the store's run
+/// writer keeps it versioned in its `documents` table).
+pub fn put_evidence<D: Document>(sink: &mut dyn SeriesSink, doc: &D) -> Result<(), SinkError> {
+    let json = serde_json::to_string(doc)
+        .map_err(|e| SinkError::from(format!("cannot encode the '{}' document: {e}", D::NAME)))?;
+    sink.put_document(D::NAME, D::VERSION, &json)
+}
 
 /// A run's evidence document: stored once per run under [`Document::NAME`] (zstd-compressed
 /// JSON) with its [`Document::VERSION`].

@@ -27,7 +27,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::net::{sockopt, AddressFamily, SocketType};
+use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::evidence::sock::TransferReport;
+use tailhunt_model::{Labels, SeriesSink, SinkError};
 
 pub use client::download;
 pub use sampler::{Reading, Sampler};
@@ -75,6 +77,19 @@ pub struct Transfer {
     pub report: TransferReport,
     /// Every reading, in time order.
     pub readings: Vec<Reading>,
+}
+
+impl Transfer {
+    /// Records this end into a run: its TCP_INFO series (labels `role`, `flow`) and the
+    /// `transfer` document.
+    pub fn record(&self, sink: &mut dyn SeriesSink) -> Result<(), SinkError> {
+        let r = &self.report;
+        let mut labels = Labels::new();
+        labels.insert("role".into(), r.role.clone());
+        labels.insert("flow".into(), r.flow.clone());
+        sampler::write_series(sink, &labels, &self.readings)?;
+        put_evidence(sink, r)
+    }
 }
 
 /// This process's command name.

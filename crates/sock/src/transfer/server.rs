@@ -8,6 +8,8 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +54,29 @@ impl Server {
         self.listener
             .local_addr()
             .map_err(SockError::io("cannot read the listening address"))
+    }
+
+    /// Waits for the next client until `stop` is set (checked every 50 ms, so a signal is
+    /// noticed although `accept` itself would not return for it) and serves it; `None` when
+    /// stopped first. A connection in progress is served to its end.
+    pub fn serve_next(&self, stop: &AtomicBool) -> Result<Option<Transfer>, SockError> {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let wait = Timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000_000,
+        };
+        let listener = self.listener.as_fd();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            let mut fds = [PollFd::new(&listener, PollFlags::IN)];
+            match poll(&mut fds, Some(&wait)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => return self.serve_one().map(Some),
+                Err(e) => return Err(SockError::io("cannot wait for a connection")(e.into())),
+            }
+        }
     }
 
     /// Waits for one client and serves it. A client that does not speak the protocol is an

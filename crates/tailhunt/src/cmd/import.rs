@@ -12,9 +12,9 @@ use tailhunt_store::Store;
 
 use crate::cli::{Cli, ImportArgs, InputFormat};
 use crate::output;
-use crate::progress::{self, Watched};
+use crate::progress::Watched;
 
-/// Opens the input (a file, or stdin for `-`) behind a progress/Ctrl-C watcher.
+/// Opens the input (a file, or stdin for `-`) behind a progress and signal watcher.
 fn open_input(a: &ImportArgs, file: &str) -> Result<BufReader<Box<dyn Read>>> {
     let watched: Box<dyn Read> = if a.file.as_os_str() == "-" {
         Box::new(Watched::new(
@@ -79,7 +79,7 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let file = a.file.display().to_string();
     let opts = options(a)?;
     let mut reader = open_input(a, &file)?;
-    progress::catch_ctrl_c();
+    crate::signals::install();
     let mut store = Store::open(&cli.db)?;
     let now = ClockOrigin::now();
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });

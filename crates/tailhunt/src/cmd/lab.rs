@@ -13,9 +13,18 @@ use tailhunt_synth as synth;
 
 use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;
-use crate::progress;
+use crate::signals;
+
+/// Most values `lab synth` generates: they are held in memory (8 bytes each) before writing.
+const MAX_SYNTH_COUNT: usize = 100_000_000;
 
 pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
+    if a.count > MAX_SYNTH_COUNT {
+        anyhow::bail!(
+            "--count {} is above the limit of {MAX_SYNTH_COUNT}: the values are held in memory (8 bytes each) before they are written; generate several files with different --seed",
+            a.count
+        );
+    }
     let median = tailhunt_model::parse_duration_ns(&a.median, None)
         .with_context(|| format!("--median '{}' (write a duration such as 1ms)", a.median))?
         as f64;
@@ -104,7 +113,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
             a.b_ns.clone().unwrap_or_default(),
         ),
     };
-    progress::catch_ctrl_c();
+    signals::install();
     let emulator = EmulatedLink::start_in(&a_ns, &a.a_addr, &b_ns, &a.b_addr, cfg, cfg)
         .with_context(|| format!("starting the link between '{a_ns}' and '{b_ns}'"))?;
     let (ia, ib) = (emulator.a_addr(), emulator.b_addr());
@@ -129,7 +138,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
     let started = Instant::now();
     let mut stats = emulator.stats();
     // A namespace deleted under the link ends it: nothing more can cross.
-    while !progress::interrupted()
+    while !signals::requested()
         && until.is_none_or(|u| started.elapsed() < u)
         && !(stats.forward.input_gone || stats.reverse.input_gone)
     {

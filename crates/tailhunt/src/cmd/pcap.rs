@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
 use tailhunt_model::evidence::capture::link_types_not_analysed;
+use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
 use tailhunt_pcap::bins_csv::write_bins_csv;
@@ -20,7 +21,7 @@ use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
-use crate::progress::{self, Interrupted};
+use crate::signals::{self, Interrupted};
 
 mod live;
 mod matching;
@@ -78,7 +79,7 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         Some(other) => Some(matching::run(&a.files, other)?),
         None => None,
     };
-    progress::catch_ctrl_c();
+    signals::install();
     let mut shown = ProgressLine::new(inputs.clone(), sizes);
     let what = Inputs {
         kind: RunKind::Pcap,
@@ -131,7 +132,7 @@ fn execute(
         "requests": requests,
     });
     let mut writer = store.begin_run(kind, params, ClockOrigin::wall(0))?;
-    let (mut outcome, analyzer) = analyse(sources, cfg, &mut writer, progress::flag(), progress_fn)
+    let (mut outcome, analyzer) = analyse(sources, cfg, &mut writer, signals::flag(), progress_fn)
         .context("analysing the capture")?;
     writer.set_origin(ClockOrigin::wall(outcome.report.first_ns))?;
     let run_id = writer.id().to_string();
@@ -145,7 +146,7 @@ fn execute(
     // The report (flows capped) goes into the run as a compressed document, not into its
     // params: as a params string it cost as much CPU as the analysis itself and doubled peak
     // memory (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
-    writer.put_evidence(&stored_copy(&outcome.report))?;
+    put_evidence(&mut writer, &stored_copy(&outcome.report)).map_err(|e| anyhow::anyhow!(e))?;
     let extra = json!({
         "stopped": stopped.as_ref().map(describe),
         "files": outcome.inputs,
@@ -243,7 +244,7 @@ fn problems(o: &Outcome) -> Vec<String> {
 
 fn describe(s: &Stopped) -> String {
     match s {
-        Stopped::Interrupted => "interrupted (Ctrl-C)".into(),
+        Stopped::Interrupted => Interrupted.to_string(),
     }
 }
 
@@ -329,7 +330,7 @@ impl Drop for ProgressLine {
 
 /// Whether the Ctrl-C flag is set (live capture's watcher).
 fn ctrl_c() -> bool {
-    progress::flag().load(Ordering::Relaxed)
+    signals::flag().load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

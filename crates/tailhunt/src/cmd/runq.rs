@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::evidence::runq::{Attach, Hierarchy, RunqRecord, TimestampStore, TracerSetup};
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus, SinkError};
 use tailhunt_report::runq::{
@@ -19,7 +20,7 @@ use tailhunt_store::Store;
 use super::duration_flag;
 use crate::cli::{AttachArg, Cli, HierarchyArg, RunqArgs, StoreArg};
 use crate::output;
-use crate::progress::{self, Interrupted};
+use crate::signals::{self, Interrupted};
 
 fn config(a: &RunqArgs) -> Result<TracerConfig> {
     let interval = duration_flag("--interval", &a.interval)?;
@@ -49,9 +50,20 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
         kernel_threads: a.kernel_threads,
         all_events: a.all_events,
         outlier_ns: duration_flag("--outlier", &a.outlier)?.as_nanos() as u64,
-        max_cgroups: a.max_cgroups,
+        max_cgroups: max_cgroups(a.max_cgroups)?,
         ..TracerConfig::default()
     })
+}
+
+/// `--max-cgroups`, bounded: each cgroup has a histogram (about 8 KB) in kernel memory.
+fn max_cgroups(n: u32) -> Result<u32> {
+    const MAX: u32 = 16_384;
+    if !(1..=MAX).contains(&n) {
+        anyhow::bail!(
+            "--max-cgroups {n}: give 1 to {MAX} (each cgroup's histogram takes about 8 KB of kernel memory; waits of cgroups past the limit are counted as lost)"
+        );
+    }
+    Ok(n)
 }
 
 fn hierarchy(h: HierarchyArg) -> Hierarchy {
@@ -122,7 +134,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     if let (Some(why), true) = (&unavailable, a.require_bpf) {
         anyhow::bail!("{why} (--require-bpf refuses the degraded mode)");
     }
-    progress::catch_ctrl_c();
+    signals::install();
     let mut store = Store::open(&cli.db)
         .with_context(|| format!("cannot open the store '{}'", cli.db.display()))?;
     let baseline = a
@@ -175,13 +187,13 @@ fn traced(
         print: !json && !a.quiet,
         top: a.top,
     };
-    let result = tailhunt_sched::trace(cfg, progress::flag(), &mut live);
+    let result = tailhunt_sched::trace(cfg, signals::flag(), &mut live);
     let (totals, intervals) = (live.totals.rows(), live.intervals);
     let record = RunqRecord {
         baseline_run: baseline,
         ..recorder.record()
     };
-    writer.put_evidence(&record)?;
+    put_evidence(&mut writer, &record).map_err(|e| anyhow::anyhow!(e))?;
     let summary = match result {
         Ok(s) => s,
         Err(e) => {
@@ -235,7 +247,7 @@ fn degraded(
         cfg.hierarchy,
         cfg.interval,
         cfg.duration,
-        progress::flag(),
+        signals::flag(),
         |iv| {
             recorder.interval(iv)?;
             let d = DegradedIntervalDoc::new(iv, &origin);
@@ -249,7 +261,7 @@ fn degraded(
         },
     );
     let record = recorder.record(&why);
-    writer.put_evidence(&record)?;
+    put_evidence(&mut writer, &record).map_err(|e| anyhow::anyhow!(e))?;
     let (_, stopped) = match result {
         Ok(r) => r,
         Err(e) => {

@@ -10,7 +10,7 @@ use tailhunt_report::doc::ServeDoc;
 
 use crate::cli::{Cli, ServeArgs, ServeProtoArg};
 use crate::output;
-use crate::progress;
+use crate::signals;
 
 fn pause(text: &str) -> Result<(Duration, Duration)> {
     let (at, dur) = text
@@ -47,14 +47,14 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
         .as_deref()
         .map(|d| super::duration_flag("--duration", d))
         .transpose()?;
-    progress::catch_ctrl_c();
+    signals::install();
     let server = Server::start(cfg)?;
     let addr = server.local_addr();
     // The address goes to stderr at once so scripts and tests can connect (port 0 picks one).
     eprintln!("serving {} on {addr} (Ctrl-C to stop)", a.proto_name());
     let _ = std::io::stderr().flush();
     let started = Instant::now();
-    while !progress::interrupted() && until.is_none_or(|u| started.elapsed() < u) {
+    while !signals::requested() && until.is_none_or(|u| started.elapsed() < u) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let stats = server.stop();

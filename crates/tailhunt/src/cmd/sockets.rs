@@ -2,19 +2,16 @@
 //! a run of kind `sockets` with each busy connection's TCP_INFO series, and run the window
 //! detector.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use anyhow::Result;
 use clap::Args;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{render_sockets, SocketsDoc};
 use tailhunt_sock::monitor::{self, MonitorOptions};
-use tailhunt_sock::transfer::sampler;
 use tailhunt_store::Store;
 
 use crate::cli::Cli;
 use crate::output;
+use crate::signals::{self, Interrupted};
 
 /// `tailhunt sockets`.
 #[derive(Debug, Args)]
@@ -55,12 +52,20 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
             a.interval
         );
     }
+    // Every connection keeps one reading per round: bound the rounds, not the memory after.
+    const MAX_ROUNDS: u128 = 1_000_000;
+    let rounds = opts.duration.as_nanos() / opts.interval.as_nanos();
+    if rounds > MAX_ROUNDS {
+        anyhow::bail!(
+            "--duration {} at --interval {} makes {rounds} sampling rounds, above the limit of {MAX_ROUNDS}: each connection keeps a reading per round; sample less often or for less time",
+            a.duration,
+            a.interval
+        );
+    }
     let mut db = Store::open(&cli.db)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    signals::install();
     let origin = ClockOrigin::now();
-    let m = monitor::run(&opts, &stop, || {
+    let m = monitor::run(&opts, signals::flag(), || {
         eprintln!(
             "sampling TCP sockets{} every {} for {}",
             if opts.audit {
@@ -72,19 +77,29 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
             a.duration
         );
     })?;
-    let findings = tailhunt_diagnose::sock::diagnose_sockets(&m.report);
-    let params = serde_json::json!({ "sockets": serde_json::to_value(&m.report)? });
+    let params = serde_json::json!({ "namespaces": m.report.namespaces });
     let mut run = db.begin_run(RunKind::Sockets, params, origin)?;
-    for (labels, readings) in &m.series {
-        sampler::write_series(&mut run, labels, readings)
-            .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;
-    }
-    let run_id = run.finish(serde_json::json!({}))?;
-    db.put_findings(&run_id, &findings)?;
-    let doc = SocketsDoc {
-        run_id,
-        report: m.report,
-        findings,
+    m.record(&mut run)
+        .map_err(|e| anyhow::anyhow!("storing the sockets run: {e}"))?;
+    // A signal before --duration ended cuts the sampling short: kept, marked partial.
+    let cut_short = signals::requested();
+    let run_id = if cut_short {
+        run.finish_partial(serde_json::json!({}))?
+    } else {
+        run.finish(serde_json::json!({}))?
     };
-    output::print(cli.json, &doc, render_sockets)
+    let diagnosis = tailhunt_diagnose::diagnose_run(&db, &run_id)?;
+    tailhunt_diagnose::store_findings(&mut db, &run_id, &diagnosis)?;
+    let doc = SocketsDoc {
+        run_id: run_id.clone(),
+        report: m.report,
+        findings: diagnosis.findings,
+    };
+    output::print(cli.json, &doc, render_sockets)?;
+    if cut_short {
+        return Err(anyhow::Error::new(Interrupted).context(format!(
+            "stopped before --duration ended: kept what was sampled as partial run {run_id}"
+        )));
+    }
+    Ok(())
 }

@@ -1,21 +1,19 @@
 //! `tailhunt transfer server|client`: the bulk-transfer test, stored as runs of kind
 //! `transfer` (one per end and connection) with each end's TCP_INFO series and findings.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use tailhunt_model::{ClockOrigin, Labels, RunKind};
+use std::net::SocketAddr;
+use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{
     render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
 };
-use tailhunt_sock::transfer::{self, sampler, Transfer, TransferOptions};
+use tailhunt_sock::transfer::{self, Transfer, TransferOptions};
 use tailhunt_store::Store;
 
 use crate::cli::Cli;
 use crate::output;
+use crate::signals;
 
 /// `tailhunt transfer`.
 #[derive(Debug, Args)]
@@ -112,11 +110,23 @@ fn options(o: &SocketOptionArgs, timeout: Option<&str>) -> Result<TransferOption
             .map(|t| buffer_size("--sndbuf", t))
             .transpose()?,
         nodelay: o.nodelay,
-        sample_interval: super::duration_flag("--sample-interval", &o.sample_interval)?,
+        sample_interval: sample_interval(&o.sample_interval)?,
         timeout: timeout
             .map(|t| super::duration_flag("--timeout", t))
             .transpose()?,
     })
+}
+
+/// `--sample-interval`, at least 1 ms: each end keeps a TCP_INFO reading per interval for the
+/// whole transfer.
+fn sample_interval(text: &str) -> Result<std::time::Duration> {
+    let d = super::duration_flag("--sample-interval", text)?;
+    if d < std::time::Duration::from_millis(1) {
+        anyhow::bail!(
+            "--sample-interval {text}: give 1ms or more (each end keeps a reading per interval for the whole transfer)"
+        );
+    }
+    Ok(d)
 }
 
 fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
@@ -130,24 +140,18 @@ fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
 /// Stores one end's transfer as a run and runs the detectors on it.
 fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
     let r = &t.report;
-    let params = serde_json::json!({
-        "role": r.role,
-        "transfer": serde_json::to_value(r)?,
-    });
+    let params = serde_json::json!({ "role": r.role, "flow": r.flow });
     let mut run = store.begin_run(RunKind::Transfer, params, ClockOrigin::now())?;
-    let mut labels = Labels::new();
-    labels.insert("role".into(), r.role.clone());
-    labels.insert("flow".into(), r.flow.clone());
-    sampler::write_series(&mut run, &labels, &t.readings)
-        .map_err(|e| anyhow::anyhow!("storing the TCP_INFO series: {e}"))?;
+    t.record(&mut run)
+        .map_err(|e| anyhow::anyhow!("storing the transfer: {e}"))?;
     let run_id = run.finish(serde_json::json!({}))?;
-    let findings = tailhunt_diagnose::sock::diagnose_transfer(r);
-    store.put_findings(&run_id, &findings)?;
+    let diagnosis = tailhunt_diagnose::diagnose_run(store, &run_id)?;
+    tailhunt_diagnose::store_findings(store, &run_id, &diagnosis)?;
     Ok(TransferDoc {
         run_id,
         bound_ratio: r.bound_ratio(),
         report: r.clone(),
-        findings,
+        findings: diagnosis.findings,
     })
 }
 
@@ -168,14 +172,8 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
     let server = transfer::Server::bind(listen, opts)?;
     let local = server.local_addr()?;
     eprintln!("transfer server listening on {local}");
-    let stop = Arc::new(AtomicBool::new(false));
-    // Ctrl-C ends the server after the connection in progress; a second one ends it at once.
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-    });
+    // A signal ends the server after the connection in progress; a second one ends it at once.
+    signals::install();
     let mut doc = TransferServerDoc {
         listen: local.to_string(),
         connections: Vec::new(),
@@ -185,11 +183,9 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
         .count
         .is_none_or(|n| ((doc.connections.len() + doc.errors.len()) as u64) < n)
     {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        match server.serve_one() {
-            Ok(t) => {
+        match server.serve_next(signals::flag()) {
+            Ok(None) => break,
+            Ok(Some(t)) => {
                 let d = store(&mut db, &t)?;
                 eprintln!(
                     "served {} -> {}: {} ({} bytes), run {}",

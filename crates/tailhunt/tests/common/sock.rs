@@ -101,7 +101,17 @@ impl Tailhunt {
     }
 
     /// Waits for the exit; asserts success and returns stdout as JSON.
-    pub fn json(mut self) -> Value {
+    pub fn json(self) -> Value {
+        self.json_with_status(0, "")
+    }
+
+    /// After [`Tailhunt::interrupt`]: the command stopped early, kept what it sampled as a
+    /// partial run and exited 130; returns its summary (stdout) as JSON.
+    pub fn interrupted_json(self) -> Value {
+        self.json_with_status(130, "partial run")
+    }
+
+    fn json_with_status(mut self, code: i32, says: &str) -> Value {
         let mut out = String::new();
         self.child
             .stdout
@@ -110,10 +120,14 @@ impl Tailhunt {
             .read_to_string(&mut out)
             .expect("read stdout");
         let status = self.child.wait().expect("wait");
-        let err: Vec<String> = self.lines.try_iter().collect();
+        // The process has ended: its last stderr lines come before the channel closes.
+        let mut err = Vec::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            err.push(l);
+        }
         assert!(
-            status.success(),
-            "tailhunt failed ({status}): {err:?}\n{out}"
+            status.code() == Some(code) && err.join(" ").contains(says),
+            "tailhunt ended with {status}, not {code}: {err:?}\n{out}"
         );
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
     }

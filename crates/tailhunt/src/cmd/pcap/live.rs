@@ -10,7 +10,7 @@ use tailhunt_pcap::{LiveCapture, PacketSource, PcapWriter, RawPacket, ReadError}
 
 use super::{config, ctrl_c, execute, Inputs};
 use crate::cli::{CaptureArgs, Cli};
-use crate::progress;
+use crate::signals;
 
 /// A live source that also writes every packet to a pcap file.
 struct Tee {
@@ -59,7 +59,7 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
         .write
         .as_ref()
         .map_or(String::new(), |p| p.display().to_string());
-    progress::catch_ctrl_c();
+    signals::install();
     let start = Instant::now();
     let watcher = std::thread::spawn(move || loop {
         let done = duration.is_some_and(|d| start.elapsed() >= d);

@@ -1,0 +1,246 @@
+//! Handing finished requests from the workers to the caller while a step runs.
+//!
+//! In: each worker's finished requests, sent in batches at least every [`HANDOFF_NS`] (or
+//! sooner when [`HANDOFF_MAX`] pile up), each batch with the worker's *watermark*: no request
+//! it has still to finish was due before that time. Out: the same requests in intended-time
+//! order, given to a [`StepSink`] as soon as no earlier one can still arrive from any worker.
+//! So a store can commit them within its commit interval (a killed run loses about a second,
+//! not a step), and nobody holds a whole step in memory to sort it at the end.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::mpsc::Sender;
+
+use tailhunt_model::{Sample, SinkError};
+
+use crate::breakdown::Breakdown;
+
+/// Longest time a worker holds finished requests before handing them over, ns.
+pub const HANDOFF_NS: i64 = 50_000_000;
+
+/// Finished requests a worker hands over at once at most.
+pub const HANDOFF_MAX: usize = 4096;
+
+/// One scheduled request, finished.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
+    /// Its times and outcome.
+    pub sample: Sample,
+    /// Whether it was written to a socket. A request that waited in the client until its
+    /// timeout (no usable connection), or whose send failed, was never sent: it is still a
+    /// sample (a user waited that long), but not part of what the server was asked.
+    pub sent: bool,
+    /// Whether it was due in the measured window (false: the warm-up before it).
+    pub measured: bool,
+    /// Where its time went, when the step collects breakdowns (zeros when the server sent no
+    /// timestamps or the request did not complete).
+    pub breakdown: Option<Breakdown>,
+}
+
+/// Where a step's finished requests go while it runs.
+pub trait StepSink {
+    /// Finished requests in intended-time order; later calls hold only later ones.
+    fn finished(&mut self, batch: &[Finished]) -> Result<(), SinkError>;
+
+    /// Called every few tens of milliseconds while the step runs, with or without new
+    /// requests (a store commits what it holds when its interval has passed).
+    fn tick(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A sink that keeps everything, for tests and small in-memory uses.
+#[derive(Debug, Default)]
+pub struct Collect(pub Vec<Finished>);
+
+impl StepSink for Collect {
+    fn finished(&mut self, batch: &[Finished]) -> Result<(), SinkError> {
+        self.0.extend_from_slice(batch);
+        Ok(())
+    }
+}
+
+/// What a worker sends to the step's caller.
+pub(crate) struct Batch {
+    pub worker: usize,
+    pub items: Vec<Finished>,
+    /// No request of this worker still to finish was due before this (`i64::MAX`: done).
+    pub watermark_ns: i64,
+}
+
+/// A worker's side of the hand-off.
+pub(crate) struct Outbox {
+    /// `None` once closed.
+    tx: Option<Sender<Batch>>,
+    worker: usize,
+    items: Vec<Finished>,
+    last_ns: i64,
+}
+
+impl Outbox {
+    pub fn new(tx: Sender<Batch>, worker: usize, now_ns: i64) -> Outbox {
+        Outbox {
+            tx: Some(tx),
+            worker,
+            items: Vec::with_capacity(HANDOFF_MAX),
+            last_ns: now_ns,
+        }
+    }
+
+    pub fn push(&mut self, f: Finished) {
+        self.items.push(f);
+    }
+
+    /// Whether the batch should go now.
+    pub fn due(&self, now_ns: i64) -> bool {
+        self.items.len() >= HANDOFF_MAX || now_ns - self.last_ns >= HANDOFF_NS
+    }
+
+    /// Sends what is held (even nothing: the watermark moves) with the worker's watermark.
+    pub fn send(&mut self, now_ns: i64, watermark_ns: i64) {
+        let items = std::mem::replace(&mut self.items, Vec::with_capacity(HANDOFF_MAX));
+        // The receiver is gone only when the step's caller stopped listening (a panic): the
+        // worker then has nobody to hand its requests to and finishes anyway.
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Batch {
+                worker: self.worker,
+                items,
+                watermark_ns,
+            });
+        }
+        self.last_ns = now_ns;
+    }
+
+    /// Hands over what is left as the worker's last batch and closes: the caller stops
+    /// listening once every worker has closed.
+    pub fn close(&mut self, now_ns: i64) {
+        self.send(now_ns, i64::MAX);
+        self.tx = None;
+    }
+}
+
+/// A finished request waiting for its turn; the heap's top is the earliest.
+struct Waiting {
+    key: (i64, u64),
+    item: Finished,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key) // reversed: BinaryHeap is a max-heap
+    }
+}
+
+/// Puts the workers' batches back into intended-time order.
+pub(crate) struct Reorder {
+    heap: BinaryHeap<Waiting>,
+    watermarks: Vec<i64>,
+    arrived: u64,
+    out: Vec<Finished>,
+}
+
+impl Reorder {
+    pub fn new(workers: usize) -> Reorder {
+        Reorder {
+            heap: BinaryHeap::new(),
+            watermarks: vec![i64::MIN; workers],
+            arrived: 0,
+            out: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, b: Batch) {
+        for item in b.items {
+            self.arrived += 1;
+            self.heap.push(Waiting {
+                key: (item.sample.intended_ns, self.arrived),
+                item,
+            });
+        }
+        if let Some(w) = self.watermarks.get_mut(b.worker) {
+            *w = (*w).max(b.watermark_ns);
+        }
+    }
+
+    /// Gives `sink` every request no earlier one can still precede (all of them with `all`).
+    pub fn release(&mut self, sink: &mut dyn StepSink, all: bool) -> Result<(), SinkError> {
+        let until = if all {
+            i64::MAX
+        } else {
+            self.watermarks.iter().copied().min().unwrap_or(i64::MAX)
+        };
+        self.out.clear();
+        while self.heap.peek().is_some_and(|w| w.key.0 < until || all) {
+            if let Some(w) = self.heap.pop() {
+                self.out.push(w.item);
+            }
+        }
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        sink.finished(&self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailhunt_model::Outcome;
+
+    fn f(intended: i64) -> Finished {
+        Finished {
+            sample: Sample::new(intended, intended, intended + 10, Outcome::Ok),
+            sent: true,
+            measured: true,
+            breakdown: None,
+        }
+    }
+
+    fn times(c: &Collect) -> Vec<i64> {
+        c.0.iter().map(|x| x.sample.intended_ns).collect()
+    }
+
+    #[test]
+    fn requests_come_out_in_order_once_no_worker_can_precede_them() {
+        let mut r = Reorder::new(2);
+        let mut sink = Collect::default();
+        r.add(Batch {
+            worker: 0,
+            items: vec![f(30), f(10)],
+            watermark_ns: 40,
+        });
+        // Worker 1 has said nothing yet: it may still finish something due at time 0.
+        r.release(&mut sink, false).unwrap();
+        assert!(sink.0.is_empty());
+        r.add(Batch {
+            worker: 1,
+            items: vec![f(20)],
+            watermark_ns: 25,
+        });
+        r.release(&mut sink, false).unwrap();
+        assert_eq!(times(&sink), [10, 20]);
+        r.add(Batch {
+            worker: 1,
+            items: vec![f(35), f(50)],
+            watermark_ns: i64::MAX,
+        });
+        r.release(&mut sink, false).unwrap();
+        assert_eq!(times(&sink), [10, 20, 30, 35]);
+        r.release(&mut sink, true).unwrap();
+        assert_eq!(times(&sink), [10, 20, 30, 35, 50]);
+    }
+}
