@@ -8,9 +8,12 @@
 //! namespaces, shaped links and scenarios here.
 //! [`link`] emulates a wide-area link (delay, jitter, rate, queue, loss) between two namespaces.
 //! [`scenario`] generates packet captures of the root causes with the ground truth recorded.
+//! [`truth`] runs cases with independent ground truth through the real `tailhunt` binary and
+//! scores its detectors (the `tailhunt-truth` binary, `bench/detectors.sh`).
 #![deny(missing_docs)]
 
 pub mod link;
 pub mod netns;
 pub mod scenario;
 pub mod synth;
+pub mod truth;

@@ -94,7 +94,7 @@
 mod bulk;
 mod microburst;
 mod nagle;
-mod procs;
+pub(crate) mod procs;
 mod timeout;
 
 use std::path::{Path, PathBuf};

@@ -33,6 +33,36 @@ impl Proc {
         spawn_piped(c, what, argv[0])
     }
 
+    /// Starts `argv` in the caller's own namespace (a tracer, a CPU workload).
+    pub(crate) fn spawn_host(what: &str, argv: &[&str]) -> Result<Proc, ScenarioError> {
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..]);
+        spawn_piped(c, what, argv[0])
+    }
+
+    /// Sends SIGINT (by PID), as Ctrl-C would: tailhunt's commands then stop and report.
+    pub(crate) fn interrupt(&self) {
+        let pid = self.pid().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+    }
+
+    /// Waits for a successful exit within `limit`, then returns everything it wrote on stdout.
+    pub(crate) fn finish_stdout(&mut self, limit: Duration) -> Result<String, ScenarioError> {
+        self.wait_success(limit)?;
+        let mut text = String::new();
+        // The reader thread ends at EOF, which follows the exit; it only has buffered lines left.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        Ok(text)
+    }
+
+    /// Waits until the process says `needle` on stderr (servers announce themselves there).
+    pub(crate) fn wait_stderr(&mut self, needle: &str, limit: Duration) -> Result<(), ScenarioError> {
+        wait_stderr(self, needle, limit)
+    }
+
     /// Starts the Python program `script` with `args` inside `ns`, at real-time priority
     /// (`chrt -f 10`) when `chrt` is there: the times the programs record are the ground
     /// truth, and on a busy 2-core machine a compiler beside them would otherwise delay them by

@@ -1,0 +1,212 @@
+//! The burst cases: bulk sources and small requests share a shaped link, in both directions.
+//!
+//! ```text
+//!  cache 198.18.50.2 ── sw ── 198.18.51.2 far (dbs 198.18.51.11-14) ── 198.18.52.2 api
+//!   :7000 api server     tbf both ways       :7100 db servers
+//!   :7001 bulk server    (200 ms queues)
+//! ```
+//!
+//! `tailhunt serve tcp` plays the api server, the dbs (replies of 10 ms at the link rate) and
+//! the cache's own bulk server; `tailhunt load` plays the fetchers (the cache asking each db 3
+//! times a second; far clients asking the cache's bulk server, the other direction) and the
+//! api client (500 small requests a second, TCP_NODELAY), whose requests wait in the far→cache
+//! queue behind the dbs' replies and whose replies wait in the cache→far queue behind the bulk
+//! server's. Sustained: one `tailhunt transfer` fills the far→cache direction for 60% of the run.
+//!
+//! Views: `cache` (its interface: each direction's queue is upstream for what arrives and
+//! downstream for what leaves), `far` (the far host's interface toward the switch), and both
+//! again with `--requests` naming the api client's own run. Planted: `microburst` naming every
+//! source's flow. The twin's sources answer 100 bytes.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::net::Dumbbell;
+use super::spec::{BurstSpec, Case};
+use super::tap::{stop_all, Tap};
+use super::tool::{json_of, Ctx, RunningLoad};
+use super::{pause, Planted, Truth, TruthError, Unit, View};
+use crate::netns::veth;
+use crate::scenario::procs::Proc;
+
+const API: &str = "198.18.52.2";
+const API_GW: &str = "198.18.52.1";
+/// Seconds the api client (and the sources) run.
+const RUN_S: u64 = 4;
+
+/// Runs a burst case.
+pub(crate) fn run(
+    case: &Case,
+    s: &BurstSpec,
+    ctx: &Ctx,
+) -> Result<(Truth, Vec<(String, Value)>), TruthError> {
+    let net = Dumbbell::new("mb-cache", "mb-far", 50)?;
+    let api_ns = crate::netns::Netns::new("mb-api")?;
+    veth(&api_ns, &format!("{API}/24"), &net.b, &format!("{API_GW}/24"))?;
+    net.b.run(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+    api_ns.run(&["ip", "route", "add", "default", "via", API_GW])?;
+    net.sw.run(&["ip", "route", "add", "198.18.52.0/24", "via", &net.b_addr])?;
+    let dbs: Vec<String> = (0..s.sources).map(|i| format!("198.18.51.{}", 11 + i)).collect();
+    for d in &dbs {
+        net.b.run(&["ip", "addr", "add", &format!("{d}/24"), "dev", &net.b_if])?;
+    }
+    let queue = Duration::from_millis(200);
+    net.shape_toward_a(s.rate_bps, queue)?;
+    net.shape_toward_b(s.rate_bps, queue)?;
+    // 10 ms at the link rate per reply; the twin's sources answer small.
+    let reply = if case.twin { 100 } else { s.rate_bps / 8 / 100 };
+    let reply_s = reply.to_string();
+    let cache = net.a_addr.clone();
+    let mut servers: Vec<Proc> = Vec::new();
+    let serve = |ns, listen: &str, bytes: &str| {
+        ctx.server(ns, &format!("serve {listen}"), &[
+            "--json", "serve", "tcp", "--listen", listen, "--reply-bytes", bytes, "--duration", "60s",
+        ])
+    };
+    servers.push(serve(&net.a, &format!("{cache}:7000"), "100")?);
+    if s.reverse > 0 {
+        servers.push(serve(&net.a, &format!("{cache}:7001"), &reply_s)?);
+    }
+    for d in &dbs {
+        servers.push(serve(&net.b, &format!("{d}:7100"), &reply_s)?);
+    }
+    let mut bulk = None;
+    if s.sustained {
+        let listen = format!("{}:7400", net.b_addr);
+        bulk = Some(ctx.server(&net.b, "transfer server", &[
+            "--json", "transfer", "server", "--listen", &listen, "--count", "1",
+        ])?);
+    }
+    let taps = vec![
+        Tap::start(ctx, &net.a, "cache", &net.a_if, "cache",
+            "at the cache: arrivals after the far-to-cache queue, departures before the cache-to-far queue")?,
+        Tap::start(ctx, &net.b, "far", &net.b_if, "far",
+            "at the far host: departures before the far-to-cache queue, arrivals after the cache-to-far queue")?,
+    ];
+    let dur = format!("{RUN_S}s");
+    let fetch = |ns, url: String| -> Result<RunningLoad, TruthError> {
+        ctx.start_load(ns, &format!("fetch {url}"), &[
+            &url, "--rate", "3", "--duration", &dur, "--warmup", "0s", "--conns", "1",
+            "--nodelay=true", "--timeout", "3s",
+        ])
+    };
+    let mut loads = Vec::new();
+    for d in &dbs {
+        loads.push(("fetch-db".to_string(), fetch(&net.a, format!("tcp://{d}:7100"))?));
+    }
+    for _ in 0..s.reverse {
+        loads.push(("fetch-cache".to_string(), fetch(&net.b, format!("tcp://{cache}:7001"))?));
+    }
+    let mut transfer = None;
+    if s.sustained {
+        let bytes = (s.rate_bps / 8 * RUN_S * 6 / 10).to_string();
+        let server = format!("{}:7400", net.b_addr);
+        transfer = Some(ctx.spawn(&net.a, "transfer client", &[
+            "--json", "transfer", "client", &server, "--bytes", &bytes,
+        ])?);
+    }
+    let api_url = format!("tcp://{cache}:7000");
+    let api = ctx.start_load(&api_ns, "api", &[
+        &api_url, "--rate", "500", "--duration", &dur, "--warmup", "0s", "--conns", "4",
+        "--nodelay=true", "--timeout", "3s",
+    ])?;
+    let limit = Duration::from_secs(RUN_S + 30);
+    let api = api.finish(limit)?;
+    let mut fetched = Vec::new();
+    for (what, l) in loads {
+        let r = l.finish(limit)?;
+        fetched.push(json!({"what": what, "cpu_share": r.cpu_share, "doc": r.doc}));
+    }
+    let transfer_doc = match (transfer.as_mut(), bulk.as_mut()) {
+        (Some(t), Some(b)) => {
+            let d = json_of(t, "tailhunt transfer client", limit)?;
+            json_of(b, "tailhunt transfer server", limit)?;
+            d
+        }
+        _ => Value::Null,
+    };
+    pause(Duration::from_millis(300))?;
+    let tapped = stop_all(taps)?;
+    let mut served = Vec::new();
+    for mut p in servers {
+        p.interrupt();
+        served.push(json_of(&mut p, "tailhunt serve", Duration::from_secs(10))?);
+    }
+
+    let planted = planted(s, &cache, &dbs, &net.b_addr, case.twin);
+    let rate = s.rate_bps.to_string();
+    let run_id = api.doc["run_id"].as_str().unwrap_or("").to_string();
+    let mut views = Vec::new();
+    let mut outputs = Vec::new();
+    for t in &tapped {
+        let base = vec!["--link-rate".to_string(), rate.clone()];
+        let (v, o) = t.analyse(ctx, "", &base)?;
+        views.push(v);
+        outputs.push(o);
+        let mut with = base.clone();
+        with.extend(["--requests".to_string(), run_id.clone()]);
+        let (v, o) = t.analyse(ctx, "+requests", &with)?;
+        views.push(v);
+        outputs.push(o);
+    }
+    views.push(View {
+        name: "api".into(),
+        kind: super::ViewKind::Record,
+        position: "the api client's own record".into(),
+        analysis: Vec::new(),
+        target: None,
+    });
+    let step = api.doc["steps"][0].clone();
+    outputs.push(("api".into(), api.doc));
+    let captures: Vec<Value> = tapped.iter().map(|t| t.capture.clone()).collect();
+    let truth = Truth {
+        case: case.name.clone(),
+        seed: case.seed,
+        twin: case.twin,
+        spec: case.spec.clone(),
+        planted,
+        takers: Vec::new(),
+        views,
+        programs: json!({
+            "api_step": step, "fetchers": fetched, "transfer": transfer_doc, "servers": served,
+            "queues": net.queue_counts(), "captures": captures, "reply_bytes": reply,
+        }),
+        facts: json!({
+            "api_p50_ns": step["latency_ns"]["p50"], "api_p99_ns": step["latency_ns"]["p99"],
+            "load_cpu_share": {"api": api.cpu_share},
+        }),
+    };
+    Ok((truth, outputs))
+}
+
+fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) -> Vec<Planted> {
+    if twin {
+        return Vec::new();
+    }
+    let flow = |client: &str, server: String, count, note: String| Planted {
+        detector: "microburst".into(),
+        unit: Unit::Flow {
+            client_ip: client.into(),
+            server,
+        },
+        count,
+        note,
+    };
+    let mut out: Vec<Planted> = dbs
+        .iter()
+        .map(|d| {
+            flow(cache, format!("{d}:7100"), 1,
+                "a db answering the cache 3 times a second with 10 ms of link time, toward the cache".into())
+        })
+        .collect();
+    if s.reverse > 0 {
+        out.push(flow(far, format!("{cache}:7001"), s.reverse,
+            "far clients fetching 10 ms replies from the cache 3 times a second, toward the far side".into()));
+    }
+    if s.sustained {
+        out.push(flow(cache, format!("{far}:7400"), 1,
+            "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into()));
+    }
+    out
+}

@@ -1,0 +1,265 @@
+//! The run-queue cases: CPU workloads in cgroups on one CPU while `tailhunt runq` traces the
+//! host from the other.
+//!
+//! In: a [`RunqVariant`] and whether it is the twin. Out: the truth and runq's document.
+//!
+//! Every variant runs ten one-second intervals; the workloads are pinned to CPU 0 and the tracer
+//! to CPU 1. The victim is a 1 kHz sleeper (or, for the quota, a worker using two thirds of a
+//! CPU). The cause starts 4.5 s into the trace, so the first intervals are calm:
+//!
+//! | variant | planted |
+//! |---|---|
+//! | unequal | 3 hogs in `neighbour` (cpu.shares 8192 against the victim's 1024): `noisy-neighbor` naming the victim and `neighbour` |
+//! | equal | 2 hogs in each of `n1` and `n2` (the victim's weight): the victim behind both |
+//! | system | 3 hogs in the root cgroup: the victim behind `system` |
+//! | busy | as unequal, with a half-duty load in the root cgroup on both CPUs all along |
+//! | control-equal | a hog in `a`, one in `b` and one in the root from before the trace: nothing changes, nothing to blame (scored as a healthy twin) |
+//! | quota | the worker's quota is cut to 10 ms per 100 ms: `cpu-throttled` naming it |
+//!
+//! Twins: the same without the cause (no hogs; the busy load alone; no quota cut).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::cgroup::Cgroups;
+use super::spec::{Case, RunqVariant};
+use super::tool::{json_of, Ctx};
+use super::work::WorkKind;
+use super::{pause, Planted, Truth, TruthError, Unit, View};
+use crate::scenario::procs::Proc;
+
+/// Seconds traced.
+const TRACE_S: u64 = 10;
+/// When the cause starts, after the tracer.
+const ONSET: Duration = Duration::from_millis(4500);
+
+/// Runs a run-queue case.
+pub(crate) fn run(
+    case: &Case,
+    variant: RunqVariant,
+    ctx: &Ctx,
+) -> Result<(Truth, Vec<(String, Value)>), TruthError> {
+    let worker = ctx.tools.worker.clone().ok_or_else(|| {
+        TruthError::Work(
+            "the CPU cases need the tailhunt-truth binary for their workloads: run them through it (or set TAILHUNT_TRUTH_BIN)".into(),
+        )
+    })?;
+    let tag: String = case.name.chars().filter(|c| c.is_ascii_alphanumeric()).take(20).collect();
+    let mut cg = Cgroups::new(&tag)?;
+    let mut plan = Plan::new(&mut cg, variant, case.twin)?;
+    let records = ctx.file("workloads");
+    std::fs::create_dir_all(&records).map_err(|source| TruthError::Io {
+        path: records.clone(),
+        source,
+    })?;
+    let mut n = 0;
+    let mut start = |cg: &mut Cgroups, kind, group: Option<&str>, cpu, secs| {
+        n += 1;
+        let file = records.join(format!("{n:02}-{}.json", kind_name(kind)));
+        cg.spawn(&worker, kind, group, cpu, secs, &file)
+    };
+    let whole = (TRACE_S + 3) as f64;
+    for (kind, group, cpu) in plan.from_start.clone() {
+        start(&mut cg, kind, group.as_deref(), cpu, whole)?;
+    }
+    pause(Duration::from_millis(500))?;
+    let runq = start_runq(ctx)?;
+    let mut runq = RunqGuard(runq);
+    pause(ONSET)?;
+    let onset_wall = super::wall_ns();
+    for (kind, group, cpu) in plan.at_onset.clone() {
+        start(&mut cg, kind, group.as_deref(), cpu, TRACE_S as f64 - 3.0)?;
+    }
+    if let Some(group) = &plan.quota_cut {
+        cg.set_v1(group, "cpu.cfs_period_us", "100000")?;
+        cg.set_v1(group, "cpu.cfs_quota_us", "10000")?;
+    }
+    let doc = json_of(&mut runq.0, "tailhunt runq", Duration::from_secs(TRACE_S + 30))?;
+    cg.wait_all(Duration::from_secs(10))?;
+    let programs = read_records(&records)?;
+    plan.finish_takers(&programs, onset_wall);
+    let facts = victim_facts(&programs, onset_wall);
+    let truth = Truth {
+        case: case.name.clone(),
+        seed: case.seed,
+        twin: case.twin,
+        spec: case.spec.clone(),
+        planted: std::mem::take(&mut plan.planted),
+        takers: std::mem::take(&mut plan.takers),
+        views: vec![View {
+            name: "runq".into(),
+            kind: super::ViewKind::Runq,
+            position: "tailhunt runq on CPU 1, whole host, 1 s intervals; workloads on CPU 0".into(),
+            analysis: vec!["runq".into(), "--duration".into(), format!("{TRACE_S}s")],
+            target: None,
+        }],
+        programs: json!({"workloads": programs, "onset_wall_ns": onset_wall}),
+        facts,
+    };
+    Ok((truth, vec![("runq".into(), doc)]))
+}
+
+/// Kills the tracer if the case fails before it ends.
+struct RunqGuard(Proc);
+
+fn start_runq(ctx: &Ctx) -> Result<Proc, TruthError> {
+    let secs = format!("{TRACE_S}s");
+    let mut argv = vec!["taskset".to_string(), "-c".into(), "1".into()];
+    argv.extend(ctx.argv(&["--json", "runq", "--duration", &secs]));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    Ok(Proc::spawn_host("tailhunt runq", &argv)?)
+}
+
+fn kind_name(k: WorkKind) -> &'static str {
+    k.name()
+}
+
+type Start = (WorkKind, Option<String>, usize);
+
+/// What a variant starts, when, and what it plants.
+struct Plan {
+    from_start: Vec<Start>,
+    at_onset: Vec<Start>,
+    quota_cut: Option<String>,
+    planted: Vec<Planted>,
+    /// Neighbours (display names) that start at onset.
+    onset_takers: Vec<String>,
+    takers: Vec<(String, i64)>,
+}
+
+impl Plan {
+    fn new(cg: &mut Cgroups, v: RunqVariant, twin: bool) -> Result<Plan, TruthError> {
+        let mut p = Plan {
+            from_start: Vec::new(),
+            at_onset: Vec::new(),
+            quota_cut: None,
+            planted: Vec::new(),
+            onset_takers: Vec::new(),
+            takers: Vec::new(),
+        };
+        cg.group("victim")?;
+        let victim = cg.display(Some("victim"));
+        let g = |s: &str| Some(s.to_string());
+        if v == RunqVariant::Quota {
+            p.from_start.push((WorkKind::Worker, g("victim"), 0));
+            if !twin {
+                p.quota_cut = g("victim");
+                p.planted.push(Planted {
+                    detector: "cpu-throttled".into(),
+                    unit: Unit::Cgroup { cgroup: victim },
+                    count: 1,
+                    note: "its CPU quota was cut to 10 ms per 100 ms 4.5 s into the trace".into(),
+                });
+            }
+            return Ok(p);
+        }
+        p.from_start.push((WorkKind::Sleeper, g("victim"), 0));
+        let neighbours: Vec<(Option<&str>, usize)> = match v {
+            RunqVariant::Unequal | RunqVariant::Busy => vec![(Some("neighbour"), 3)],
+            RunqVariant::Equal => vec![(Some("n1"), 2), (Some("n2"), 2)],
+            RunqVariant::System => vec![(None, 3)],
+            RunqVariant::ControlEqual => {
+                for grp in ["a", "b"] {
+                    cg.group(grp)?;
+                    p.from_start.push((WorkKind::Hog, g(grp), 0));
+                }
+                p.from_start.push((WorkKind::Hog, None, 0));
+                vec![]
+            }
+            RunqVariant::Quota => vec![],
+        };
+        if v == RunqVariant::Busy {
+            for cpu in [0, 1] {
+                p.from_start.push((WorkKind::HalfHog, None, cpu));
+            }
+        }
+        if twin {
+            return Ok(p);
+        }
+        for (group, hogs) in neighbours {
+            if let Some(name) = group {
+                cg.group(name)?;
+            }
+            if v == RunqVariant::Unequal || v == RunqVariant::Busy {
+                cg.set_v1("neighbour", "cpu.shares", "8192")?;
+            }
+            for _ in 0..hogs {
+                p.at_onset.push((WorkKind::Hog, group.map(String::from), 0));
+            }
+            let neighbour = cg.display(group);
+            p.planted.push(Planted {
+                detector: "noisy-neighbor".into(),
+                unit: Unit::Pair {
+                    victim: victim.clone(),
+                    neighbour: neighbour.clone(),
+                },
+                count: 1,
+                note: format!("{hogs} CPU hogs in {neighbour} joined the victim's CPU 4.5 s into the trace"),
+            });
+            p.onset_takers.push(neighbour);
+        }
+        Ok(p)
+    }
+
+    /// The takers with the time their first hog started, from the hogs' own records.
+    fn finish_takers(&mut self, records: &[Value], onset_wall: i64) {
+        for t in &self.onset_takers {
+            let first = records
+                .iter()
+                .filter(|r| r["kind"] == "hog")
+                .filter_map(|r| r["start_wall_ns"].as_i64())
+                .filter(|s| *s >= onset_wall - 1_000_000_000)
+                .min()
+                .unwrap_or(onset_wall);
+            self.takers.push((t.clone(), first));
+        }
+    }
+}
+
+fn read_records(dir: &Path) -> Result<Vec<Value>, TruthError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|source| TruthError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|source| TruthError::Io {
+            path: f.clone(),
+            source,
+        })?;
+        out.push(super::tool::parse(&f.to_string_lossy(), &text, "")?);
+    }
+    Ok(out)
+}
+
+/// The sleeper's own view: its wake-up lateness p99 per second before and after the onset.
+fn victim_facts(records: &[Value], onset_wall: i64) -> Value {
+    let Some(s) = records
+        .iter()
+        .find(|r| r["kind"] == "sleeper")
+        .and_then(|r| r["seconds"].as_array())
+    else {
+        return json!({});
+    };
+    let p99s = |f: &dyn Fn(i64) -> bool| -> Vec<i64> {
+        s.iter()
+            .filter(|x| x["start_wall_ns"].as_i64().is_some_and(f))
+            .filter_map(|x| x["p99_late_ns"].as_i64())
+            .collect()
+    };
+    let calm = p99s(&|t| t < onset_wall - 1_000_000_000);
+    let loaded = p99s(&|t| t > onset_wall + 500_000_000);
+    let med = |v: Vec<i64>| crate::scenario::median(v);
+    json!({
+        "victim_late_p99_per_second_calm_ns": calm,
+        "victim_late_p99_per_second_after_onset_ns": loaded,
+        "victim_late_p99_calm_median_ns": med(calm.clone()),
+        "victim_late_p99_after_onset_median_ns": med(loaded.clone()),
+    })
+}

@@ -1,0 +1,183 @@
+//! The timeout cases: a client that gives up, in the three ways clients do.
+//!
+//! ```text
+//!  client 198.18.40.2 ── sw (tbf toward the client: the server's data queue) ── 198.18.41.2:7500 server
+//!     └ capture "client": downstream of the queue        capture "server": upstream ┘
+//! ```
+//!
+//! - `fin`: `tailhunt serve tcp` answers with a response three timeouts long at the shaped
+//!   rate; `tailhunt load --timeout` reads it as it arrives and closes at its timeout: a FIN,
+//!   then the server's remaining data meets resets.
+//! - `rst`: `tailhunt transfer client --timeout` stops reading at its timeout and closes with
+//!   data unread: its close is a RST.
+//! - `server-slow`: the server thinks two seconds longer than the client waits: the client
+//!   closes before one response byte was sent (a different cause, with a different fix).
+//!
+//! Planted: `application-timeout` on the client's connection. Twins: the response fits in the
+//! timeout (fin, rst) or the server answers in 300 ms (server-slow).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::net::Dumbbell;
+use super::spec::{Case, TimeoutSpec, TimeoutStyle};
+use super::tap::{stop_all, Tap};
+use super::tool::{json_of, Ctx};
+use super::{pause, Planted, Truth, TruthError, Unit, View};
+
+const PORT: u16 = 7500;
+
+/// Runs a timeout case.
+pub(crate) fn run(
+    case: &Case,
+    s: &TimeoutSpec,
+    ctx: &Ctx,
+) -> Result<(Truth, Vec<(String, Value)>), TruthError> {
+    let net = Dumbbell::new("to-cli", "to-srv", 40)?;
+    // Five seconds of queue at the shaped rate: the server's data waits rather than drops, so
+    // the slowness is the rate's, not loss's.
+    net.shape_toward_a(s.rate_bps, Duration::from_secs(5))?;
+    let taps = vec![
+        Tap::start(ctx, &net.a, "client", &net.a_if, "client",
+            "at the client, downstream of the queue holding the server's data")?,
+        Tap::start(ctx, &net.b, "server", &net.b_if, "server",
+            "at the server, upstream of the queue holding its data")?,
+    ];
+    let server = format!("{}:{PORT}", net.b_addr);
+    let timeout_ns = s.timeout_s * 1_000_000_000;
+    // What fits in the timeout at the shaped rate.
+    let fits = s.rate_bps / 8 * s.timeout_s;
+    let (programs, facts, load_view) = match s.style {
+        TimeoutStyle::Rst => transfer(ctx, &net, &server, s, if case.twin { fits / 4 } else { fits * 3 })?,
+        TimeoutStyle::Fin | TimeoutStyle::ServerSlow => {
+            let (reply, think_ms) = match (s.style, case.twin) {
+                (TimeoutStyle::Fin, false) => (fits * 3, 0),
+                (TimeoutStyle::Fin, true) => (fits / 4, 0),
+                (_, false) => (100, s.timeout_s * 1000 + 2000),
+                (_, true) => (100, 300),
+            };
+            frames(ctx, &net, &server, s.timeout_s, reply, think_ms)?
+        }
+    };
+    pause(Duration::from_millis(500))?;
+    let tapped = stop_all(taps)?;
+    let timed_out = facts["timed_out"].as_bool().unwrap_or(false);
+    let mut planted = Vec::new();
+    if timed_out {
+        planted.push(Planted {
+            detector: "application-timeout".into(),
+            unit: Unit::Flow {
+                client_ip: net.a_addr.clone(),
+                server: server.clone(),
+            },
+            count: 1,
+            note: format!("the client gave up {} s after its request ({:?} style)", s.timeout_s, s.style),
+        });
+    }
+    let mut views = Vec::new();
+    let mut outputs = Vec::new();
+    for t in &tapped {
+        let (v, o) = t.analyse(ctx, "", &[])?;
+        views.push(v);
+        outputs.push(o);
+    }
+    if let Some((name, doc)) = load_view {
+        let kind = if name == "tcp_info" { super::ViewKind::TcpInfo } else { super::ViewKind::Record };
+        views.push(View {
+            name: name.clone(),
+            kind,
+            position: "the client's own record".into(),
+            analysis: Vec::new(),
+            target: None,
+        });
+        outputs.push((name, doc));
+    }
+    let mut facts = facts;
+    facts["timeout_ns"] = json!(timeout_ns);
+    let captures: Vec<Value> = tapped.iter().map(|t| t.capture.clone()).collect();
+    let truth = Truth {
+        case: case.name.clone(),
+        seed: case.seed,
+        twin: case.twin,
+        spec: case.spec.clone(),
+        planted,
+        takers: Vec::new(),
+        views,
+        programs: json!({"programs": programs, "queues": net.queue_counts(), "captures": captures}),
+        facts,
+    };
+    Ok((truth, outputs))
+}
+
+type Made = (Value, Value, Option<(String, Value)>);
+
+/// `tailhunt serve tcp` and one request from `tailhunt load`.
+fn frames(
+    ctx: &Ctx,
+    net: &Dumbbell,
+    server: &str,
+    timeout_s: u64,
+    reply: u64,
+    think_ms: u64,
+) -> Result<Made, TruthError> {
+    let (reply_s, think) = (reply.to_string(), format!("{think_ms}ms"));
+    let mut srv = ctx.server(&net.b, "serve tcp", &[
+        "--json", "serve", "tcp", "--listen", server, "--reply-bytes", &reply_s,
+        "--think-time", &think, "--duration", "30s",
+    ])?;
+    let url = format!("tcp://{server}");
+    let timeout = format!("{timeout_s}s");
+    let load = ctx.load(&net.a, "load", &[
+        &url, "--rate", "1", "--duration", "1s", "--warmup", "0s", "--conns", "1",
+        "--nodelay=true", "--timeout", &timeout,
+    ], Duration::from_secs(timeout_s + 30))?;
+    // The server learns of the close when its late data meets a reset, or answers late.
+    pause(Duration::from_millis(think_ms.saturating_sub(timeout_s * 1000) + 1500))?;
+    srv.interrupt();
+    let served = json_of(&mut srv, "tailhunt serve", Duration::from_secs(10))?;
+    let step = &load.doc["steps"][0];
+    let timed_out = step["timeouts"].as_u64().unwrap_or(0) > 0;
+    // A server that thinks past the client's timeout has sent nothing when the client closes.
+    let before_close = (think_ms > timeout_s * 1000 + 500).then_some(0);
+    let facts = json!({
+        "timed_out": timed_out,
+        "server_think_ns": think_ms * 1_000_000,
+        "reply_bytes": reply,
+        "response_bytes_before_close": before_close,
+        "load_cpu_share": {"load": load.cpu_share},
+    });
+    let programs = json!({"server": served, "client_run": load.doc["run_id"], "client_step": step});
+    Ok((programs, facts, Some(("load".into(), load.doc))))
+}
+
+/// `tailhunt transfer server` and a `transfer client --timeout`.
+fn transfer(
+    ctx: &Ctx,
+    net: &Dumbbell,
+    server: &str,
+    s: &TimeoutSpec,
+    bytes: u64,
+) -> Result<Made, TruthError> {
+    let mut srv = ctx.server(&net.b, "transfer server", &[
+        "--json", "transfer", "server", "--listen", server, "--count", "1",
+    ])?;
+    let (bytes_s, timeout) = (bytes.to_string(), format!("{}s", s.timeout_s));
+    let mut cli = ctx.spawn(&net.a, "transfer client", &[
+        "--json", "transfer", "client", server, "--bytes", &bytes_s, "--timeout", &timeout,
+    ])?;
+    let client = json_of(&mut cli, "tailhunt transfer client", Duration::from_secs(s.timeout_s + 30))?;
+    let served = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
+    let timed_out = client["outcome"] == "timeout";
+    let facts = json!({
+        "timed_out": timed_out,
+        "bytes_requested": bytes,
+        "response_bytes_before_close": client["bytes_transferred"],
+    });
+    let mut record = client.clone();
+    if let Some(o) = record.as_object_mut() {
+        o.remove("findings");
+    }
+    let programs = json!({"server": served, "client": record});
+    Ok((programs, facts, Some(("tcp_info".into(), client))))
+}
