@@ -79,6 +79,22 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Download from a `tailhunt transfer server` and abandon it with data unread at the
+    /// timeout (the RST timeout cases start this).
+    #[command(hide = true)]
+    Abandon {
+        /// The server, HOST:PORT.
+        addr: std::net::SocketAddr,
+        /// Bytes to ask for.
+        #[arg(long)]
+        bytes: u64,
+        /// The timeout, ms.
+        #[arg(long)]
+        timeout_ms: u64,
+        /// Where to write its record.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Run one CPU workload (the CPU cases start these).
     #[command(hide = true)]
     Work {
@@ -109,6 +125,12 @@ fn main() -> ExitCode {
             cgroup,
             out,
         } => run_work(&kind, seconds, cpu, cgroup, &out),
+        Cmd::Abandon {
+            addr,
+            bytes,
+            timeout_ms,
+            out,
+        } => abandon(addr, bytes, timeout_ms, &out),
         Cmd::List { full, seed } => {
             for c in matrix(scale(full), seed) {
                 println!("{}{}", c.name, if c.twin { "  (healthy twin)" } else { "" });
@@ -166,6 +188,24 @@ fn run_work(
         cpu,
         cgroups,
     })?;
+    std::fs::write(out, record.to_string()).map_err(|source| TruthError::Io {
+        path: out.clone(),
+        source,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn abandon(
+    addr: std::net::SocketAddr,
+    bytes: u64,
+    timeout_ms: u64,
+    out: &PathBuf,
+) -> Result<ExitCode, TruthError> {
+    let record = tailhunt_lab::truth::abandon::abandon(
+        addr,
+        bytes,
+        std::time::Duration::from_millis(timeout_ms),
+    )?;
     std::fs::write(out, record.to_string()).map_err(|source| TruthError::Io {
         path: out.clone(),
         source,

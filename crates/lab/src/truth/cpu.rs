@@ -41,11 +41,7 @@ pub(crate) fn run(
     variant: RunqVariant,
     ctx: &Ctx,
 ) -> Result<(Truth, Vec<(String, Value)>), TruthError> {
-    let worker = ctx.tools.worker.clone().ok_or_else(|| {
-        TruthError::Work(
-            "the CPU cases need the tailhunt-truth binary for their workloads: run them through it (or set TAILHUNT_TRUTH_BIN)".into(),
-        )
-    })?;
+    let worker = PathBuf::from(ctx.worker()?);
     let tag: String = case.name.chars().filter(|c| c.is_ascii_alphanumeric()).take(20).collect();
     let mut cg = Cgroups::new(&tag)?;
     let mut plan = Plan::new(&mut cg, variant, case.twin)?;

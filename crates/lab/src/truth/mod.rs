@@ -45,6 +45,7 @@
 //! # Ok::<(), tailhunt_lab::truth::TruthError>(())
 //! ```
 
+pub mod abandon;
 mod burst;
 mod cgroup;
 pub mod cpu;

@@ -70,6 +70,9 @@ pub enum TimeoutStyle {
     Fin,
     /// A bulk transfer abandoned with unread data: the client's close is a RST.
     Rst,
+    /// `tailhunt transfer client --timeout`: a transfer slower than the timeout, read until
+    /// the deadline (its close is a FIN when nothing is queued).
+    Transfer,
     /// The server thinks longer than the client waits: not one response byte before the close.
     ServerSlow,
 }
@@ -203,6 +206,7 @@ fn timeout_case(style: TimeoutStyle, timeout_s: u64, twin: bool, seed: u64) -> C
     let name = match style {
         TimeoutStyle::Fin => "timeout-fin",
         TimeoutStyle::Rst => "timeout-rst",
+        TimeoutStyle::Transfer => "timeout-transfer",
         TimeoutStyle::ServerSlow => "timeout-server-slow",
     };
     let name = format!("{name}-{timeout_s}s{}", if twin { "-twin" } else { "" });
@@ -272,6 +276,7 @@ pub fn matrix(scale: Scale, seed: u64) -> Vec<Case> {
     let t = pick(&mut rng, &[2, 3]);
     out.push(timeout_case(TimeoutStyle::Rst, t, false, seed));
     out.push(timeout_case(TimeoutStyle::Fin, t, false, seed));
+    out.push(timeout_case(TimeoutStyle::Transfer, t, false, seed));
     out.push(timeout_case(TimeoutStyle::ServerSlow, 1, false, seed));
     out.push(timeout_case(TimeoutStyle::Fin, t, true, seed));
     // Bursts from several sources in both directions, sustained saturation, the twin.
@@ -335,6 +340,7 @@ fn full_extra(rng: &mut StdRng, seed: u64) -> Vec<Case> {
         (TimeoutStyle::ServerSlow, 2, false),
         (TimeoutStyle::ServerSlow, 2, true),
         (TimeoutStyle::Rst, 2, true),
+        (TimeoutStyle::Transfer, 2, true),
     ] {
         out.push(timeout_case(style, t, twin, seed));
     }

@@ -25,6 +25,7 @@ use super::spec::{Case, TimeoutSpec, TimeoutStyle};
 use super::tap::{stop_all, Tap};
 use super::tool::{json_of, Ctx};
 use super::{pause, Planted, Truth, TruthError, Unit, View};
+use crate::scenario::procs::Proc;
 
 const PORT: u16 = 7500;
 
@@ -49,7 +50,10 @@ pub(crate) fn run(
     // What fits in the timeout at the shaped rate.
     let fits = s.rate_bps / 8 * s.timeout_s;
     let (programs, facts, load_view) = match s.style {
-        TimeoutStyle::Rst => transfer(ctx, &net, &server, s, if case.twin { fits / 4 } else { fits * 3 })?,
+        TimeoutStyle::Transfer | TimeoutStyle::Rst => {
+            let bytes = if case.twin { fits / 4 } else { fits * 3 };
+            transfer(ctx, &net, &server, s, bytes)?
+        }
         TimeoutStyle::Fin | TimeoutStyle::ServerSlow => {
             let (reply, think_ms) = match (s.style, case.twin) {
                 (TimeoutStyle::Fin, false) => (fits * 3, 0),
@@ -163,10 +167,23 @@ fn transfer(
         "--json", "transfer", "server", "--listen", server, "--count", "1",
     ])?;
     let (bytes_s, timeout) = (bytes.to_string(), format!("{}s", s.timeout_s));
+    let limit = Duration::from_secs(s.timeout_s + 30);
+    if s.style == TimeoutStyle::Rst {
+        let record = abandon(ctx, net, server, &bytes_s, s.timeout_s, limit)?;
+        let served = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
+        let timed_out = record["bytes_read"].as_u64().unwrap_or(0) < bytes;
+        let facts = json!({
+            "timed_out": timed_out,
+            "bytes_requested": bytes,
+            "response_bytes_before_close": record["bytes_read"],
+            "unread_bytes_at_close": record["unread_bytes_at_close"],
+        });
+        return Ok((json!({"server": served, "client": record}), facts, None));
+    }
     let mut cli = ctx.spawn(&net.a, "transfer client", &[
         "--json", "transfer", "client", server, "--bytes", &bytes_s, "--timeout", &timeout,
     ])?;
-    let client = json_of(&mut cli, "tailhunt transfer client", Duration::from_secs(s.timeout_s + 30))?;
+    let client = json_of(&mut cli, "tailhunt transfer client", limit)?;
     let served = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
     let timed_out = client["outcome"] == "timeout";
     let facts = json!({
@@ -180,4 +197,26 @@ fn transfer(
     }
     let programs = json!({"server": served, "client": record});
     Ok((programs, facts, Some(("tcp_info".into(), client))))
+}
+
+/// The abandoning client (`tailhunt-truth abandon`, see [`super::abandon`]) inside the client's
+/// namespace; returns its record.
+fn abandon(
+    ctx: &Ctx,
+    net: &Dumbbell,
+    server: &str,
+    bytes: &str,
+    timeout_s: u64,
+    limit: Duration,
+) -> Result<Value, TruthError> {
+    let worker = ctx.worker()?;
+    let out = ctx.file("abandon.json");
+    let (timeout, out_s) = (format!("{}", timeout_s * 1000), out.to_string_lossy().into_owned());
+    let argv = [
+        worker.as_str(), "abandon", server, "--bytes", bytes, "--timeout-ms", &timeout, "--out", &out_s,
+    ];
+    let mut p = Proc::spawn(&net.a, "abandoning client", &argv)?;
+    p.wait_success(limit)?;
+    let text = std::fs::read_to_string(&out).map_err(|source| TruthError::Io { path: out.clone(), source })?;
+    super::tool::parse("tailhunt-truth abandon", &text, &p.stderr())
 }

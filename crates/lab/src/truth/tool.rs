@@ -78,6 +78,19 @@ impl Ctx {
         self.dir.join(name)
     }
 
+    /// The `tailhunt-truth` binary, for the cases' own programs.
+    pub(crate) fn worker(&self) -> Result<String, TruthError> {
+        self.tools
+            .worker
+            .as_ref()
+            .map(|w| w.to_string_lossy().into_owned())
+            .ok_or_else(|| {
+                TruthError::Work(
+                    "this case needs the tailhunt-truth binary for its own programs: run it through tailhunt-truth (or set TAILHUNT_TRUTH_BIN)".into(),
+                )
+            })
+    }
+
     /// `tailhunt --db DB ARGS`.
     pub(crate) fn argv(&self, args: &[&str]) -> Vec<String> {
         let mut v = vec![
@@ -99,7 +112,7 @@ impl Ctx {
     /// Starts a tailhunt server inside `ns` and waits until it listens.
     pub(crate) fn server(&self, ns: &Netns, what: &str, args: &[&str]) -> Result<Proc, TruthError> {
         let mut p = self.spawn(ns, what, args)?;
-        let needle = if args.first() == Some(&"transfer") {
+        let needle = if args.contains(&"transfer") {
             "listening on"
         } else {
             "serving"
