@@ -85,6 +85,12 @@ impl Cgroups {
         group.map_or_else(|| "system".into(), |g| format!("/{}/{g}", self.name))
     }
 
+    /// Writes a v1 cpu controller file of the case's own top group.
+    pub(crate) fn set_top_v1(&self, file: &str, value: &str) -> Result<(), TruthError> {
+        let p = self.v1.join(file);
+        fs::write(&p, value).map_err(cg_err(&p))
+    }
+
     /// Writes a v1 cpu controller file of a group (`cpu.shares`, `cpu.cfs_quota_us`).
     pub(crate) fn set_v1(&self, group: &str, file: &str, value: &str) -> Result<(), TruthError> {
         let p = self.v1.join(group).join(file);

@@ -17,6 +17,10 @@
 //! | quota | the worker's quota is cut to 10 ms per 100 ms: `cpu-throttled` naming it |
 //!
 //! Twins: the same without the cause (no hogs; the busy load alone; no quota cut).
+//!
+//! The case's top group gets cpu.shares 10240 (ten root tasks' worth) except in the system and
+//! busy variants: on a shared host the root cgroup holds everybody else's work on CPU 0, and
+//! the planted cause must stay the main thing the victim waits behind.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -136,6 +140,12 @@ impl Plan {
             takers: Vec::new(),
         };
         cg.group("victim")?;
+        // The host's own work (other builds) runs on CPU 0 too, as single tasks of weight 1024
+        // in the root cgroup. Outweighing it keeps the planted cause the main one; where the
+        // host is the point (system, busy) the case's group keeps the default weight.
+        if !matches!(v, RunqVariant::System | RunqVariant::Busy) {
+            cg.set_top_v1("cpu.shares", "10240")?;
+        }
         let victim = cg.display(Some("victim"));
         let g = |s: &str| Some(s.to_string());
         if v == RunqVariant::Quota {

@@ -223,7 +223,7 @@ pub fn score(truth: &Truth, outputs: &[(String, Value)]) -> CaseScore {
             if kind.is_some_and(|k| !k.runs(det)) {
                 continue;
             }
-            let o = score_detector(truth, view, det, &findings);
+            let o = score_detector(truth, view, det, &findings, origin(doc));
             if o.planted.is_empty() && o.named.is_empty() {
                 continue;
             }
@@ -252,7 +252,20 @@ fn findings_of(doc: &Value) -> Vec<Value> {
     doc["findings"].as_array().cloned().unwrap_or_default()
 }
 
-fn score_detector(truth: &Truth, view: &str, det: &str, findings: &[Value]) -> Outcome {
+/// A document's clock origin `(mono_ns, wall_ns)`, when its evidence ranges are on the run's
+/// monotonic clock (runq); captures' ranges are epoch times already.
+fn origin(doc: &Value) -> Option<(i64, i64)> {
+    let o = &doc["started"]["origin"];
+    Some((o["mono_ns"].as_i64()?, o["wall_ns"].as_i64()?))
+}
+
+fn score_detector(
+    truth: &Truth,
+    view: &str,
+    det: &str,
+    findings: &[Value],
+    origin: Option<(i64, i64)>,
+) -> Outcome {
     let planted: Vec<&super::Planted> = truth
         .planted
         .iter()
@@ -275,7 +288,7 @@ fn score_detector(truth: &Truth, view: &str, det: &str, findings: &[Value]) -> O
     for f in findings.iter().filter(|f| f["detector"] == det) {
         let conf = f["confidence"].as_f64().unwrap_or(0.0);
         let summary = f["summary"].as_str().unwrap_or("").to_string();
-        o.contradictions.extend(contradictions(truth, det, f));
+        o.contradictions.extend(contradictions(truth, det, f, origin));
         for n in named(det, f, target.as_deref()) {
             let hit = planted.iter().position(|p| n.matches(&p.unit));
             let judged = match hit {
@@ -285,7 +298,7 @@ fn score_detector(truth: &Truth, view: &str, det: &str, findings: &[Value]) -> O
                     "tp"
                 }
                 Some(_) => "extra",
-                None if is_side_effect(truth, &n, f) => "side-effect",
+                None if is_side_effect(truth, &n, f, origin) => "side-effect",
                 None => {
                     o.counts.fp += 1;
                     "fp"
@@ -406,7 +419,7 @@ fn flows_in(text: &str) -> Vec<Named> {
 }
 
 /// A neighbour finding blaming a taker for a non-victim's wait, not earlier than the taker.
-fn is_side_effect(truth: &Truth, n: &Named, f: &Value) -> bool {
+fn is_side_effect(truth: &Truth, n: &Named, f: &Value, origin: Option<(i64, i64)>) -> bool {
     let Named::Pair(victim, neighbour) = n else {
         return false;
     };
@@ -416,16 +429,17 @@ fn is_side_effect(truth: &Truth, n: &Named, f: &Value) -> bool {
     let Some(since) = truth.takers.iter().find(|(c, _)| c == neighbour).map(|t| t.1) else {
         return false;
     };
-    !planted_victim && elevated_start(f).is_none_or(|s| s + 1_000_000_000 >= since)
+    !planted_victim && elevated_start(f, origin).is_none_or(|s| s + 1_000_000_000 >= since)
 }
 
-/// Where a run-queue finding's slow intervals begin (its first evidence's range).
-fn elevated_start(f: &Value) -> Option<i64> {
-    f["evidence"][0]["range_ns"][0].as_i64()
+/// Where a run-queue finding's slow intervals begin (its first evidence's range), epoch ns.
+fn elevated_start(f: &Value, origin: Option<(i64, i64)>) -> Option<i64> {
+    let t = f["evidence"][0]["range_ns"][0].as_i64()?;
+    Some(origin.map_or(t, |(mono, wall)| wall + (t - mono)))
 }
 
 /// Statements of a finding that the truth contradicts.
-fn contradictions(truth: &Truth, det: &str, f: &Value) -> Vec<String> {
+fn contradictions(truth: &Truth, det: &str, f: &Value, origin: Option<(i64, i64)>) -> Vec<String> {
     let summary = f["summary"].as_str().unwrap_or("");
     let mut out = Vec::new();
     if det == "application-timeout"
@@ -437,7 +451,7 @@ fn contradictions(truth: &Truth, det: &str, f: &Value) -> Vec<String> {
         ));
     }
     if det == "noisy-neighbor" {
-        if let (Some(start), Some(n)) = (elevated_start(f), named(det, f, None).pop()) {
+        if let (Some(start), Some(n)) = (elevated_start(f, origin), named(det, f, None).pop()) {
             if let Named::Pair(_, neighbour) = n {
                 if let Some((_, since)) = truth.takers.iter().find(|(c, _)| *c == neighbour) {
                     if start + 1_000_000_000 < *since {

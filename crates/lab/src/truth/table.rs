@@ -126,18 +126,24 @@ pub fn misses(scores: &[CaseScore]) -> String {
     for c in scores {
         let mut lines = Vec::new();
         for o in &c.outcomes {
-            for m in &o.missed {
-                let said: Vec<String> = o
-                    .named
-                    .iter()
-                    .map(|n| format!("{} ({})", n.summary, n.judged))
-                    .collect();
+            if !o.missed.is_empty() {
+                let mut said: Vec<String> = Vec::new();
+                for n in &o.named {
+                    if !said.contains(&n.summary) {
+                        said.push(n.summary.clone());
+                    }
+                }
                 let said = if said.is_empty() {
                     "silent".to_string()
                 } else {
-                    said.join("; ")
+                    said.join(" | ")
                 };
-                lines.push(format!("- {} / {}: missed {m}; it said: {said}", o.view, o.detector));
+                lines.push(format!(
+                    "- {} / {}: missed {}; it said: {said}",
+                    o.view,
+                    o.detector,
+                    o.missed.join(", ")
+                ));
             }
             for n in o.named.iter().filter(|n| n.judged == "fp") {
                 lines.push(format!(
