@@ -58,8 +58,11 @@ pub struct WindowSpec {
     pub rcvbuf: Option<u64>,
     /// Bytes to download.
     pub bytes: u64,
-    /// The client's timeout, s (a transfer slower than it: closed with unread data, RST).
+    /// The client's timeout, s (a transfer slower than it).
     pub timeout_s: Option<u64>,
+    /// The round trip is queueing delay in a shared bottleneck (a tbf queue kept full by a
+    /// competing download) instead of the emulator's propagation delay; `rtt_ms` is unused.
+    pub shared: bool,
 }
 
 /// How the client's timeout meets the server.
@@ -171,13 +174,24 @@ fn case(name: String, twin: bool, seed: u64, spec: Spec) -> Case {
 }
 
 /// A window case and its twin. The download lasts about 3 s at the pinned window's rate
-/// (64 KiB pinned gives ~80 KiB of advertised window).
-fn window_pair(rtt_ms: u64, rate_bps: u64, timeout_s: Option<u64>, seed: u64) -> Vec<Case> {
-    let bound_bps = 80.0 * 1024.0 * 8.0 / (rtt_ms as f64 / 1e3);
+/// (64 KiB pinned gives ~80 KiB of advertised window), on the shared queue at its 300 ms.
+fn window_pair(
+    rtt_ms: u64,
+    rate_bps: u64,
+    timeout_s: Option<u64>,
+    shared: bool,
+    seed: u64,
+) -> Vec<Case> {
+    let rtt_ms = if shared { 0 } else { rtt_ms };
+    let felt_rtt_ms = if shared { 300 } else { rtt_ms };
+    let bound_bps = 80.0 * 1024.0 * 8.0 / (felt_rtt_ms as f64 / 1e3);
     let bytes = ((bound_bps / 8.0 * 3.0) as u64).clamp(1_000_000, 20_000_000);
+    // On the shared queue the first 100 ms run at the link's rate, before the competitor.
+    let bytes = if shared { bytes + rate_bps / 8 / 10 } else { bytes };
     let bytes = if timeout_s.is_some() { bytes * 3 } else { bytes };
+    let path = if shared { "shared-queue".to_string() } else { format!("rtt{rtt_ms}ms") };
     let tag = format!(
-        "rtt{rtt_ms}ms-{}{}",
+        "{path}-{}{}",
         rate_name(rate_bps),
         timeout_s.map(|t| format!("-timeout{t}s")).unwrap_or_default()
     );
@@ -188,6 +202,7 @@ fn window_pair(rtt_ms: u64, rate_bps: u64, timeout_s: Option<u64>, seed: u64) ->
             rcvbuf,
             bytes,
             timeout_s,
+            shared,
         })
     };
     let mut out = vec![case(
@@ -271,7 +286,8 @@ pub fn matrix(scale: Scale, seed: u64) -> Vec<Case> {
     let pick = |rng: &mut StdRng, v: &[u64]| v[rng.random_range(0..v.len())];
     // Receive window: the classic 64 KiB buffer over a long path.
     let rtt = pick(&mut rng, &[40, 80]);
-    out.extend(window_pair(rtt, 100 * MBIT, None, seed));
+    out.extend(window_pair(rtt, 100 * MBIT, None, false, seed));
+    out.extend(window_pair(0, 50 * MBIT, None, true, seed));
     // Timeouts, one of each style.
     let t = pick(&mut rng, &[2, 3]);
     out.push(timeout_case(TimeoutStyle::Rst, t, false, seed));
@@ -331,9 +347,10 @@ pub fn matrix(scale: Scale, seed: u64) -> Vec<Case> {
 /// What the full matrix adds to the quick one.
 fn full_extra(rng: &mut StdRng, seed: u64) -> Vec<Case> {
     let mut out = Vec::new();
-    out.extend(window_pair(20, GBIT, None, seed));
-    out.extend(window_pair(150, 100 * MBIT, None, seed));
-    out.extend(window_pair(80, 100 * MBIT, Some(2), seed).into_iter().take(1));
+    out.extend(window_pair(20, GBIT, None, false, seed));
+    out.extend(window_pair(150, 100 * MBIT, None, false, seed));
+    out.extend(window_pair(0, 20 * MBIT, None, true, seed));
+    out.extend(window_pair(80, 100 * MBIT, Some(2), false, seed).into_iter().take(1));
     for (style, t, twin) in [
         (TimeoutStyle::Rst, 1, false),
         (TimeoutStyle::Fin, 1, false),

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::net::Dumbbell;
 use super::spec::{Case, TimeoutSpec, TimeoutStyle};
 use super::tap::{stop_all, Tap};
-use super::tool::{json_of, Ctx};
+use super::tool::{json_of, strip_findings, Ctx};
 use super::{pause, Planted, Truth, TruthError, Unit, View};
 use crate::scenario::procs::Proc;
 
@@ -191,11 +191,7 @@ fn transfer(
         "bytes_requested": bytes,
         "response_bytes_before_close": client["bytes_transferred"],
     });
-    let mut record = client.clone();
-    if let Some(o) = record.as_object_mut() {
-        o.remove("findings");
-    }
-    let programs = json!({"server": served, "client": record});
+    let programs = json!({"server": served, "client": strip_findings(&client)});
     Ok((programs, facts, Some(("tcp_info".into(), client))))
 }
 

@@ -210,6 +210,15 @@ pub(crate) fn parse(what: &str, stdout: &str, stderr: &str) -> Result<Value, Tru
     })
 }
 
+/// A program's own record without its findings (those are tailhunt's analysis, not truth).
+pub(crate) fn strip_findings(doc: &Value) -> Value {
+    let mut r = doc.clone();
+    if let Some(o) = r.as_object_mut() {
+        o.remove("findings");
+    }
+    r
+}
+
 /// Waits for `p` to exit successfully and parses what it printed.
 pub(crate) fn json_of(p: &mut Proc, what: &str, limit: Duration) -> Result<Value, TruthError> {
     let out = p.finish_stdout(limit)?;
