@@ -70,12 +70,10 @@ enum Cmd {
         /// has a finding at or above medium confidence, or a case does not run.
         #[arg(long)]
         assert: Option<f64>,
-        /// Also write the results as Markdown here.
+        /// Also write the results as Markdown sections here (bench/detectors.sh adds the
+        /// heading and the machine).
         #[arg(long)]
         markdown: Option<PathBuf>,
-        /// Machine description for the Markdown.
-        #[arg(long, default_value = "")]
-        machine: String,
         #[command(flatten)]
         common: Common,
     },
@@ -142,21 +140,20 @@ fn main() -> ExitCode {
                 eprintln!("error: no case '{name}' in the matrix of seed {}: see `tailhunt-truth list --full`", common.seed);
                 return ExitCode::from(2);
             };
-            run_cases(&[case], &common, None, None, "")
+            run_cases(&[case], &common, None, None)
         }
         Cmd::Matrix {
             full,
             only,
             assert,
             markdown,
-            machine,
             common,
         } => {
             let cases: Vec<Case> = matrix(scale(full), common.seed)
                 .into_iter()
                 .filter(|c| only.as_ref().is_none_or(|o| c.name.starts_with(o.as_str())))
                 .collect();
-            run_cases(&cases, &common, assert, markdown, &machine)
+            run_cases(&cases, &common, assert, markdown)
         }
     };
     r.unwrap_or_else(|e| {
@@ -218,7 +215,6 @@ fn run_cases(
     common: &Common,
     assert: Option<f64>,
     md: Option<PathBuf>,
-    machine: &str,
 ) -> Result<ExitCode, TruthError> {
     let tools = Tools::locate(common.tailhunt.clone())?;
     let _ = ctrlc::set_handler(request_stop);
@@ -263,14 +259,14 @@ fn run_cases(
     if !m.is_empty() {
         println!("Misses, false positives and contradictions:\n\n{m}");
     }
-    let how = format!(
-        "`tailhunt-truth matrix` over {} case(s), seed {}, in {:.0} s.",
+    eprintln!(
+        "{} case(s), seed {}, in {:.0} s",
         cases.len(),
         common.seed,
         began.elapsed().as_secs_f64()
     );
     if let Some(path) = md {
-        let text = markdown(&s, &scores, machine, &how);
+        let text = markdown(&s, &scores);
         std::fs::write(&path, text).map_err(|source| TruthError::Io { path, source })?;
     }
     let all = serde_json::json!({"scores": scores, "failed": failed});

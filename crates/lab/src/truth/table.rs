@@ -181,10 +181,10 @@ pub fn misses(scores: &[CaseScore]) -> String {
     t
 }
 
-/// The whole results document: a heading, the machine, how it was run, the table, the misses.
-pub fn markdown(s: &Summary, scores: &[CaseScore], machine: &str, how: &str) -> String {
-    let mut t = String::from("# Detectors on independent ground truth\n\n");
-    let _ = writeln!(t, "{how}\n\nMachine: {machine}\n");
+/// The results as Markdown sections (`## Per detector`, `## Misses ...`), for a document
+/// whose heading and machine description the caller writes.
+pub fn markdown(s: &Summary, scores: &[CaseScore]) -> String {
+    let mut t = String::from("## Per detector\n\n");
     let _ = writeln!(t, "{} case(s) scored.\n", s.cases);
     t.push_str(&detector_table(s));
     if !s.failed.is_empty() {

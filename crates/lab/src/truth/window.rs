@@ -242,7 +242,7 @@ pub(crate) fn run(
             "captures": captures,
         }),
         facts: json!({
-            "window_bound_bps": window_bound(&client_doc),
+            "window_bound_bps": (!s.shared).then(|| window_bound(&client_doc, s.rtt_ms)).flatten(),
             "throughput_bps": client_doc["throughput_bps"],
             "timed_out": timed_out,
         }),
@@ -277,10 +277,9 @@ fn competitor_client(
         &["--json", "transfer", "client", &listen, "--bytes", &bytes])
 }
 
-/// What the client's kernel said its window and round trip were: mean advertised window over
-/// the smallest RTT (bits/s).
-fn window_bound(doc: &Value) -> Option<f64> {
+/// The window the client's kernel advertised (its mean, from its own TCP_INFO) over the round
+/// trip the emulator was set to, bits/s: what a window-limited download achieves.
+fn window_bound(doc: &Value, rtt_ms: u64) -> Option<f64> {
     let wnd = doc["tcp"]["rcv_wnd_mean_bytes"].as_f64()?;
-    let rtt = doc["tcp"]["min_rtt_ns"].as_f64().filter(|r| *r > 0.0)?;
-    Some(wnd * 8.0 / (rtt / 1e9))
+    Some(wnd * 8.0 / (rtt_ms.max(1) as f64 / 1e3))
 }
