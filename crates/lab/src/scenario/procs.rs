@@ -300,18 +300,19 @@ pub(crate) fn add_tbf(ns: &Netns, iface: &str, params: &[&str]) -> Result<(), Sc
     Ok(())
 }
 
-/// Packets the root qdisc of `iface` sent and dropped so far (`tc -s qdisc show`), as
-/// `{"sent_packets", "dropped_packets"}` (null where tc's output could not be read).
+/// Packets the root qdisc of `iface` sent and dropped so far, and how often it had to hold
+/// one back (`tc -s qdisc show`), as `{"sent_packets", "dropped_packets", "overlimits"}` (null
+/// where tc's output could not be read).
 pub(crate) fn qdisc_counts(ns: &Netns, iface: &str) -> Result<Value, ScenarioError> {
     let out = ns.run(&["tc", "-s", "qdisc", "show", "dev", iface])?;
-    let (sent, dropped) = parse_qdisc_counts(&String::from_utf8_lossy(&out.stdout));
-    Ok(json!({"sent_packets": sent, "dropped_packets": dropped}))
+    let (sent, dropped, over) = parse_qdisc_counts(&String::from_utf8_lossy(&out.stdout));
+    Ok(json!({"sent_packets": sent, "dropped_packets": dropped, "overlimits": over}))
 }
 
 /// Reads ` Sent 4100 bytes 27 pkt (dropped 3, overlimits 0 requeues 0)`.
-fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>) {
+fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
     let Some(line) = text.lines().map(str::trim).find(|l| l.starts_with("Sent ")) else {
-        return (None, None);
+        return (None, None, None);
     };
     let words: Vec<&str> = line
         .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
@@ -329,7 +330,7 @@ fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>) {
         .position(|w| *w == "pkt")
         .and_then(|i| i.checked_sub(1))
         .and_then(|i| words[i].parse().ok());
-    (pkts, after("dropped"))
+    (pkts, after("dropped"), after("overlimits"))
 }
 
 #[cfg(test)]
@@ -341,7 +342,7 @@ mod tests {
         let text = "qdisc tbf 8004: root refcnt 3 rate 1Mbit burst 16Kb lat 100ms \n \
                     Sent 4100 bytes 27 pkt (dropped 3, overlimits 5 requeues 0) \n \
                     backlog 0b 0p requeues 0\n";
-        assert_eq!(parse_qdisc_counts(text), (Some(27), Some(3)));
-        assert_eq!(parse_qdisc_counts("qdisc noqueue 0: root"), (None, None));
+        assert_eq!(parse_qdisc_counts(text), (Some(27), Some(3), Some(5)));
+        assert_eq!(parse_qdisc_counts("qdisc noqueue 0: root"), (None, None, None));
     }
 }

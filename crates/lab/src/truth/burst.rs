@@ -16,7 +16,10 @@
 //! Views: `cache` (its interface: each direction's queue is upstream for what arrives and
 //! downstream for what leaves), `far` (the far host's interface toward the switch), and both
 //! again with `--requests` naming the api client's own run. Planted: `microburst` naming every
-//! source's flow. The twin's sources answer 100 bytes.
+//! source's flow, in each direction whose tbf held back at least 1% of the packets it sent (its
+//! `overlimits`; at 10 Gbit/s this machine cannot fill the link, and then nothing was planted
+//! there). The twin's
+//! sources answer 100 bytes.
 
 use std::time::Duration;
 
@@ -134,7 +137,8 @@ pub(crate) fn run(
         served.push(json_of(&mut p, "tailhunt serve", Duration::from_secs(10))?);
     }
 
-    let planted = planted(s, &cache, &dbs, &net.b_addr, case.twin);
+    let queues = net.queue_counts();
+    let planted = planted(s, &cache, &dbs, &net.b_addr, case.twin, &queues);
     let rate = s.rate_bps.to_string();
     let run_id = api.doc["run_id"].as_str().unwrap_or("").to_string();
     let mut views = Vec::new();
@@ -170,7 +174,7 @@ pub(crate) fn run(
         views,
         programs: json!({
             "api_step": step, "fetchers": fetched, "transfer": transfer_doc, "servers": served,
-            "queues": net.queue_counts(), "captures": captures, "reply_bytes": reply,
+            "queues": queues, "captures": captures, "reply_bytes": reply,
         }),
         facts: json!({
             "api_p50_ns": step["latency_ns"]["p50"], "api_p99_ns": step["latency_ns"]["p99"],
@@ -180,7 +184,22 @@ pub(crate) fn run(
     Ok((truth, outputs))
 }
 
-fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) -> Vec<Planted> {
+/// The sources, in the directions whose shaper had to hold packets back: a source that never
+/// filled the link (the machine could not push the rate) planted nothing there.
+fn planted(
+    s: &BurstSpec,
+    cache: &str,
+    dbs: &[String],
+    far: &str,
+    twin: bool,
+    queues: &Value,
+) -> Vec<Planted> {
+    // Held back at least once per hundred packets sent: a few held packets are a blip, not a
+    // full link.
+    let held = |dir: &str| {
+        let q = &queues[dir];
+        q["overlimits"].as_u64().unwrap_or(0) * 100 >= q["sent_packets"].as_u64().unwrap_or(u64::MAX)
+    };
     if twin {
         return Vec::new();
     }
@@ -193,6 +212,7 @@ fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) ->
         count,
         note,
     };
+    let dbs = if held("toward_a") { dbs } else { &[] };
     let mut out: Vec<Planted> = dbs
         .iter()
         .map(|d| {
@@ -200,11 +220,11 @@ fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) ->
                 "a db answering the cache 3 times a second with 10 ms of link time, toward the cache".into())
         })
         .collect();
-    if s.reverse > 0 {
+    if s.reverse > 0 && held("toward_b") {
         out.push(flow(far, format!("{cache}:7001"), s.reverse,
             "far clients fetching 10 ms replies from the cache 3 times a second, toward the far side".into()));
     }
-    if s.sustained {
+    if s.sustained && held("toward_a") {
         out.push(flow(cache, format!("{far}:7400"), 1,
             "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into()));
     }

@@ -13,6 +13,10 @@
 //! summary's first `": "` and the neighbour in its attribution series (`runq_wait_ns{by=..}`);
 //! for `cpu-throttled` the cgroup; for `latency-rises-as-load-falls` the sweep's target.
 //!
+//! A flow a `microburst` finding lists behind the bursts with ~0% of their bytes (under 1%) is
+//! a false positive even when it is a planted source elsewhere: the finding does not say it made
+//! these bursts.
+//!
 //! A `noisy-neighbor` finding that blames a cgroup the case set loose on the CPU (a *taker*)
 //! for the slowdown of a cgroup other than the planted victim (the host's own processes, say)
 //! is a side effect of the case, neither right nor wrong, and is listed but not counted —
@@ -290,7 +294,8 @@ fn score_detector(
         let summary = f["summary"].as_str().unwrap_or("").to_string();
         o.contradictions.extend(contradictions(truth, det, f, origin));
         for n in named(det, f, target.as_deref()) {
-            let hit = planted.iter().position(|p| n.matches(&p.unit));
+            let zero = det == "microburst" && burst_share(&summary, &n).is_some_and(|s| s < 1.0);
+            let hit = planted.iter().position(|p| !zero && n.matches(&p.unit));
             let judged = match hit {
                 Some(i) if matched[i] < planted[i].count => {
                     matched[i] += 1;
@@ -299,6 +304,10 @@ fn score_detector(
                 }
                 Some(_) => "extra",
                 None if is_side_effect(truth, &n, f, origin) => "side-effect",
+                None if zero => {
+                    o.counts.fp += 1;
+                    "fp (~0% of the burst bytes)"
+                }
                 None => {
                     o.counts.fp += 1;
                     "fp"
@@ -395,6 +404,12 @@ fn dedup(v: Vec<Named>) -> Vec<Named> {
         }
     }
     out
+}
+
+/// The share of the burst bytes a microburst summary gives a flow (`A -> B (25%)`), percent.
+fn burst_share(summary: &str, n: &Named) -> Option<f64> {
+    let at = summary.find(&format!("{n} ("))? + n.to_string().len() + 2;
+    summary[at..].split('%').next()?.parse().ok()
 }
 
 /// Every `A:p -> B:q` in a text.
@@ -524,6 +539,32 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_behind_the_bursts_with_no_share_of_their_bytes_is_not_credited() {
+        let p = Planted {
+            detector: "microburst".into(),
+            unit: Unit::Flow {
+                client_ip: "198.18.51.2".into(),
+                server: "198.18.50.2:7001".into(),
+            },
+            count: 1,
+            note: String::new(),
+        };
+        let doc = json!({"findings": [{"detector": "microburst", "confidence": 0.9,
+            "summary": "microbursts to 198.18.50.2: behind the bursts: tcp 198.18.50.2:1 -> 198.18.51.11:7100 (99%), tcp 198.18.51.2:2 -> 198.18.50.2:7001 (0%)"}]});
+        let s = score(&truth(vec![p], false), &[("v".into(), doc)]);
+        let c = s.counts["microburst"];
+        assert_eq!((c.tp, c.fp, c.fn_), (0, 2, 1), "{s:#?}");
+    }
+
+    #[test]
+    fn a_detector_is_scored_only_on_views_it_runs_on() {
+        let mut t = truth(vec![flow(1)], false);
+        t.views[0].kind = crate::truth::ViewKind::Runq;
+        let s = score(&t, &[("v".into(), json!({"findings": []}))]);
+        assert!(s.counts.is_empty(), "{s:#?}");
+    }
+
+    #[test]
     fn silence_is_a_miss_and_a_twin_finding_is_a_failure() {
         let s = score(&truth(vec![flow(1)], false), &[("v".into(), json!({"findings": []}))]);
         assert_eq!(s.counts["receive-window-limited"].fn_, 1);
@@ -557,7 +598,9 @@ mod tests {
             nn("system", "/t/victim", 5_000_000_000),
             nn("/t/other", "/t/hogs", 1_000_000_000),
         ]});
-        let s = score(&truth(vec![pair], false), &[("v".into(), doc)]);
+        let mut t = truth(vec![pair], false);
+        t.views[0].kind = crate::truth::ViewKind::Runq;
+        let s = score(&t, &[("v".into(), doc)]);
         let c = s.counts["noisy-neighbor"];
         assert_eq!((c.tp, c.fp, c.fn_), (1, 2, 0), "{s:#?}");
         let judged: Vec<&str> = s.outcomes[0].named.iter().map(|n| n.judged.as_str()).collect();
