@@ -17,7 +17,9 @@ use std::time::Instant;
 use clap::{Parser, Subcommand};
 use tailhunt_lab::truth::table::{detector_table, markdown, misses, summarize};
 use tailhunt_lab::truth::work::{self, WorkKind, WorkSpec};
-use tailhunt_lab::truth::{matrix, request_stop, run_case, Case, CaseScore, Scale, Tools, TruthError};
+use tailhunt_lab::truth::{
+    matrix, request_stop, run_case, stopping, Case, CaseScore, Scale, Tools, TruthError,
+};
 
 #[derive(Parser)]
 #[command(name = "tailhunt-truth", version, about = "Score tailhunt's detectors on cases with independent ground truth")]
@@ -226,6 +228,7 @@ fn run_cases(
         eprint!("[{}/{}] {} ... ", i + 1, cases.len(), case.name);
         // A case that fails to run (a program late on a loaded host) gets a second chance.
         let r = run_case(case, &tools, &common.out).or_else(|e| match e {
+            _ if stopping() => Err(TruthError::Interrupted),
             TruthError::Interrupted => Err(e),
             e => {
                 eprint!("({e}; again) ");
@@ -246,7 +249,7 @@ fn run_cases(
                 );
                 scores.push(r.score);
             }
-            Err(TruthError::Interrupted) => return Err(TruthError::Interrupted),
+            Err(_) if stopping() => return Err(TruthError::Interrupted),
             Err(e) => {
                 eprintln!("did not run: {e}");
                 failed.push((case.name.clone(), e.to_string()));

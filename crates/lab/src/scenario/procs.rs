@@ -194,7 +194,9 @@ fn wait_until(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         if let Ok(Some(s)) = child.try_wait() {
             return Some(s);
         }
-        if Instant::now() >= deadline {
+        // A stop request (Ctrl-C in `tailhunt-truth`) ends the wait at once, so the caller's
+        // guards clean up now rather than when the program would have finished.
+        if Instant::now() >= deadline || crate::truth::stopping() {
             return None;
         }
         thread::sleep(Duration::from_millis(10));
