@@ -31,7 +31,12 @@ fn is_root() -> bool {
 
 fn tailhunt() -> PathBuf {
     std::env::var_os("TAILHUNT_BIN").map_or_else(
-        || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/tailhunt")),
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/release/tailhunt"
+            ))
+        },
         PathBuf::from,
     )
 }
@@ -44,7 +49,10 @@ fn tools(test: &str) -> Option<Tools> {
     }
     let bin = tailhunt();
     if !bin.is_file() {
-        eprintln!("skipping {test}: no tailhunt at {} (cargo build --release -p tailhunt)", bin.display());
+        eprintln!(
+            "skipping {test}: no tailhunt at {} (cargo build --release -p tailhunt)",
+            bin.display()
+        );
         return None;
     }
     Some(Tools {
@@ -78,7 +86,9 @@ fn leftovers() -> Vec<String> {
             left.extend(
                 d.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("tailhunt-truth-") && n.ends_with(&format!("-{pid}"))),
+                    .filter(|n| {
+                        n.starts_with("tailhunt-truth-") && n.ends_with(&format!("-{pid}"))
+                    }),
             );
         }
     }
@@ -87,11 +97,17 @@ fn leftovers() -> Vec<String> {
 
 #[test]
 fn a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root() {
-    let Some(tools) = tools("a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root") else {
+    let Some(tools) = tools("a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root")
+    else {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let r = run_case(&case("window-rcvbuf64k-rtt80ms-100mbit"), &tools, &out_dir()).unwrap();
+    let r = run_case(
+        &case("window-rcvbuf64k-rtt80ms-100mbit"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
     assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
     let t = &r.truth;
     assert_eq!(t.planted.len(), 1, "{:#?}", t.planted);
@@ -101,14 +117,23 @@ fn a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root() {
         t.facts["throughput_bps"].as_f64().unwrap(),
         t.facts["window_bound_bps"].as_f64().unwrap(),
     );
-    assert!((got / bound - 1.0).abs() < 0.25, "throughput {got} against window/RTT {bound}");
+    assert!(
+        (got / bound - 1.0).abs() < 0.25,
+        "throughput {got} against window/RTT {bound}"
+    );
     let views: Vec<&str> = r.outputs.iter().map(|(v, _)| v.as_str()).collect();
     assert_eq!(views, ["receiver", "sender", "tcp_info"]);
     for (v, doc) in &r.outputs {
         assert!(doc["findings"].is_array(), "{v}: no findings array");
     }
     let dir = out_dir().join("window-rcvbuf64k-rtt80ms-100mbit");
-    for f in ["truth.json", "score.json", "receiver.pcap", "sender.pcap", "receiver.json"] {
+    for f in [
+        "truth.json",
+        "score.json",
+        "receiver.pcap",
+        "sender.pcap",
+        "receiver.json",
+    ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     let again: Value =
@@ -130,10 +155,17 @@ fn an_abandoned_download_is_closed_with_data_queued_root() {
     assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
     let client = &r.truth.programs["programs"]["client"];
     // Unread bytes at the close are what make the kernel reset instead of FIN.
-    assert!(client["unread_bytes_at_close"].as_u64().unwrap() > 0, "{client}");
-    let took = client["close_wall_ns"].as_i64().unwrap() - client["request_wall_ns"].as_i64().unwrap();
+    assert!(
+        client["unread_bytes_at_close"].as_u64().unwrap() > 0,
+        "{client}"
+    );
+    let took =
+        client["close_wall_ns"].as_i64().unwrap() - client["request_wall_ns"].as_i64().unwrap();
     let timeout = client["timeout_ns"].as_i64().unwrap();
-    assert!((took - timeout).abs() < 100_000_000, "closed {took} ns after the request, timeout {timeout}");
+    assert!(
+        (took - timeout).abs() < 100_000_000,
+        "closed {took} ns after the request, timeout {timeout}"
+    );
     assert_eq!(r.truth.planted[0].detector, "application-timeout");
 }
 
@@ -150,8 +182,12 @@ fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {
         assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
         assert_eq!(r.truth.takers.len(), 1);
         let f = &r.truth.facts;
-        let calm = f["victim_late_p99_calm_median_ns"].as_f64().unwrap_or(f64::MAX);
-        let hot = f["victim_late_p99_after_onset_median_ns"].as_f64().unwrap_or(0.0);
+        let calm = f["victim_late_p99_calm_median_ns"]
+            .as_f64()
+            .unwrap_or(f64::MAX);
+        let hot = f["victim_late_p99_after_onset_median_ns"]
+            .as_f64()
+            .unwrap_or(0.0);
         if hot >= 5.0 * calm && hot >= 1e6 {
             return;
         }

@@ -22,7 +22,11 @@ use tailhunt_lab::truth::{
 };
 
 #[derive(Parser)]
-#[command(name = "tailhunt-truth", version, about = "Score tailhunt's detectors on cases with independent ground truth")]
+#[command(
+    name = "tailhunt-truth",
+    version,
+    about = "Score tailhunt's detectors on cases with independent ground truth"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -138,7 +142,10 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Case { name, common } => {
-            let Some(case) = matrix(Scale::Full, common.seed).into_iter().find(|c| c.name == name) else {
+            let Some(case) = matrix(Scale::Full, common.seed)
+                .into_iter()
+                .find(|c| c.name == name)
+            else {
                 eprintln!("error: no case '{name}' in the matrix of seed {}: see `tailhunt-truth list --full`", common.seed);
                 return ExitCode::from(2);
             };
@@ -160,7 +167,11 @@ fn main() -> ExitCode {
     };
     r.unwrap_or_else(|e| {
         eprintln!("error: {e}");
-        ExitCode::from(if matches!(e, TruthError::Interrupted) { 130 } else { 2 })
+        ExitCode::from(if matches!(e, TruthError::Interrupted) {
+            130
+        } else {
+            2
+        })
     })
 }
 
@@ -179,8 +190,11 @@ fn run_work(
     cgroups: Vec<PathBuf>,
     out: &PathBuf,
 ) -> Result<ExitCode, TruthError> {
-    let kind = WorkKind::from_name(kind)
-        .ok_or_else(|| TruthError::Work(format!("unknown workload '{kind}': hog, half-hog, sleeper or worker")))?;
+    let kind = WorkKind::from_name(kind).ok_or_else(|| {
+        TruthError::Work(format!(
+            "unknown workload '{kind}': hog, half-hog, sleeper or worker"
+        ))
+    })?;
     let record = work::run(&WorkSpec {
         kind,
         seconds,
@@ -245,7 +259,11 @@ fn run_cases(
                     sum.tp,
                     sum.fp,
                     sum.fn_,
-                    if r.score.twin_failures.is_empty() { "" } else { ", twin failure" }
+                    if r.score.twin_failures.is_empty() {
+                        ""
+                    } else {
+                        ", twin failure"
+                    }
                 );
                 scores.push(r.score);
             }

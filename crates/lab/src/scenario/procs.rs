@@ -59,7 +59,11 @@ impl Proc {
     }
 
     /// Waits until the process says `needle` on stderr (servers announce themselves there).
-    pub(crate) fn wait_stderr(&mut self, needle: &str, limit: Duration) -> Result<(), ScenarioError> {
+    pub(crate) fn wait_stderr(
+        &mut self,
+        needle: &str,
+        limit: Duration,
+    ) -> Result<(), ScenarioError> {
         wait_stderr(self, needle, limit)
     }
 
@@ -345,6 +349,9 @@ mod tests {
                     Sent 4100 bytes 27 pkt (dropped 3, overlimits 5 requeues 0) \n \
                     backlog 0b 0p requeues 0\n";
         assert_eq!(parse_qdisc_counts(text), (Some(27), Some(3), Some(5)));
-        assert_eq!(parse_qdisc_counts("qdisc noqueue 0: root"), (None, None, None));
+        assert_eq!(
+            parse_qdisc_counts("qdisc noqueue 0: root"),
+            (None, None, None)
+        );
     }
 }

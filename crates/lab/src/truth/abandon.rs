@@ -27,7 +27,9 @@ pub fn abandon(addr: SocketAddr, bytes: u64, timeout: Duration) -> Result<Value,
     let fail = |what: &str, e: std::io::Error| TruthError::Work(format!("{what} {addr}: {e}"));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
         .map_err(|e| fail("cannot connect to", e))?;
-    let local = s.local_addr().map_err(|e| fail("no local address for", e))?;
+    let local = s
+        .local_addr()
+        .map_err(|e| fail("no local address for", e))?;
     let mut request = b"THT1".to_vec();
     request.extend_from_slice(&bytes.to_be_bytes());
     let request_ns = wall_ns();
@@ -37,12 +39,19 @@ pub fn abandon(addr: SocketAddr, bytes: u64, timeout: Duration) -> Result<Value,
     let mut got = 0u64;
     let mut buf = vec![0u8; 64 * 1024];
     let reading = timeout.saturating_sub(QUEUE_UP);
-    while let Some(left) = reading.checked_sub(began.elapsed()).filter(|l| !l.is_zero()) {
+    while let Some(left) = reading
+        .checked_sub(began.elapsed())
+        .filter(|l| !l.is_zero())
+    {
         let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => got += n as u64,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(fail("reading from", e)),
         }
     }

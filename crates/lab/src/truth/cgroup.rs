@@ -91,6 +91,13 @@ impl Cgroups {
         fs::write(&p, value).map_err(cg_err(&p))
     }
 
+    /// A number from a group's v1 `cpu.stat` (`nr_throttled`), as the kernel counts it.
+    pub(crate) fn cpu_stat(&self, group: &str, key: &str) -> Option<u64> {
+        let text = fs::read_to_string(self.v1.join(group).join("cpu.stat")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+    }
+
     /// Writes a v1 cpu controller file of a group (`cpu.shares`, `cpu.cfs_quota_us`).
     pub(crate) fn set_v1(&self, group: &str, file: &str, value: &str) -> Result<(), TruthError> {
         let p = self.v1.join(group).join(file);
@@ -135,11 +142,15 @@ impl Cgroups {
     }
 
     fn v2_root(&self) -> PathBuf {
-        self.v2.parent().map_or_else(|| self.v2.clone(), Path::to_path_buf)
+        self.v2
+            .parent()
+            .map_or_else(|| self.v2.clone(), Path::to_path_buf)
     }
 
     fn v1_root(&self) -> PathBuf {
-        self.v1.parent().map_or_else(|| self.v1.clone(), Path::to_path_buf)
+        self.v1
+            .parent()
+            .map_or_else(|| self.v1.clone(), Path::to_path_buf)
     }
 
     /// Waits for every workload to finish by itself.

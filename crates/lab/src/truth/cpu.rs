@@ -18,6 +18,10 @@
 //!
 //! Twins: the same without the cause (no hogs; the busy load alone; no quota cut).
 //!
+//! A neighbour is scored only when the sleeper's own record shows the slowdown (its wake-up
+//! lateness p99 at least 3x its calm seconds' and 1 ms or more), and a quota only when the kernel
+//! throttled the group; otherwise the cause goes to the truth's `unplanted`.
+//!
 //! The case's top group gets cpu.shares 10240 (ten root tasks' worth) except in the system and
 //! busy variants: on a shared host the root cgroup holds everybody else's work on CPU 0, and
 //! the planted cause must stay the main thing the victim waits behind.
@@ -31,13 +35,15 @@ use super::cgroup::Cgroups;
 use super::spec::{Case, RunqVariant};
 use super::tool::{json_of, Ctx};
 use super::work::WorkKind;
-use super::{pause, Planted, Truth, TruthError, Unit, View};
+use super::{pause, Planted, Truth, TruthError, Unit, View, ViewKind, Views};
 use crate::scenario::procs::Proc;
 
 /// Seconds traced.
 const TRACE_S: u64 = 10;
 /// When the cause starts, after the tracer.
 const ONSET: Duration = Duration::from_millis(4500);
+/// How much the sleeper's own lateness must rise for a neighbour to count as planted.
+const EFFECT: f64 = 3.0;
 
 /// Runs a run-queue case.
 pub(crate) fn run(
@@ -46,9 +52,15 @@ pub(crate) fn run(
     ctx: &Ctx,
 ) -> Result<(Truth, Vec<(String, Value)>), TruthError> {
     let worker = PathBuf::from(ctx.worker()?);
-    let tag: String = case.name.chars().filter(|c| c.is_ascii_alphanumeric()).take(20).collect();
+    let tag: String = case
+        .name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(20)
+        .collect();
     let mut cg = Cgroups::new(&tag)?;
     let mut plan = Plan::new(&mut cg, variant, case.twin)?;
+    // The workloads' records: the truth of who ran where, when, and what the victim suffered.
     let records = ctx.file("workloads");
     std::fs::create_dir_all(&records).map_err(|source| TruthError::Io {
         path: records.clone(),
@@ -57,7 +69,7 @@ pub(crate) fn run(
     let mut n = 0;
     let mut start = |cg: &mut Cgroups, kind, group: Option<&str>, cpu, secs| {
         n += 1;
-        let file = records.join(format!("{n:02}-{}.json", kind_name(kind)));
+        let file = records.join(format!("{n:02}-{}.json", WorkKind::name(kind)));
         cg.spawn(&worker, kind, group, cpu, secs, &file)
     };
     let whole = (TRACE_S + 3) as f64;
@@ -65,8 +77,7 @@ pub(crate) fn run(
         start(&mut cg, kind, group.as_deref(), cpu, whole)?;
     }
     pause(Duration::from_millis(500))?;
-    let runq = start_runq(ctx)?;
-    let mut runq = RunqGuard(runq);
+    let mut runq = start_runq(ctx)?;
     pause(ONSET)?;
     let onset_wall = super::wall_ns();
     for (kind, group, cpu) in plan.at_onset.clone() {
@@ -76,33 +87,33 @@ pub(crate) fn run(
         cg.set_v1(group, "cpu.cfs_period_us", "100000")?;
         cg.set_v1(group, "cpu.cfs_quota_us", "10000")?;
     }
-    let doc = json_of(&mut runq.0, "tailhunt runq", Duration::from_secs(TRACE_S + 30))?;
+    let doc = json_of(
+        &mut runq,
+        "tailhunt runq",
+        Duration::from_secs(TRACE_S + 30),
+    )?;
     cg.wait_all(Duration::from_secs(10))?;
     let programs = read_records(&records)?;
     plan.finish_takers(&programs, onset_wall);
     let facts = victim_facts(&programs, onset_wall);
-    let truth = Truth {
-        case: case.name.clone(),
-        seed: case.seed,
-        twin: case.twin,
-        spec: case.spec.clone(),
-        planted: std::mem::take(&mut plan.planted),
-        takers: std::mem::take(&mut plan.takers),
-        views: vec![View {
-            name: "runq".into(),
-            kind: super::ViewKind::Runq,
-            position: "tailhunt runq on CPU 1, whole host, 1 s intervals; workloads on CPU 0".into(),
-            analysis: vec!["runq".into(), "--duration".into(), format!("{TRACE_S}s")],
-            target: None,
-        }],
-        programs: json!({"workloads": programs, "onset_wall_ns": onset_wall}),
-        facts,
+    let mut views = Views::default();
+    let view = View {
+        name: "runq".into(),
+        kind: ViewKind::Runq,
+        position: "tailhunt runq on CPU 1, whole host, 1 s intervals; workloads on CPU 0".into(),
+        analysis: vec!["runq".into(), "--duration".into(), format!("{TRACE_S}s")],
+        target: None,
     };
-    Ok((truth, vec![("runq".into(), doc)]))
+    views.add(view, doc);
+    let throttled = cg.cpu_stat("victim", "nr_throttled");
+    let programs = json!({
+        "workloads": programs, "onset_wall_ns": onset_wall, "victim_nr_throttled": throttled,
+    });
+    let (mut truth, outputs) = Truth::of(case, plan.planted, views, programs, facts);
+    truth.takers = plan.takers;
+    set_aside_without_effect(&mut truth, throttled);
+    Ok((truth, outputs))
 }
-
-/// Kills the tracer if the case fails before it ends.
-struct RunqGuard(Proc);
 
 fn start_runq(ctx: &Ctx) -> Result<Proc, TruthError> {
     let secs = format!("{TRACE_S}s");
@@ -110,10 +121,6 @@ fn start_runq(ctx: &Ctx) -> Result<Proc, TruthError> {
     argv.extend(ctx.argv(&["--json", "runq", "--duration", &secs]));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     Ok(Proc::spawn_host("tailhunt runq", &argv)?)
-}
-
-fn kind_name(k: WorkKind) -> &'static str {
-    k.name()
 }
 
 type Start = (WorkKind, Option<String>, usize);
@@ -162,20 +169,7 @@ impl Plan {
             return Ok(p);
         }
         p.from_start.push((WorkKind::Sleeper, g("victim"), 0));
-        let neighbours: Vec<(Option<&str>, usize)> = match v {
-            RunqVariant::Unequal | RunqVariant::Busy => vec![(Some("neighbour"), 3)],
-            RunqVariant::Equal => vec![(Some("n1"), 2), (Some("n2"), 2)],
-            RunqVariant::System => vec![(None, 3)],
-            RunqVariant::ControlEqual => {
-                for grp in ["a", "b"] {
-                    cg.group(grp)?;
-                    p.from_start.push((WorkKind::Hog, g(grp), 0));
-                }
-                p.from_start.push((WorkKind::Hog, None, 0));
-                vec![]
-            }
-            RunqVariant::Quota => vec![],
-        };
+        let neighbours = p.neighbours(cg, v)?;
         if v == RunqVariant::Busy {
             for cpu in [0, 1] {
                 p.from_start.push((WorkKind::HalfHog, None, cpu));
@@ -202,11 +196,36 @@ impl Plan {
                     neighbour: neighbour.clone(),
                 },
                 count: 1,
-                note: format!("{hogs} CPU hogs in {neighbour} joined the victim's CPU 4.5 s into the trace"),
+                note: format!(
+                    "{hogs} CPU hogs in {neighbour} joined the victim's CPU 4.5 s into the trace"
+                ),
             });
             p.onset_takers.push(neighbour);
         }
         Ok(p)
+    }
+
+    /// The groups whose hogs join at onset, with how many hogs each; the control's hogs start
+    /// with the sleeper instead.
+    fn neighbours(
+        &mut self,
+        cg: &mut Cgroups,
+        v: RunqVariant,
+    ) -> Result<Vec<(Option<&'static str>, usize)>, TruthError> {
+        Ok(match v {
+            RunqVariant::Unequal | RunqVariant::Busy => vec![(Some("neighbour"), 3)],
+            RunqVariant::Equal => vec![(Some("n1"), 2), (Some("n2"), 2)],
+            RunqVariant::System => vec![(None, 3)],
+            RunqVariant::ControlEqual => {
+                for grp in ["a", "b"] {
+                    cg.group(grp)?;
+                    self.from_start.push((WorkKind::Hog, Some(grp.into()), 0));
+                }
+                self.from_start.push((WorkKind::Hog, None, 0));
+                vec![]
+            }
+            RunqVariant::Quota => vec![],
+        })
     }
 
     /// The takers with the time their first hog started, from the hogs' own records.
@@ -221,6 +240,30 @@ impl Plan {
                 .unwrap_or(onset_wall);
             self.takers.push((t.clone(), first));
         }
+    }
+}
+
+/// A neighbour counts only when the sleeper's own wake-up lateness shows it (its p99, median
+/// over the seconds after the onset, at least [`EFFECT`] times the calm seconds' and at least
+/// 1 ms), a quota only when the kernel throttled the group (`nr_throttled` in its cpu.stat).
+fn set_aside_without_effect(truth: &mut Truth, nr_throttled: Option<u64>) {
+    let f = &truth.facts;
+    let calm = f["victim_late_p99_calm_median_ns"].as_f64();
+    let hot = f["victim_late_p99_after_onset_median_ns"].as_f64();
+    let felt = matches!((calm, hot), (Some(c), Some(h)) if h >= EFFECT * c && h >= 1e6);
+    if !felt {
+        let why = format!(
+            "the sleeper's own wake-up lateness p99 went from {:.2} ms to {:.2} ms, less than {EFFECT}x (and 1 ms)",
+            calm.unwrap_or(0.0) / 1e6,
+            hot.unwrap_or(0.0) / 1e6
+        );
+        truth.set_aside(|p| p.detector == "noisy-neighbor", &why);
+    }
+    if nr_throttled.unwrap_or(0) == 0 {
+        truth.set_aside(
+            |p| p.detector == "cpu-throttled",
+            "the kernel never throttled the group",
+        );
     }
 }
 

@@ -49,8 +49,8 @@ pub mod abandon;
 mod burst;
 mod cgroup;
 pub mod cpu;
-mod net;
 mod nagle;
+mod net;
 pub mod score;
 mod spec;
 pub mod table;
@@ -68,9 +68,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use score::{CaseScore, Counts, Unit};
-pub use spec::{matrix, BurstSpec, Case, NagleSpec, RunqVariant, Scale, Spec, TimeoutStyle, WindowSpec};
+pub use spec::{
+    matrix, BurstSpec, Case, NagleSpec, RunqVariant, Scale, Spec, TimeoutStyle, WindowSpec,
+};
 pub use tool::Tools;
-
 
 use crate::scenario::ScenarioError;
 
@@ -235,6 +236,10 @@ pub struct Truth {
     pub spec: Spec,
     /// What was planted (empty for a twin).
     pub planted: Vec<Planted>,
+    /// Causes the case set up but that had no effect by the programs' own records (a shaper
+    /// the machine could not fill, a victim that did not get slower): not scored, listed.
+    #[serde(default)]
+    pub unplanted: Vec<Planted>,
     /// Cgroups that took a contended CPU on purpose, with when they started (epoch ns): a
     /// finding blaming one of them for another cgroup's wait is a side effect, not an error.
     #[serde(default)]
@@ -246,6 +251,77 @@ pub struct Truth {
     /// Facts derived from the programs' records that the scoring checks explanations against
     /// (e.g. `response_bytes_before_close`).
     pub facts: Value,
+}
+
+impl Truth {
+    /// The truth of `case` (no takers).
+    pub(crate) fn of(
+        case: &Case,
+        planted: Vec<Planted>,
+        views: Views,
+        programs: Value,
+        facts: Value,
+    ) -> (Truth, Vec<(String, Value)>) {
+        let truth = Truth {
+            case: case.name.clone(),
+            seed: case.seed,
+            twin: case.twin,
+            spec: case.spec.clone(),
+            planted,
+            unplanted: Vec::new(),
+            takers: Vec::new(),
+            views: views.views,
+            programs,
+            facts,
+        };
+        (truth, views.outputs)
+    }
+
+    /// Moves the planted units for which `no_effect` holds to `unplanted`, saying `why`.
+    pub(crate) fn set_aside(&mut self, no_effect: impl Fn(&Planted) -> bool, why: &str) {
+        let (out, keep): (Vec<Planted>, Vec<Planted>) = std::mem::take(&mut self.planted)
+            .into_iter()
+            .partition(no_effect);
+        self.planted = keep;
+        self.unplanted.extend(out.into_iter().map(|mut p| {
+            p.note = format!("{}; not scored: {why}", p.note);
+            p
+        }));
+    }
+}
+
+/// A case's views and tailhunt's document for each, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Views {
+    pub(crate) views: Vec<View>,
+    pub(crate) outputs: Vec<(String, Value)>,
+}
+
+impl Views {
+    /// Adds a view and its document.
+    pub(crate) fn add(&mut self, view: View, doc: Value) {
+        self.outputs.push((view.name.clone(), doc));
+        self.views.push(view);
+    }
+
+    /// Adds a program's own document as a view (`kind` says which detectors speak on it).
+    pub(crate) fn program(
+        &mut self,
+        name: &str,
+        kind: ViewKind,
+        position: &str,
+        target: Option<String>,
+        doc: Value,
+    ) {
+        let view = View {
+            name: name.into(),
+            kind,
+            position: position.into(),
+            analysis: Vec::new(),
+            target,
+        };
+        self.add(view, doc);
+    }
 }
 
 /// A case that ran: its truth, what tailhunt said per view, and the score.

@@ -96,7 +96,12 @@ pub(crate) fn tbf_args(rate_bps: u64, queue: Duration) -> Vec<String> {
 }
 
 /// Puts tbf on `iface` in `ns`.
-pub(crate) fn tbf(ns: &Netns, iface: &str, rate_bps: u64, queue: Duration) -> Result<(), TruthError> {
+pub(crate) fn tbf(
+    ns: &Netns,
+    iface: &str,
+    rate_bps: u64,
+    queue: Duration,
+) -> Result<(), TruthError> {
     let args = tbf_args(rate_bps, queue);
     let mut argv = vec!["tc", "qdisc", "add", "dev", iface, "root", "tbf"];
     argv.extend(args.iter().map(String::as_str));
@@ -111,7 +116,10 @@ mod tests {
     #[test]
     fn the_bucket_is_fifty_microseconds_of_the_rate_and_at_least_4k() {
         let a = tbf_args(100_000_000, Duration::from_millis(200));
-        assert_eq!(a, ["rate", "100000000bit", "burst", "4096", "latency", "200ms"]);
+        assert_eq!(
+            a,
+            ["rate", "100000000bit", "burst", "4096", "latency", "200ms"]
+        );
         let a = tbf_args(10_000_000_000, Duration::from_millis(50));
         assert_eq!(a[3], "62500");
     }

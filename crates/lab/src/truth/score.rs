@@ -168,6 +168,11 @@ pub struct CaseScore {
     pub twin_failures: Vec<String>,
     /// `tailhunt load`'s "client is saturated" warnings, against the client's measured CPU.
     pub client_warnings: Vec<ClientWarning>,
+    /// Causes set up without effect by the programs' own records (not scored), in words.
+    pub unplanted: Vec<String>,
+    /// What the programs' own records say, where it helps to read a miss (the sleeper's
+    /// lateness by second).
+    pub context: Option<String>,
 }
 
 /// A load run's "client is saturated" warning and what the client's CPU time says.
@@ -218,9 +223,16 @@ pub fn score(truth: &Truth, outputs: &[(String, Value)]) -> CaseScore {
         outcomes: Vec::new(),
         twin_failures: Vec::new(),
         client_warnings: Vec::new(),
+        unplanted: truth
+            .unplanted
+            .iter()
+            .map(|p| format!("{} for {}: {}", p.unit, p.detector, p.note))
+            .collect(),
+        context: context(truth),
     };
     for (view, doc) in outputs {
-        out.client_warnings.extend(client_warnings(truth, view, doc));
+        out.client_warnings
+            .extend(client_warnings(truth, view, doc));
         let findings = findings_of(doc);
         let kind = truth.views.iter().find(|v| v.name == *view).map(|v| v.kind);
         for det in DETECTORS {
@@ -251,6 +263,24 @@ pub fn score(truth: &Truth, outputs: &[(String, Value)]) -> CaseScore {
     out
 }
 
+/// The sleeper's own wake-up lateness p99 by second, in ms, when the case has one.
+fn context(truth: &Truth) -> Option<String> {
+    let ms = |key: &str| -> Option<String> {
+        let v: Vec<String> = truth.facts[key]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_f64)
+            .map(|ns| format!("{:.2}", ns / 1e6))
+            .collect();
+        Some(v.join(", "))
+    };
+    let calm = ms("victim_late_p99_per_second_calm_ns")?;
+    let after = ms("victim_late_p99_per_second_after_onset_ns")?;
+    Some(format!(
+        "the sleeper's own wake-up lateness p99 by second: {calm} ms before the onset, {after} ms after it"
+    ))
+}
+
 /// The findings of a document: `findings` at the top (pcap, runq, load, diagnose).
 fn findings_of(doc: &Value) -> Vec<Value> {
     doc["findings"].as_array().cloned().unwrap_or_default()
@@ -270,11 +300,8 @@ fn score_detector(
     findings: &[Value],
     origin: Option<(i64, i64)>,
 ) -> Outcome {
-    let planted: Vec<&super::Planted> = truth
-        .planted
-        .iter()
-        .filter(|p| p.detector == det)
-        .collect();
+    let planted: Vec<&super::Planted> =
+        truth.planted.iter().filter(|p| p.detector == det).collect();
     let mut matched: Vec<u32> = vec![0; planted.len()];
     let mut o = Outcome {
         view: view.to_string(),
@@ -288,11 +315,16 @@ fn score_detector(
         counts: Counts::default(),
         contradictions: Vec::new(),
     };
-    let target = truth.views.iter().find(|v| v.name == view).and_then(|v| v.target.clone());
+    let target = truth
+        .views
+        .iter()
+        .find(|v| v.name == view)
+        .and_then(|v| v.target.clone());
     for f in findings.iter().filter(|f| f["detector"] == det) {
         let conf = f["confidence"].as_f64().unwrap_or(0.0);
         let summary = f["summary"].as_str().unwrap_or("").to_string();
-        o.contradictions.extend(contradictions(truth, det, f, origin));
+        o.contradictions
+            .extend(contradictions(truth, det, f, origin));
         for n in named(det, f, target.as_deref()) {
             let zero = det == "microburst" && burst_share(&summary, &n).is_some_and(|s| s < 1.0);
             let hit = planted.iter().position(|p| !zero && n.matches(&p.unit));
@@ -324,7 +356,12 @@ fn score_detector(
     for (p, m) in planted.iter().zip(&matched) {
         if *m < p.count {
             o.counts.fn_ += p.count - m;
-            o.missed.push(format!("{} ({} of {} not named)", p.unit, p.count - m, p.count));
+            o.missed.push(format!(
+                "{} ({} of {} not named)",
+                p.unit,
+                p.count - m,
+                p.count
+            ));
         }
     }
     o
@@ -391,7 +428,10 @@ fn named(det: &str, f: &Value, target: Option<&str>) -> Vec<Named> {
             }
         }
         "cpu-throttled" => head().map(Named::Cgroup).into_iter().collect(),
-        "latency-rises-as-load-falls" => target.map(|t| Named::Target(t.into())).into_iter().collect(),
+        "latency-rises-as-load-falls" => target
+            .map(|t| Named::Target(t.into()))
+            .into_iter()
+            .collect(),
         _ => dedup(flows_in(summary)),
     }
 }
@@ -438,10 +478,16 @@ fn is_side_effect(truth: &Truth, n: &Named, f: &Value, origin: Option<(i64, i64)
     let Named::Pair(victim, neighbour) = n else {
         return false;
     };
-    let planted_victim = truth.planted.iter().any(|p| {
-        matches!(&p.unit, Unit::Pair { victim: v, .. } if v == victim)
-    });
-    let Some(since) = truth.takers.iter().find(|(c, _)| c == neighbour).map(|t| t.1) else {
+    let planted_victim = truth
+        .planted
+        .iter()
+        .any(|p| matches!(&p.unit, Unit::Pair { victim: v, .. } if v == victim));
+    let Some(since) = truth
+        .takers
+        .iter()
+        .find(|(c, _)| c == neighbour)
+        .map(|t| t.1)
+    else {
         return false;
     };
     !planted_victim && elevated_start(f, origin).is_none_or(|s| s + 1_000_000_000 >= since)
@@ -497,6 +543,7 @@ mod tests {
                 variant: crate::truth::RunqVariant::Unequal,
             }),
             planted,
+            unplanted: Vec::new(),
             takers: vec![("/t/hogs".into(), 5_000_000_000)],
             views: vec![View {
                 name: "v".into(),
@@ -566,7 +613,10 @@ mod tests {
 
     #[test]
     fn silence_is_a_miss_and_a_twin_finding_is_a_failure() {
-        let s = score(&truth(vec![flow(1)], false), &[("v".into(), json!({"findings": []}))]);
+        let s = score(
+            &truth(vec![flow(1)], false),
+            &[("v".into(), json!({"findings": []}))],
+        );
         assert_eq!(s.counts["receive-window-limited"].fn_, 1);
         let doc = json!({"findings": [{"detector": "microburst", "confidence": 0.6,
             "summary": "microbursts to 198.18.50.2: behind the bursts: tcp 198.18.52.2:1 -> 198.18.50.2:7000 (0%)"}]});
@@ -603,7 +653,11 @@ mod tests {
         let s = score(&t, &[("v".into(), doc)]);
         let c = s.counts["noisy-neighbor"];
         assert_eq!((c.tp, c.fp, c.fn_), (1, 2, 0), "{s:#?}");
-        let judged: Vec<&str> = s.outcomes[0].named.iter().map(|n| n.judged.as_str()).collect();
+        let judged: Vec<&str> = s.outcomes[0]
+            .named
+            .iter()
+            .map(|n| n.judged.as_str())
+            .collect();
         assert_eq!(judged, ["tp", "side-effect", "fp", "fp"]);
         assert_eq!(s.outcomes[0].contradictions.len(), 1, "{s:#?}");
     }

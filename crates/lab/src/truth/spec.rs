@@ -187,13 +187,27 @@ fn window_pair(
     let bound_bps = 80.0 * 1024.0 * 8.0 / (felt_rtt_ms as f64 / 1e3);
     let bytes = ((bound_bps / 8.0 * 3.0) as u64).clamp(1_000_000, 20_000_000);
     // On the shared queue the first 100 ms run at the link's rate, before the competitor.
-    let bytes = if shared { bytes + rate_bps / 8 / 10 } else { bytes };
-    let bytes = if timeout_s.is_some() { bytes * 3 } else { bytes };
-    let path = if shared { "shared-queue".to_string() } else { format!("rtt{rtt_ms}ms") };
+    let bytes = if shared {
+        bytes + rate_bps / 8 / 10
+    } else {
+        bytes
+    };
+    let bytes = if timeout_s.is_some() {
+        bytes * 3
+    } else {
+        bytes
+    };
+    let path = if shared {
+        "shared-queue".to_string()
+    } else {
+        format!("rtt{rtt_ms}ms")
+    };
     let tag = format!(
         "{path}-{}{}",
         rate_name(rate_bps),
-        timeout_s.map(|t| format!("-timeout{t}s")).unwrap_or_default()
+        timeout_s
+            .map(|t| format!("-timeout{t}s"))
+            .unwrap_or_default()
     );
     let spec = |rcvbuf| {
         Spec::Window(WindowSpec {
@@ -213,7 +227,12 @@ fn window_pair(
     )];
     // A transfer slower than its timeout has no healthy twin of the same shape: the autotuned
     // download of the same bytes finishes long before it.
-    out.push(case(format!("window-autotuned-{tag}"), true, seed, spec(None)));
+    out.push(case(
+        format!("window-autotuned-{tag}"),
+        true,
+        seed,
+        spec(None),
+    ));
     out
 }
 
@@ -260,7 +279,12 @@ fn nagle_pair(spec: NagleSpec, seed: u64) -> Vec<Case> {
             seed,
             Spec::Nagle(spec.clone()),
         ),
-        case(format!("nagle-{tag}-nodelay"), true, seed, Spec::Nagle(spec)),
+        case(
+            format!("nagle-{tag}-nodelay"),
+            true,
+            seed,
+            Spec::Nagle(spec),
+        ),
     ]
 }
 
@@ -350,7 +374,11 @@ fn full_extra(rng: &mut StdRng, seed: u64) -> Vec<Case> {
     out.extend(window_pair(20, GBIT, None, false, seed));
     out.extend(window_pair(150, 100 * MBIT, None, false, seed));
     out.extend(window_pair(0, 20 * MBIT, None, true, seed));
-    out.extend(window_pair(80, 100 * MBIT, Some(2), false, seed).into_iter().take(1));
+    out.extend(
+        window_pair(80, 100 * MBIT, Some(2), false, seed)
+            .into_iter()
+            .take(1),
+    );
     for (style, t, twin) in [
         (TimeoutStyle::Rst, 1, false),
         (TimeoutStyle::Fin, 1, false),

@@ -145,11 +145,12 @@ pub fn misses(scores: &[CaseScore]) -> String {
                     o.missed.join(", ")
                 ));
             }
-            for n in o.named.iter().filter(|n| n.judged == "fp") {
+            for n in o.named.iter().filter(|n| n.judged.starts_with("fp")) {
                 lines.push(format!(
-                    "- {} / {}: false positive {} ({:.0}%): {}",
+                    "- {} / {}: {} {} ({:.0}%): {}",
                     o.view,
                     o.detector,
+                    n.judged.replacen("fp", "false positive", 1),
                     n.unit,
                     n.confidence * 100.0,
                     n.summary
@@ -162,7 +163,11 @@ pub fn misses(scores: &[CaseScore]) -> String {
         for f in &c.twin_failures {
             lines.push(format!("- twin failure: {f}"));
         }
-        for w in c.client_warnings.iter().filter(|w| w.judged == "wrong-side") {
+        for w in c
+            .client_warnings
+            .iter()
+            .filter(|w| w.judged == "wrong-side")
+        {
             lines.push(format!(
                 "- {}: load warning with the client at {:.0}% of a CPU: {}",
                 w.view,
@@ -170,8 +175,19 @@ pub fn misses(scores: &[CaseScore]) -> String {
                 w.warning
             ));
         }
+        for u in &c.unplanted {
+            lines.push(format!("- set up without effect, not scored: {u}"));
+        }
         if !lines.is_empty() {
-            let _ = writeln!(t, "**{}**{}\n", c.case, if c.twin { " (healthy twin)" } else { "" });
+            if let Some(ctx) = &c.context {
+                lines.push(format!("- ({ctx})"));
+            }
+            let _ = writeln!(
+                t,
+                "**{}**{}\n",
+                c.case,
+                if c.twin { " (healthy twin)" } else { "" }
+            );
             for l in lines {
                 let _ = writeln!(t, "{l}");
             }
@@ -212,25 +228,56 @@ mod tests {
             outcomes: Vec::new(),
             twin_failures: failures,
             client_warnings: Vec::new(),
+            unplanted: Vec::new(),
+            context: None,
         }
     }
 
     #[test]
     fn a_detector_below_target_and_a_twin_failure_are_reported() {
-        let good = Counts { tp: 9, fp: 0, fn_: 1 };
-        let bad = Counts { tp: 1, fp: 1, fn_: 3 };
+        let good = Counts {
+            tp: 9,
+            fp: 0,
+            fn_: 1,
+        };
+        let bad = Counts {
+            tp: 1,
+            fp: 1,
+            fn_: 3,
+        };
         let scores = vec![
             score("nagle-stall", good, false, vec![]),
             score("microburst", bad, false, vec![]),
-            score("microburst", Counts::default(), true, vec!["cache: microburst (60%): x".into()]),
+            score(
+                "microburst",
+                Counts::default(),
+                true,
+                vec!["cache: microburst (60%): x".into()],
+            ),
         ];
         let s = summarize(&scores, &[]);
         assert_eq!(s.per_detector["nagle-stall"].recall(), Some(0.9));
         let below = s.below(0.9);
-        assert!(below.iter().any(|b| b.starts_with("microburst: precision 0.50")), "{below:?}");
-        assert!(below.iter().any(|b| b.starts_with("microburst: recall 0.25")), "{below:?}");
-        assert!(!below.iter().any(|b| b.starts_with("nagle-stall")), "{below:?}");
-        assert!(below.iter().any(|b| b.contains("healthy-twin")), "{below:?}");
+        assert!(
+            below
+                .iter()
+                .any(|b| b.starts_with("microburst: precision 0.50")),
+            "{below:?}"
+        );
+        assert!(
+            below
+                .iter()
+                .any(|b| b.starts_with("microburst: recall 0.25")),
+            "{below:?}"
+        );
+        assert!(
+            !below.iter().any(|b| b.starts_with("nagle-stall")),
+            "{below:?}"
+        );
+        assert!(
+            below.iter().any(|b| b.contains("healthy-twin")),
+            "{below:?}"
+        );
         assert!(detector_table(&s).contains("| microburst | 4 | 1 | 1 | 3 | 0.50 | 0.25 |"));
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::tool::Ctx;
-use super::{TruthError, View};
+use super::{TruthError, View, Views};
 use crate::netns::Netns;
 use crate::scenario::procs::Capture;
 
@@ -70,6 +70,33 @@ impl Tap {
 /// Stops every tap.
 pub(crate) fn stop_all(taps: Vec<Tap>) -> Result<Vec<Tapped>, TruthError> {
     taps.into_iter().map(Tap::stop).collect()
+}
+
+/// Analyses every capture with `args` (and, when `again` is given, once more with those extra
+/// arguments as view `<name><suffix>`).
+pub(crate) fn analyse_all(
+    ctx: &Ctx,
+    tapped: &[Tapped],
+    args: &[String],
+    again: Option<(&str, &[String])>,
+) -> Result<Views, TruthError> {
+    let mut views = Views::default();
+    for t in tapped {
+        let (v, (_, doc)) = t.analyse(ctx, "", args)?;
+        views.add(v, doc);
+        if let Some((suffix, extra)) = again {
+            let mut with = args.to_vec();
+            with.extend_from_slice(extra);
+            let (v, (_, doc)) = t.analyse(ctx, suffix, &with)?;
+            views.add(v, doc);
+        }
+    }
+    Ok(views)
+}
+
+/// tcpdump's own counts of every capture.
+pub(crate) fn counts(tapped: &[Tapped]) -> Value {
+    Value::from(tapped.iter().map(|t| t.capture.clone()).collect::<Vec<_>>())
 }
 
 impl Tapped {

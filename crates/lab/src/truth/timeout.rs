@@ -22,9 +22,9 @@ use serde_json::{json, Value};
 
 use super::net::Dumbbell;
 use super::spec::{Case, TimeoutSpec, TimeoutStyle};
-use super::tap::{stop_all, Tap};
+use super::tap::{analyse_all, counts, stop_all, Tap};
 use super::tool::{json_of, strip_findings, Ctx};
-use super::{pause, Planted, Truth, TruthError, Unit, View};
+use super::{pause, Planted, Truth, TruthError, Unit, ViewKind};
 use crate::scenario::procs::Proc;
 
 const PORT: u16 = 7500;
@@ -40,10 +40,22 @@ pub(crate) fn run(
     // the slowness is the rate's, not loss's.
     net.shape_toward_a(s.rate_bps, Duration::from_secs(5))?;
     let taps = vec![
-        Tap::start(ctx, &net.a, "client", &net.a_if, "client",
-            "at the client, downstream of the queue holding the server's data")?,
-        Tap::start(ctx, &net.b, "server", &net.b_if, "server",
-            "at the server, upstream of the queue holding its data")?,
+        Tap::start(
+            ctx,
+            &net.a,
+            "client",
+            &net.a_if,
+            "client",
+            "at the client, downstream of the queue holding the server's data",
+        )?,
+        Tap::start(
+            ctx,
+            &net.b,
+            "server",
+            &net.b_if,
+            "server",
+            "at the server, upstream of the queue holding its data",
+        )?,
     ];
     let server = format!("{}:{PORT}", net.b_addr);
     let timeout_ns = s.timeout_s * 1_000_000_000;
@@ -66,9 +78,8 @@ pub(crate) fn run(
     };
     pause(Duration::from_millis(500))?;
     let tapped = stop_all(taps)?;
-    let timed_out = facts["timed_out"].as_bool().unwrap_or(false);
     let mut planted = Vec::new();
-    if timed_out {
+    if facts["timed_out"].as_bool().unwrap_or(false) {
         planted.push(Planted {
             detector: "application-timeout".into(),
             unit: Unit::Flow {
@@ -76,42 +87,26 @@ pub(crate) fn run(
                 server: server.clone(),
             },
             count: 1,
-            note: format!("the client gave up {} s after its request ({:?} style)", s.timeout_s, s.style),
+            note: format!(
+                "the client gave up {} s after its request ({:?} style)",
+                s.timeout_s, s.style
+            ),
         });
     }
-    let mut views = Vec::new();
-    let mut outputs = Vec::new();
-    for t in &tapped {
-        let (v, o) = t.analyse(ctx, "", &[])?;
-        views.push(v);
-        outputs.push(o);
-    }
+    let mut views = analyse_all(ctx, &tapped, &[], None)?;
     if let Some((name, doc)) = load_view {
-        let kind = if name == "tcp_info" { super::ViewKind::TcpInfo } else { super::ViewKind::Record };
-        views.push(View {
-            name: name.clone(),
-            kind,
-            position: "the client's own record".into(),
-            analysis: Vec::new(),
-            target: None,
-        });
-        outputs.push((name, doc));
+        let kind = if name == "tcp_info" {
+            ViewKind::TcpInfo
+        } else {
+            ViewKind::Record
+        };
+        views.program(&name, kind, "the client's own record", None, doc);
     }
     let mut facts = facts;
     facts["timeout_ns"] = json!(timeout_ns);
-    let captures: Vec<Value> = tapped.iter().map(|t| t.capture.clone()).collect();
-    let truth = Truth {
-        case: case.name.clone(),
-        seed: case.seed,
-        twin: case.twin,
-        spec: case.spec.clone(),
-        planted,
-        takers: Vec::new(),
-        views,
-        programs: json!({"programs": programs, "queues": net.queue_counts(), "captures": captures}),
-        facts,
-    };
-    Ok((truth, outputs))
+    let programs =
+        json!({"programs": programs, "queues": net.queue_counts(), "captures": counts(&tapped)});
+    Ok(Truth::of(case, planted, views, programs, facts))
 }
 
 type Made = (Value, Value, Option<(String, Value)>);
@@ -126,18 +121,48 @@ fn frames(
     think_ms: u64,
 ) -> Result<Made, TruthError> {
     let (reply_s, think) = (reply.to_string(), format!("{think_ms}ms"));
-    let mut srv = ctx.server(&net.b, "serve tcp", &[
-        "--json", "serve", "tcp", "--listen", server, "--reply-bytes", &reply_s,
-        "--think-time", &think, "--duration", "30s",
-    ])?;
+    let mut srv = ctx.server(
+        &net.b,
+        "serve tcp",
+        &[
+            "--json",
+            "serve",
+            "tcp",
+            "--listen",
+            server,
+            "--reply-bytes",
+            &reply_s,
+            "--think-time",
+            &think,
+            "--duration",
+            "30s",
+        ],
+    )?;
     let url = format!("tcp://{server}");
     let timeout = format!("{timeout_s}s");
-    let load = ctx.load(&net.a, "load", &[
-        &url, "--rate", "1", "--duration", "1s", "--warmup", "0s", "--conns", "1",
-        "--nodelay=true", "--timeout", &timeout,
-    ], Duration::from_secs(timeout_s + 30))?;
+    let load = ctx.load(
+        &net.a,
+        "load",
+        &[
+            &url,
+            "--rate",
+            "1",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--conns",
+            "1",
+            "--nodelay=true",
+            "--timeout",
+            &timeout,
+        ],
+        Duration::from_secs(timeout_s + 30),
+    )?;
     // The server learns of the close when its late data meets a reset, or answers late.
-    pause(Duration::from_millis(think_ms.saturating_sub(timeout_s * 1000) + 1500))?;
+    pause(Duration::from_millis(
+        think_ms.saturating_sub(timeout_s * 1000) + 1500,
+    ))?;
     srv.interrupt();
     let served = json_of(&mut srv, "tailhunt serve", Duration::from_secs(10))?;
     let step = &load.doc["steps"][0];
@@ -163,14 +188,22 @@ fn transfer(
     s: &TimeoutSpec,
     bytes: u64,
 ) -> Result<Made, TruthError> {
-    let mut srv = ctx.server(&net.b, "transfer server", &[
-        "--json", "transfer", "server", "--listen", server, "--count", "1",
-    ])?;
+    let mut srv = ctx.server(
+        &net.b,
+        "transfer server",
+        &[
+            "--json", "transfer", "server", "--listen", server, "--count", "1",
+        ],
+    )?;
     let (bytes_s, timeout) = (bytes.to_string(), format!("{}s", s.timeout_s));
     let limit = Duration::from_secs(s.timeout_s + 30);
     if s.style == TimeoutStyle::Rst {
         let record = abandon(ctx, net, server, &bytes_s, s.timeout_s, limit)?;
-        let served = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
+        let served = json_of(
+            &mut srv,
+            "tailhunt transfer server",
+            Duration::from_secs(15),
+        )?;
         let timed_out = record["bytes_read"].as_u64().unwrap_or(0) < bytes;
         let facts = json!({
             "timed_out": timed_out,
@@ -180,11 +213,26 @@ fn transfer(
         });
         return Ok((json!({"server": served, "client": record}), facts, None));
     }
-    let mut cli = ctx.spawn(&net.a, "transfer client", &[
-        "--json", "transfer", "client", server, "--bytes", &bytes_s, "--timeout", &timeout,
-    ])?;
+    let mut cli = ctx.spawn(
+        &net.a,
+        "transfer client",
+        &[
+            "--json",
+            "transfer",
+            "client",
+            server,
+            "--bytes",
+            &bytes_s,
+            "--timeout",
+            &timeout,
+        ],
+    )?;
     let client = json_of(&mut cli, "tailhunt transfer client", limit)?;
-    let served = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
+    let served = json_of(
+        &mut srv,
+        "tailhunt transfer server",
+        Duration::from_secs(15),
+    )?;
     let timed_out = client["outcome"] == "timeout";
     let facts = json!({
         "timed_out": timed_out,
@@ -207,12 +255,26 @@ fn abandon(
 ) -> Result<Value, TruthError> {
     let worker = ctx.worker()?;
     let out = ctx.file("abandon.json");
-    let (timeout, out_s) = (format!("{}", timeout_s * 1000), out.to_string_lossy().into_owned());
+    let (timeout, out_s) = (
+        format!("{}", timeout_s * 1000),
+        out.to_string_lossy().into_owned(),
+    );
     let argv = [
-        worker.as_str(), "abandon", server, "--bytes", bytes, "--timeout-ms", &timeout, "--out", &out_s,
+        worker.as_str(),
+        "abandon",
+        server,
+        "--bytes",
+        bytes,
+        "--timeout-ms",
+        &timeout,
+        "--out",
+        &out_s,
     ];
     let mut p = Proc::spawn(&net.a, "abandoning client", &argv)?;
     p.wait_success(limit)?;
-    let text = std::fs::read_to_string(&out).map_err(|source| TruthError::Io { path: out.clone(), source })?;
+    let text = std::fs::read_to_string(&out).map_err(|source| TruthError::Io {
+        path: out.clone(),
+        source,
+    })?;
     super::tool::parse("tailhunt-truth abandon", &text, &p.stderr())
 }

@@ -29,9 +29,9 @@ use serde_json::{json, Value};
 
 use super::net::Dumbbell;
 use super::spec::{Case, WindowSpec};
-use super::tap::{stop_all, Tap};
+use super::tap::{analyse_all, counts, stop_all, Tap};
 use super::tool::{json_of, strip_findings, Ctx};
-use super::{pause, Planted, Truth, TruthError, Unit, View};
+use super::{pause, Planted, Truth, TruthError, Unit, ViewKind};
 use crate::link::{EmulatedLink, LinkConfig};
 use crate::netns::{veth, Netns};
 
@@ -57,7 +57,12 @@ impl Path {
         let client = Netns::new("win-cli")?;
         let gw = Netns::new("win-gw")?;
         let server = Netns::new("win-srv")?;
-        let (c_end, _) = veth(&client, &format!("{client_ip}/24"), &gw, &format!("{gw_lan}/24"))?;
+        let (c_end, _) = veth(
+            &client,
+            &format!("{client_ip}/24"),
+            &gw,
+            &format!("{gw_lan}/24"),
+        )?;
         // Two bandwidth-delay products of queue: slow start fills the pipe without overflowing.
         let bdp = s.rate_bps / 8 * s.rtt_ms / 1000;
         let cfg = LinkConfig {
@@ -87,7 +92,8 @@ impl Path {
         // BBR (this host's default) keeps the queue short; a loss-based sender fills it, as
         // most bulk traffic on a shared link does. Reno is the loss-based one a namespace may
         // choose here (tcp_allowed_congestion_control).
-        net.b.run(&["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno"])?;
+        net.b
+            .run(&["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno"])?;
         Ok(Path::Shared(net))
     }
 
@@ -133,6 +139,13 @@ impl Path {
     }
 }
 
+/// What the downloads recorded.
+struct Downloads {
+    client: Value,
+    server: Value,
+    competitor: Value,
+}
+
 /// Runs a window case.
 pub(crate) fn run(
     case: &Case,
@@ -147,50 +160,31 @@ pub(crate) fn run(
     let (client_if, server_if) = path.ifaces();
     let (client_ip, server_ip) = path.addrs();
     let taps = vec![
-        Tap::start(ctx, path.client(), "client", &client_if, "receiver",
-            "at the receiver (client), downstream of the bottleneck's queue")?,
-        Tap::start(ctx, path.server(), "server", &server_if, "sender",
-            "at the sender (server), upstream of the bottleneck's queue")?,
+        Tap::start(
+            ctx,
+            path.client(),
+            "client",
+            &client_if,
+            "receiver",
+            "at the receiver (client), downstream of the bottleneck's queue",
+        )?,
+        Tap::start(
+            ctx,
+            path.server(),
+            "server",
+            &server_if,
+            "sender",
+            "at the sender (server), upstream of the bottleneck's queue",
+        )?,
     ];
     let listen = format!("{server_ip}:{PORT}");
-    let mut srv = ctx.server(path.server(), "transfer server",
-        &["--json", "transfer", "server", "--listen", &listen, "--count", "1"])?;
-    let competing_server = match s.shared {
-        true => Some(competitor_server(ctx, &path, &server_ip)?),
-        false => None,
-    };
-    let bytes = s.bytes.to_string();
-    let mut args = vec!["--json", "transfer", "client", &listen, "--bytes", &bytes];
-    let rcvbuf = s.rcvbuf.map(|r| r.to_string());
-    if let Some(r) = &rcvbuf {
-        args.extend(["--rcvbuf", r]);
-    }
-    let timeout = s.timeout_s.map(|t| format!("{t}s"));
-    if let Some(t) = &timeout {
-        args.extend(["--timeout", t]);
-    }
-    let mut cli = ctx.spawn(path.client(), "transfer client", &args)?;
-    let competitor = match competing_server {
-        Some(srv) => Some((competitor_client(ctx, &path, &server_ip, s)?, srv)),
-        None => None,
-    };
-    let limit = Duration::from_secs(60);
-    let client_doc = json_of(&mut cli, "tailhunt transfer client", limit)?;
-    let server_doc = json_of(&mut srv, "tailhunt transfer server", Duration::from_secs(15))?;
-    let competitor_doc = match competitor {
-        Some((mut c, mut cs)) => {
-            let d = json_of(&mut c, "competing transfer client", limit)?;
-            json_of(&mut cs, "competing transfer server", limit)?;
-            strip_findings(&d)
-        }
-        None => Value::Null,
-    };
+    let d = downloads(ctx, &path, s, &server_ip, &listen)?;
     pause(Duration::from_millis(300))?;
     let tapped = stop_all(taps)?;
 
     let flow = Unit::Flow {
         client_ip,
-        server: listen.clone(),
+        server: listen,
     };
     let mut planted = Vec::new();
     if let Some(r) = s.rcvbuf {
@@ -201,7 +195,7 @@ pub(crate) fn run(
             note: format!("the client set SO_RCVBUF={r} before connecting"),
         });
     }
-    let timed_out = client_doc["outcome"] == "timeout";
+    let timed_out = d.client["outcome"] == "timeout";
     if timed_out {
         planted.push(Planted {
             detector: "application-timeout".into(),
@@ -210,44 +204,84 @@ pub(crate) fn run(
             note: "the client gave up at its timeout".into(),
         });
     }
-    let mut views = Vec::new();
-    let mut outputs = Vec::new();
-    for t in &tapped {
-        let (v, o) = t.analyse(ctx, "", &[])?;
-        views.push(v);
-        outputs.push(o);
-    }
-    views.push(View {
-        name: "tcp_info".into(),
-        kind: super::ViewKind::TcpInfo,
-        position: "the client's own TCP_INFO (tailhunt transfer client's findings)".into(),
-        analysis: args.iter().map(|a| a.to_string()).collect(),
-        target: None,
+    let mut views = analyse_all(ctx, &tapped, &[], None)?;
+    let position = "the client's own TCP_INFO (tailhunt transfer client's findings)";
+    views.program(
+        "tcp_info",
+        ViewKind::TcpInfo,
+        position,
+        None,
+        d.client.clone(),
+    );
+    let programs = json!({
+        "client": strip_findings(&d.client),
+        "server": d.server,
+        "competitor": d.competitor,
+        "path": path.record(s),
+        "captures": counts(&tapped),
     });
-    outputs.push(("tcp_info".into(), client_doc.clone()));
-    let captures: Vec<Value> = tapped.iter().map(|t| t.capture.clone()).collect();
-    let truth = Truth {
-        case: case.name.clone(),
-        seed: case.seed,
-        twin: case.twin,
-        spec: case.spec.clone(),
-        planted,
-        takers: Vec::new(),
-        views,
-        programs: json!({
-            "client": strip_findings(&client_doc),
-            "server": server_doc,
-            "competitor": competitor_doc,
-            "path": path.record(s),
-            "captures": captures,
-        }),
-        facts: json!({
-            "window_bound_bps": (!s.shared).then(|| window_bound(&client_doc, s.rtt_ms)).flatten(),
-            "throughput_bps": client_doc["throughput_bps"],
-            "timed_out": timed_out,
-        }),
+    let facts = json!({
+        "window_bound_bps": (!s.shared).then(|| window_bound(&d.client, s.rtt_ms)).flatten(),
+        "throughput_bps": d.client["throughput_bps"],
+        "timed_out": timed_out,
+    });
+    Ok(Truth::of(case, planted, views, programs, facts))
+}
+
+/// The case's download (and on the shared queue the competing one), to the end.
+fn downloads(
+    ctx: &Ctx,
+    path: &Path,
+    s: &WindowSpec,
+    server_ip: &str,
+    listen: &str,
+) -> Result<Downloads, TruthError> {
+    let mut srv = ctx.server(
+        path.server(),
+        "transfer server",
+        &[
+            "--json", "transfer", "server", "--listen", listen, "--count", "1",
+        ],
+    )?;
+    let competing_server = match s.shared {
+        true => Some(competitor_server(ctx, path, server_ip)?),
+        false => None,
     };
-    Ok((truth, outputs))
+    let bytes = s.bytes.to_string();
+    let mut args = vec!["--json", "transfer", "client", listen, "--bytes", &bytes];
+    let rcvbuf = s.rcvbuf.map(|r| r.to_string());
+    if let Some(r) = &rcvbuf {
+        args.extend(["--rcvbuf", r]);
+    }
+    let timeout = s.timeout_s.map(|t| format!("{t}s"));
+    if let Some(t) = &timeout {
+        args.extend(["--timeout", t]);
+    }
+    let mut cli = ctx.spawn(path.client(), "transfer client", &args)?;
+    let competitor = match competing_server {
+        Some(srv) => Some((competitor_client(ctx, path, server_ip, s)?, srv)),
+        None => None,
+    };
+    let limit = Duration::from_secs(60);
+    let client = json_of(&mut cli, "tailhunt transfer client", limit)?;
+    let server = json_of(
+        &mut srv,
+        "tailhunt transfer server",
+        Duration::from_secs(15),
+    )?;
+    let competitor = match competitor {
+        Some((mut c, mut cs)) => {
+            let d = json_of(&mut c, "competing transfer client", limit)?;
+            json_of(&mut cs, "competing transfer server", limit)?;
+            strip_findings(&d)
+        }
+        None => Value::Null,
+    };
+    Ok(Downloads {
+        client,
+        server,
+        competitor,
+    })
 }
 
 /// The competing download's server (shared-queue path).
@@ -257,8 +291,13 @@ fn competitor_server(
     server_ip: &str,
 ) -> Result<crate::scenario::procs::Proc, TruthError> {
     let listen = format!("{server_ip}:{COMPETITOR_PORT}");
-    ctx.server(path.server(), "competing transfer server",
-        &["--json", "transfer", "server", "--listen", &listen, "--count", "1"])
+    ctx.server(
+        path.server(),
+        "competing transfer server",
+        &[
+            "--json", "transfer", "server", "--listen", &listen, "--count", "1",
+        ],
+    )
 }
 
 /// The competing autotuned download (shared-queue path): it joins 100 ms after the case's own
@@ -273,8 +312,11 @@ fn competitor_client(
     pause(Duration::from_millis(100))?;
     let listen = format!("{server_ip}:{COMPETITOR_PORT}");
     let bytes = (s.rate_bps / 8 * 8).to_string();
-    ctx.spawn(path.client(), "competing transfer client",
-        &["--json", "transfer", "client", &listen, "--bytes", &bytes])
+    ctx.spawn(
+        path.client(),
+        "competing transfer client",
+        &["--json", "transfer", "client", &listen, "--bytes", &bytes],
+    )
 }
 
 /// The window the client's kernel advertised (its mean, from its own TCP_INFO) over the round

@@ -79,8 +79,10 @@ pub fn run(spec: &WorkSpec) -> Result<Value, TruthError> {
     let me = std::process::id();
     for dir in &spec.cgroups {
         let procs = dir.join("cgroup.procs");
-        std::fs::write(&procs, me.to_string())
-            .map_err(|source| TruthError::Cgroup { path: procs, source })?;
+        std::fs::write(&procs, me.to_string()).map_err(|source| TruthError::Cgroup {
+            path: procs,
+            source,
+        })?;
     }
     if let Some(cpu) = spec.cpu {
         let mut set = CpuSet::new();
@@ -186,7 +188,9 @@ fn second_summary(start: i64, end: i64, late: &mut Vec<i64>) -> Value {
 /// `/proc/self/schedstat`; zeros when the kernel has no schedstats.
 fn schedstat() -> (u64, u64, u64) {
     let text = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
-    let mut f = text.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(0));
+    let mut f = text
+        .split_whitespace()
+        .map(|w| w.parse::<u64>().unwrap_or(0));
     (
         f.next().unwrap_or(0),
         f.next().unwrap_or(0),
