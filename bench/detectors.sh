@@ -92,23 +92,13 @@ report() {
     echo "precision and recall >= 0.9 for every detector, no finding at or above medium confidence"
     echo "(0.5) on a healthy twin."
     echo
-    echo "## Machine"
-    echo
-    echo "| | |"
-    echo "|---|---|"
-    echo "| CPU | $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs |"
-    echo "| memory | $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) |"
-    echo "| kernel | $(uname -r) |"
+    machine_rows
     echo "| TCP congestion control | $(sysctl -n net.ipv4.tcp_congestion_control) |"
     echo "| steal time during the run | $steal % of CPU time |"
     echo "| other work on the machine | load average $load_start at the start, $load_end at the end |"
     echo
     cat "$tmp/matrix.md"
 }
-report | tee "$tmp/report.md"
-if ((write)); then
-    mkdir -p bench/results
-    cp "$tmp/report.md" bench/results/detectors.md
-    echo "wrote bench/results/detectors.md" >&2
-fi
+report >"$tmp/report.md"
+publish detectors
 exit "$status"

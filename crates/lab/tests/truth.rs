@@ -13,21 +13,11 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::Value;
+use tailhunt_lab::netns::is_root;
 use tailhunt_lab::truth::{matrix, run_case, Case, Scale, Tools};
 
 /// One case at a time: they share CPU 0, the subnets and the machine's patience.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 fn tailhunt() -> PathBuf {
     std::env::var_os("TAILHUNT_BIN").map_or_else(

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use super::net::Dumbbell;
 use super::spec::{BurstSpec, Case};
 use super::tap::{analyse_all, counts, stop_all, Tap};
-use super::tool::{json_of, Ctx, LoadRun, RunningLoad};
+use super::tool::{json_of, Ctx, LoadRun, RunningLoad, Schedule};
 use super::{pause, Planted, Truth, TruthError, Unit, ViewKind};
 use crate::netns::{veth, Netns};
 use crate::scenario::procs::Proc;
@@ -188,27 +188,16 @@ fn traffic(
     s: &BurstSpec,
     (servers, mut bulk): (Vec<Proc>, Option<Proc>),
 ) -> Result<Traffic, TruthError> {
-    let dur = format!("{RUN_S}s");
     let cache = &n.net.a_addr;
     let fetch = |ns, url: String| -> Result<RunningLoad, TruthError> {
-        ctx.start_load(
-            ns,
-            &format!("fetch {url}"),
-            &[
-                &url,
-                "--rate",
-                "3",
-                "--duration",
-                &dur,
-                "--warmup",
-                "0s",
-                "--conns",
-                "1",
-                "--nodelay=true",
-                "--timeout",
-                "3s",
-            ],
-        )
+        let s = Schedule {
+            url: &url,
+            rate: 3,
+            duration_s: RUN_S,
+            conns: 1,
+            timeout_s: 3,
+        };
+        ctx.start_schedule(ns, &format!("fetch {url}"), &s)
     };
     let mut loads = Vec::new();
     for d in &n.dbs {
@@ -231,24 +220,14 @@ fn traffic(
         )?);
     }
     let api_url = format!("tcp://{cache}:7000");
-    let api = ctx.start_load(
-        &n.api,
-        "api",
-        &[
-            &api_url,
-            "--rate",
-            "500",
-            "--duration",
-            &dur,
-            "--warmup",
-            "0s",
-            "--conns",
-            "4",
-            "--nodelay=true",
-            "--timeout",
-            "3s",
-        ],
-    )?;
+    let api = Schedule {
+        url: &api_url,
+        rate: 500,
+        duration_s: RUN_S,
+        conns: 4,
+        timeout_s: 3,
+    };
+    let api = ctx.start_schedule(&n.api, "api", &api)?;
     let limit = Duration::from_secs(RUN_S + 30);
     let api = api.finish(limit)?;
     let mut fetched = Vec::new();

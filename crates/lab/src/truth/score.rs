@@ -512,16 +512,20 @@ fn contradictions(truth: &Truth, det: &str, f: &Value, origin: Option<(i64, i64)
         ));
     }
     if det == "noisy-neighbor" {
-        if let (Some(start), Some(n)) = (elevated_start(f, origin), named(det, f, None).pop()) {
-            if let Named::Pair(_, neighbour) = n {
-                if let Some((_, since)) = truth.takers.iter().find(|(c, _)| *c == neighbour) {
-                    if start + 1_000_000_000 < *since {
-                        out.push(format!(
-                            "its slow intervals begin {:.1} s before {neighbour} started",
-                            (since - start) as f64 / 1e9
-                        ));
-                    }
-                }
+        let start = elevated_start(f, origin);
+        let neighbour = match named(det, f, None).pop() {
+            Some(Named::Pair(_, n)) => Some(n),
+            _ => None,
+        };
+        let since = neighbour
+            .as_ref()
+            .and_then(|n| truth.takers.iter().find(|(c, _)| c == n));
+        if let (Some(start), Some((neighbour, since))) = (start, since) {
+            if start + 1_000_000_000 < *since {
+                out.push(format!(
+                    "its slow intervals begin {:.1} s before {neighbour} started",
+                    (since - start) as f64 / 1e9
+                ));
             }
         }
     }

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::net::Dumbbell;
 use super::spec::{Case, TimeoutSpec, TimeoutStyle};
 use super::tap::{analyse_all, counts, stop_all, Tap};
-use super::tool::{json_of, strip_findings, Ctx};
+use super::tool::{json_of, strip_findings, Ctx, Schedule};
 use super::{pause, Planted, Truth, TruthError, Unit, ViewKind};
 use crate::scenario::procs::Proc;
 
@@ -139,26 +139,16 @@ fn frames(
         ],
     )?;
     let url = format!("tcp://{server}");
-    let timeout = format!("{timeout_s}s");
-    let load = ctx.load(
-        &net.a,
-        "load",
-        &[
-            &url,
-            "--rate",
-            "1",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-            "--conns",
-            "1",
-            "--nodelay=true",
-            "--timeout",
-            &timeout,
-        ],
-        Duration::from_secs(timeout_s + 30),
-    )?;
+    let s = Schedule {
+        url: &url,
+        rate: 1,
+        duration_s: 1,
+        conns: 1,
+        timeout_s,
+    };
+    let load = ctx
+        .start_schedule(&net.a, "load", &s)?
+        .finish(Duration::from_secs(timeout_s + 30))?;
     // The server learns of the close when its late data meets a reset, or answers late.
     pause(Duration::from_millis(
         think_ms.saturating_sub(timeout_s * 1000) + 1500,

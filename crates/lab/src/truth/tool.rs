@@ -151,6 +151,39 @@ pub(crate) struct LoadRun {
     pub(crate) cpu_share: f64,
 }
 
+/// A plain `tailhunt load` run: `URL --rate R --duration D --warmup 0s --conns C
+/// --nodelay=true --timeout T`, measured from its first request, with TCP_NODELAY.
+pub(crate) struct Schedule<'a> {
+    pub(crate) url: &'a str,
+    pub(crate) rate: u32,
+    pub(crate) duration_s: u64,
+    pub(crate) conns: u32,
+    pub(crate) timeout_s: u64,
+}
+
+impl Schedule<'_> {
+    fn args(&self) -> Vec<String> {
+        let (rate, dur) = (self.rate.to_string(), format!("{}s", self.duration_s));
+        let (conns, timeout) = (self.conns.to_string(), format!("{}s", self.timeout_s));
+        [
+            self.url,
+            "--rate",
+            &rate,
+            "--duration",
+            &dur,
+            "--warmup",
+            "0s",
+            "--conns",
+            &conns,
+            "--nodelay=true",
+            "--timeout",
+            &timeout,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+}
+
 /// A `tailhunt load` still running.
 pub(crate) struct RunningLoad {
     proc: Proc,
@@ -187,6 +220,18 @@ impl Ctx {
             watch,
             what: what.to_string(),
         })
+    }
+
+    /// Starts a plain load run inside `ns`.
+    pub(crate) fn start_schedule(
+        &self,
+        ns: &Netns,
+        what: &str,
+        s: &Schedule<'_>,
+    ) -> Result<RunningLoad, TruthError> {
+        let args = s.args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.start_load(ns, what, &args)
     }
 
     /// Runs `tailhunt --json load ARGS` inside `ns` to the end.
