@@ -66,7 +66,10 @@ enum Cmd {
     },
     /// Run a matrix and print per-detector precision and recall, then every miss.
     Matrix {
-        /// The full matrix (default: quick).
+        /// The quick matrix (the default): one case per class and its twin, a few minutes.
+        #[arg(long, conflicts_with = "full")]
+        quick: bool,
+        /// The full matrix.
         #[arg(long)]
         full: bool,
         /// Only cases whose name starts with this.
@@ -152,6 +155,7 @@ fn main() -> ExitCode {
             run_cases(&[case], &common, None, None)
         }
         Cmd::Matrix {
+            quick: _,
             full,
             only,
             assert,
