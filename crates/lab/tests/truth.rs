@@ -183,7 +183,7 @@ fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {
         }
         seen.push((calm, hot));
     }
-    panic!("the sleeper's own wake-up lateness p99 (calm, with the hogs) never rose 5x: {seen:?}");
+    panic!("the sleeper's own lateness p99 (calm, with the hogs) never rose 5x: {seen:?}");
 }
 
 /// The detectors against their targets on the quick matrix. Today's detectors miss (issue 13),

@@ -80,6 +80,11 @@ impl Cgroups {
         Ok(())
     }
 
+    /// How `tailhunt runq` names the case's own top group.
+    pub(crate) fn top(&self) -> String {
+        format!("/{}", self.name)
+    }
+
     /// How `tailhunt runq` names a group (its cgroup2 path), or `system` for the root.
     pub(crate) fn display(&self, group: Option<&str>) -> String {
         group.map_or_else(|| "system".into(), |g| format!("/{}/{g}", self.name))

@@ -3,15 +3,16 @@
 //!
 //! In: a [`RunqVariant`] and whether it is the twin. Out: the truth and runq's document.
 //!
-//! Every variant runs ten one-second intervals; the workloads are pinned to CPU 0 and the tracer
-//! to CPU 1. The victim is a 1 kHz sleeper (or, for the quota, a worker using two thirds of a
+//! Every variant runs ten one-second intervals; the workloads are pinned to [`WORK_CPU`] (CPU 1)
+//! and the tracer to the other. (The project's own run-queue tests pin theirs to CPU 0: two
+//! people testing on one machine then collide less.) The victim is a 1 kHz sleeper (or, for the quota, a worker using two thirds of a
 //! CPU). The cause starts 4.5 s into the trace, so the first intervals are calm:
 //!
 //! | variant | planted |
 //! |---|---|
 //! | unequal | 3 hogs in `neighbour` (cpu.shares 8192 against the victim's 1024): `noisy-neighbor` naming the victim and `neighbour` |
 //! | equal | 2 hogs in each of `n1` and `n2` (the victim's weight): the victim behind both |
-//! | system | 3 hogs in the root cgroup: the victim behind `system` |
+//! | system | 3 hogs in the root cgroup, the victim's container at cpu.shares 128: the victim behind `system` |
 //! | busy | as unequal, with a half-duty load in the root cgroup on both CPUs all along |
 //! | control-equal | a hog in `a`, one in `b` and one in the root from before the trace: nothing changes, nothing to blame (scored as a healthy twin) |
 //! | quota | the worker's quota is cut to 10 ms per 100 ms: `cpu-throttled` naming it |
@@ -22,9 +23,11 @@
 //! lateness p99 at least 3x its calm seconds' and 1 ms or more), and a quota only when the kernel
 //! throttled the group; otherwise the cause goes to the truth's `unplanted`.
 //!
-//! The case's top group gets cpu.shares 10240 (ten root tasks' worth) except in the system and
-//! busy variants: on a shared host the root cgroup holds everybody else's work on CPU 0, and
-//! the planted cause must stay the main thing the victim waits behind.
+//! The case's top group gets cpu.shares 10240 (ten root tasks' worth): on a shared host the root
+//! cgroup holds everybody else's work on that CPU, and the planted cause must stay the main thing
+//! the victim waits behind. Where the host is the point it does not: the busy variant keeps the
+//! default 1024, and the system variant gives it 128, a small container next to busy host
+//! services (with more, the sleeper's 5% of a CPU is never short).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,6 +41,10 @@ use super::work::WorkKind;
 use super::{pause, Planted, Truth, TruthError, Unit, View, ViewKind, Views};
 use crate::scenario::procs::Proc;
 
+/// The CPU the workloads share.
+const WORK_CPU: usize = 1;
+/// The CPU the tracer runs on.
+const TRACER_CPU: &str = "0";
 /// Seconds traced.
 const TRACE_S: u64 = 10;
 /// When the cause starts, after the tracer.
@@ -95,12 +102,13 @@ pub(crate) fn run(
     cg.wait_all(Duration::from_secs(10))?;
     let programs = read_records(&records)?;
     plan.finish_takers(&programs, onset_wall);
-    let facts = victim_facts(&programs, onset_wall);
+    let mut facts = victim_facts(&programs, onset_wall);
+    facts["case_cgroup"] = json!(cg.top());
     let mut views = Views::default();
     let view = View {
         name: "runq".into(),
         kind: ViewKind::Runq,
-        position: "tailhunt runq on CPU 1, whole host, 1 s intervals; workloads on CPU 0".into(),
+        position: format!("tailhunt runq on CPU {TRACER_CPU}, whole host, 1 s intervals; workloads on CPU {WORK_CPU}"),
         analysis: vec!["runq".into(), "--duration".into(), format!("{TRACE_S}s")],
         target: None,
     };
@@ -117,7 +125,7 @@ pub(crate) fn run(
 
 fn start_runq(ctx: &Ctx) -> Result<Proc, TruthError> {
     let secs = format!("{TRACE_S}s");
-    let mut argv = vec!["taskset".to_string(), "-c".into(), "1".into()];
+    let mut argv = vec!["taskset".to_string(), "-c".into(), TRACER_CPU.into()];
     argv.extend(ctx.argv(&["--json", "runq", "--duration", &secs]));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     Ok(Proc::spawn_host("tailhunt runq", &argv)?)
@@ -147,16 +155,20 @@ impl Plan {
             takers: Vec::new(),
         };
         cg.group("victim")?;
-        // The host's own work (other builds) runs on CPU 0 too, as single tasks of weight 1024
+        // The host's own work (other builds) runs on that CPU too, as single tasks of weight 1024
         // in the root cgroup. Outweighing it keeps the planted cause the main one; where the
         // host is the point (system, busy) the case's group keeps the default weight.
-        if !matches!(v, RunqVariant::System | RunqVariant::Busy) {
-            cg.set_top_v1("cpu.shares", "10240")?;
+        match v {
+            // A small container (a low CPU request) next to busy host services: the sleeper
+            // needs 5% of the CPU, more than 128 shares against three root hogs give it.
+            RunqVariant::System => cg.set_top_v1("cpu.shares", "128")?,
+            RunqVariant::Busy => {}
+            _ => cg.set_top_v1("cpu.shares", "10240")?,
         }
         let victim = cg.display(Some("victim"));
         let g = |s: &str| Some(s.to_string());
         if v == RunqVariant::Quota {
-            p.from_start.push((WorkKind::Worker, g("victim"), 0));
+            p.from_start.push((WorkKind::Worker, g("victim"), WORK_CPU));
             if !twin {
                 p.quota_cut = g("victim");
                 p.planted.push(Planted {
@@ -168,7 +180,8 @@ impl Plan {
             }
             return Ok(p);
         }
-        p.from_start.push((WorkKind::Sleeper, g("victim"), 0));
+        p.from_start
+            .push((WorkKind::Sleeper, g("victim"), WORK_CPU));
         let neighbours = p.neighbours(cg, v)?;
         if v == RunqVariant::Busy {
             for cpu in [0, 1] {
@@ -186,7 +199,8 @@ impl Plan {
                 cg.set_v1("neighbour", "cpu.shares", "8192")?;
             }
             for _ in 0..hogs {
-                p.at_onset.push((WorkKind::Hog, group.map(String::from), 0));
+                p.at_onset
+                    .push((WorkKind::Hog, group.map(String::from), WORK_CPU));
             }
             let neighbour = cg.display(group);
             p.planted.push(Planted {
@@ -219,9 +233,10 @@ impl Plan {
             RunqVariant::ControlEqual => {
                 for grp in ["a", "b"] {
                     cg.group(grp)?;
-                    self.from_start.push((WorkKind::Hog, Some(grp.into()), 0));
+                    self.from_start
+                        .push((WorkKind::Hog, Some(grp.into()), WORK_CPU));
                 }
-                self.from_start.push((WorkKind::Hog, None, 0));
+                self.from_start.push((WorkKind::Hog, None, WORK_CPU));
                 vec![]
             }
             RunqVariant::Quota => vec![],
@@ -243,7 +258,7 @@ impl Plan {
     }
 }
 
-/// A neighbour counts only when the sleeper's own wake-up lateness shows it (its p99, median
+/// A neighbour counts only when the sleeper's own lateness shows it (its p99, median
 /// over the seconds after the onset, at least [`EFFECT`] times the calm seconds' and at least
 /// 1 ms), a quota only when the kernel throttled the group (`nr_throttled` in its cpu.stat).
 fn set_aside_without_effect(truth: &mut Truth, nr_throttled: Option<u64>) {
@@ -253,7 +268,7 @@ fn set_aside_without_effect(truth: &mut Truth, nr_throttled: Option<u64>) {
     let felt = matches!((calm, hot), (Some(c), Some(h)) if h >= EFFECT * c && h >= 1e6);
     if !felt {
         let why = format!(
-            "the sleeper's own wake-up lateness p99 went from {:.2} ms to {:.2} ms, less than {EFFECT}x (and 1 ms)",
+            "the sleeper's own lateness p99 went from {:.2} ms to {:.2} ms, less than {EFFECT}x (and 1 ms)",
             calm.unwrap_or(0.0) / 1e6,
             hot.unwrap_or(0.0) / 1e6
         );
@@ -287,7 +302,7 @@ fn read_records(dir: &Path) -> Result<Vec<Value>, TruthError> {
     Ok(out)
 }
 
-/// The sleeper's own view: its wake-up lateness p99 per second before and after the onset.
+/// The sleeper's own view: its lateness p99 per second before and after the onset.
 fn victim_facts(records: &[Value], onset_wall: i64) -> Value {
     let Some(s) = records
         .iter()

@@ -30,7 +30,7 @@
 //! own ([`work`]), run by the `tailhunt-truth` binary. Truth is never taken from tailhunt's
 //! analysis: it is what the case did (addresses, ports, options, times) and what the programs
 //! measured on their own side (a load run's samples, a transfer's byte counts, a sleeper's own
-//! wake-up lateness, each workload's CPU time from `/proc/self/schedstat`).
+//! lateness, each workload's CPU time from `/proc/self/schedstat`).
 //!
 //! Every namespace, qdisc, cgroup and process a case creates is removed by a guard when the
 //! case ends, fails, panics or is interrupted ([`request_stop`], for a Ctrl-C handler).

@@ -17,6 +17,9 @@
 //! a false positive even when it is a planted source elsewhere: the finding does not say it made
 //! these bursts.
 //!
+//! A run-queue finding naming a cgroup the case did not create (another workload on a shared
+//! host) is listed as foreign and not counted: the case knows nothing of it.
+//!
 //! A `noisy-neighbor` finding that blames a cgroup the case set loose on the CPU (a *taker*)
 //! for the slowdown of a cgroup other than the planted victim (the host's own processes, say)
 //! is a side effect of the case, neither right nor wrong, and is listed but not counted —
@@ -123,7 +126,8 @@ impl Counts {
 pub struct NamedUnit {
     /// The unit, in words.
     pub unit: String,
-    /// `tp`, `fp`, `side-effect` or `extra` (one more connection of a planted pattern).
+    /// `tp`, `fp`, `side-effect`, `foreign` or `extra` (one more connection of a planted
+    /// pattern).
     pub judged: String,
     /// The finding's confidence.
     pub confidence: f64,
@@ -250,7 +254,9 @@ pub fn score(truth: &Truth, outputs: &[(String, Value)]) -> CaseScore {
             for f in &findings {
                 let det = f["detector"].as_str().unwrap_or("");
                 let conf = f["confidence"].as_f64().unwrap_or(0.0);
-                if DETECTORS.contains(&det) && conf >= MEDIUM {
+                let units = named(det, f, None);
+                let foreign = !units.is_empty() && units.iter().all(|n| is_foreign(truth, n));
+                if DETECTORS.contains(&det) && conf >= MEDIUM && !foreign {
                     out.twin_failures.push(format!(
                         "{view}: {det} ({:.0}%): {}",
                         conf * 100.0,
@@ -263,7 +269,7 @@ pub fn score(truth: &Truth, outputs: &[(String, Value)]) -> CaseScore {
     out
 }
 
-/// The sleeper's own wake-up lateness p99 by second, in ms, when the case has one.
+/// The sleeper's own lateness p99 by second, in ms, when the case has one.
 fn context(truth: &Truth) -> Option<String> {
     let ms = |key: &str| -> Option<String> {
         let v: Vec<String> = truth.facts[key]
@@ -277,7 +283,7 @@ fn context(truth: &Truth) -> Option<String> {
     let calm = ms("victim_late_p99_per_second_calm_ns")?;
     let after = ms("victim_late_p99_per_second_after_onset_ns")?;
     Some(format!(
-        "the sleeper's own wake-up lateness p99 by second: {calm} ms before the onset, {after} ms after it"
+        "the sleeper's own lateness p99 by second: {calm} ms before the onset, {after} ms after it"
     ))
 }
 
@@ -335,6 +341,7 @@ fn score_detector(
                     "tp"
                 }
                 Some(_) => "extra",
+                None if is_foreign(truth, &n) => "foreign",
                 None if is_side_effect(truth, &n, f, origin) => "side-effect",
                 None if zero => {
                     o.counts.fp += 1;
@@ -471,6 +478,20 @@ fn flows_in(text: &str) -> Vec<Named> {
         rest = &rest[at + 4..];
     }
     out
+}
+
+/// A run-queue finding about a cgroup the case did not create (another workload on a shared
+/// host; `system` is the host's own and counts as the case's).
+fn is_foreign(truth: &Truth, n: &Named) -> bool {
+    let Some(top) = truth.facts["case_cgroup"].as_str() else {
+        return false;
+    };
+    let ours = |c: &str| c == "system" || c.starts_with(&format!("{top}/"));
+    match n {
+        Named::Pair(v, b) => !ours(v) || !ours(b),
+        Named::Cgroup(c) => !ours(c),
+        _ => false,
+    }
 }
 
 /// A neighbour finding blaming a taker for a non-victim's wait, not earlier than the taker.
@@ -664,6 +685,31 @@ mod tests {
             .collect();
         assert_eq!(judged, ["tp", "side-effect", "fp", "fp"]);
         assert_eq!(s.outcomes[0].contradictions.len(), 1, "{s:#?}");
+    }
+
+    #[test]
+    fn findings_about_cgroups_the_case_did_not_make_are_not_counted() {
+        let mut t = truth(Vec::new(), true);
+        t.views[0].kind = crate::truth::ViewKind::Runq;
+        t.facts["case_cgroup"] = json!("/t");
+        let doc = json!({"findings": [
+            {"detector": "noisy-neighbor", "confidence": 0.95,
+             "summary": "/t/victim: run-queue p99 rose 50x (1ms -> 50ms) while x took its CPU",
+             "evidence": [{"series": "runq_latency{cgroup=/t/victim}"},
+                          {"series": "runq_wait_ns{by=/other-test/hogs,cgroup=/t/victim}"}]},
+            {"detector": "noisy-neighbor", "confidence": 0.95,
+             "summary": "/t/victim: run-queue p99 rose 50x (1ms -> 50ms) while x took its CPU",
+             "evidence": [{"series": "runq_latency{cgroup=/t/victim}"},
+                          {"series": "runq_wait_ns{by=system,cgroup=/t/victim}"}]}
+        ]});
+        let s = score(&t, &[("v".into(), doc)]);
+        let judged: Vec<&str> = s.outcomes[0]
+            .named
+            .iter()
+            .map(|n| n.judged.as_str())
+            .collect();
+        assert_eq!(judged, ["foreign", "fp"]);
+        assert_eq!(s.twin_failures.len(), 1, "{s:#?}");
     }
 
     #[test]

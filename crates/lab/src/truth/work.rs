@@ -3,13 +3,14 @@
 //! In: a [`WorkSpec`] (kind, seconds, CPU, cgroup directories). The process moves itself into
 //! the cgroups (before doing any work), pins itself to the CPU, works, and returns a record
 //! ([`run`]): its start and end (realtime clock, epoch ns), CPU time and run-queue wait from the
-//! kernel's own `/proc/self/schedstat`, and for the sleeper, its wake-up lateness per second —
+//! kernel's own `/proc/self/schedstat`, and for the sleeper, its lateness per second —
 //! the victim's own view of what it suffered, independent of any tracer.
 //!
 //! - `hog`: spins.
 //! - `half-hog`: 5 ms of work, 5 ms of sleep (a host that is busy, not saturated).
-//! - `sleeper`: wakes every millisecond (absolute monotonic deadlines) and works 50 µs, like a
-//!   latency-sensitive service; lateness is the wake-up's delay past its deadline.
+//! - `sleeper`: wakes every millisecond (absolute monotonic deadlines) and works 50 µs of CPU,
+//!   like a latency-sensitive service; its lateness is how much later than deadline + 50 µs each
+//!   round finished (waiting to wake up and being preempted mid-work both count).
 //! - `worker`: 2 ms of work, 1 ms of sleep: two thirds of a CPU, enough to run out of a 10%
 //!   quota.
 
@@ -137,29 +138,42 @@ fn duty(until: Instant, on: Duration, off: Duration) {
     }
 }
 
-fn mono_ns() -> i64 {
-    let t = clock_gettime(ClockId::Monotonic);
+fn clock_ns(id: ClockId) -> i64 {
+    let t = clock_gettime(id);
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
-/// The 1 kHz sleeper; returns its lateness per second of wall time.
+/// Spins until this thread has had `ns` of CPU: time spent runnable but waiting (preempted)
+/// does not count, so it shows in the caller's completion time.
+fn work_cpu_ns(ns: i64) {
+    let end = clock_ns(ClockId::ThreadCPUTime) + ns;
+    let mut x = 0u64;
+    while clock_ns(ClockId::ThreadCPUTime) < end {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+}
+
+/// The 1 kHz sleeper; returns its lateness per second of wall time: how much later than its
+/// deadline plus its 50 µs of CPU each round finished, so a wait to wake up and a preemption in
+/// the middle of the work both count.
 fn sleeper(until: Instant) -> Value {
     const PERIOD_NS: i64 = 1_000_000;
+    const WORK_NS: i64 = 50_000;
     let mut seconds = Vec::new();
     let mut late: Vec<i64> = Vec::with_capacity(1000);
     let mut second_start = wall_ns();
-    let mut next = mono_ns() + PERIOD_NS;
+    let mut next = clock_ns(ClockId::Monotonic) + PERIOD_NS;
     while Instant::now() < until {
         let ts = Timespec {
             tv_sec: next / 1_000_000_000,
             tv_nsec: next % 1_000_000_000,
         };
         let _ = clock_nanosleep_absolute(ClockId::Monotonic, &ts);
-        let woke = mono_ns();
-        late.push((woke - next).max(0));
-        spin_until(Instant::now() + Duration::from_micros(50));
-        // A wake-up later than a period starts a fresh timetable instead of catching up.
-        next = (next + PERIOD_NS).max(woke + PERIOD_NS / 2);
+        work_cpu_ns(WORK_NS);
+        let done = clock_ns(ClockId::Monotonic);
+        late.push((done - next - WORK_NS).max(0));
+        // A round later than a period starts a fresh timetable instead of catching up.
+        next = (next + PERIOD_NS).max(done + PERIOD_NS / 2);
         let now = wall_ns();
         if now - second_start >= 1_000_000_000 {
             seconds.push(second_summary(second_start, now, &mut late));
