@@ -11,18 +11,20 @@
 //!
 //! The cases vary what the lab's scenarios hold fixed:
 //!
-//! - [`window`]: a download with SO_RCVBUF=64k (or autotuned, its healthy twin) over the link
-//!   emulator at several round trips and rates, captured at the receiver (queue upstream of
-//!   the capture) and at the sender (queue downstream), plus the transfer's own TCP_INFO view;
-//! - [`timeout`]: a client timeout closed with FIN (a slow response read as it comes), with RST
-//!   (a transfer closed with unread data), a server slower than the timeout, and a twin that
-//!   finishes in time; captured on both sides of a shaped queue;
-//! - [`burst`]: several bulk sources at once in both directions of a shaped link shared with
+//! - `window`: a download with SO_RCVBUF=64k (or autotuned, its healthy twin) over the link
+//!   emulator at several round trips and rates, or through a shared tbf queue that fills after
+//!   the handshake, captured at the receiver (queue upstream of the capture) and at the sender
+//!   (queue downstream), plus the transfer's own TCP_INFO view;
+//! - `timeout`: a client timeout closed with FIN (a slow response read as it comes), with RST
+//!   ([`abandon`]: data left unread), by `tailhunt transfer client --timeout` (a transfer slower
+//!   than the timeout), a server slower than the timeout, and twins that finish in time;
+//!   captured on both sides of a shaped queue;
+//! - `burst`: several bulk sources at once in both directions of a shaped link shared with
 //!   small requests, sustained saturation, and a twin whose sources answer small; captured on
 //!   both sides of the queues, and analysed with and without the client's own latencies;
-//! - [`nagle`]: requests (or replies) written in two pieces without TCP_NODELAY, and a sweep of
+//! - `nagle`: requests (or replies) written in two pieces without TCP_NODELAY, and a sweep of
 //!   rates; the twin sets TCP_NODELAY;
-//! - [`cpu`]: a 1 kHz sleeper with CPU hogs in other cgroups of unequal and equal weights, in
+//! - `cpu`: a 1 kHz sleeper with CPU hogs in other cgroups of unequal and equal weights, in
 //!   the root cgroup, on a busy host, an equal-weights control, a CPU quota cut, and twins.
 //!
 //! Traffic comes from `tailhunt serve`, `tailhunt load`, `tailhunt transfer` and the lab's link
@@ -48,7 +50,7 @@
 pub mod abandon;
 mod burst;
 mod cgroup;
-pub mod cpu;
+mod cpu;
 mod nagle;
 mod net;
 pub mod score;
@@ -69,7 +71,8 @@ use serde_json::Value;
 
 pub use score::{CaseScore, Counts, Unit};
 pub use spec::{
-    matrix, BurstSpec, Case, NagleSpec, RunqVariant, Scale, Spec, TimeoutStyle, WindowSpec,
+    matrix, BurstSpec, Case, NagleSpec, RunqSpec, RunqVariant, Scale, Spec, Split, TimeoutSpec,
+    TimeoutStyle, WindowSpec,
 };
 pub use tool::Tools;
 
