@@ -13,6 +13,22 @@ steal_since() {
     awk -v s=$((s - steal_a)) -v t=$((t - total_a)) 'BEGIN { printf "%.2f", (t > 0 ? 100 * s / t : 0) }'
 }
 record() { echo "$1 $2" >>"$tmp/results.txt"; }
+# Prints $tmp/report.md and, with --write, stores it as bench/results/NAME.md.
+publish() {
+    cat "$tmp/report.md"
+    if ((write)); then
+        mkdir -p bench/results
+        cp "$tmp/report.md" "bench/results/$1.md"
+        echo "wrote bench/results/$1.md" >&2
+    fi
+}
+# The "## Machine" heading and the rows every machine table starts with: CPU, memory, kernel.
+machine_rows() {
+    printf '## Machine\n\n| | |\n|---|---|\n'
+    echo "| CPU | $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs |"
+    echo "| memory | $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) |"
+    echo "| kernel | $(uname -r) |"
+}
 agg() {
     [[ -e "$tmp/results.txt" ]] || return 0
     awk -v k="$1" '$1 == k { print $2 }' "$tmp/results.txt" | sort -g |

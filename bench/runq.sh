@@ -166,13 +166,7 @@ report() {
     echo "hook on average, and a slowdown no worse than runqlat's while producing per-cgroup"
     echo "histograms and attribution."
     echo
-    echo "## Machine"
-    echo
-    echo "| | |"
-    echo "|---|---|"
-    echo "| CPU | $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) CPUs |"
-    echo "| memory | $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) |"
-    echo "| kernel | $(uname -r) |"
+    machine_rows
     echo "| runqlat | $(dpkg-query -W -f='libbpf-tools ${Version}' libbpf-tools 2>/dev/null || echo unknown) |"
     echo "| steal time during the run | $steal % of CPU time |"
     echo "| other work on the machine | load average $load_start at the start, $load_end at the end |"
@@ -203,9 +197,5 @@ report() {
     echo "ns per hook is the steadier figure: the kernel times each program run itself, so other work"
     echo "on the machine changes it little; the workloads' own times move with the host's load."
 }
-report | tee "$tmp/report.md"
-if ((write)); then
-    mkdir -p bench/results
-    cp "$tmp/report.md" bench/results/runq.md
-    echo "wrote bench/results/runq.md" >&2
-fi
+report >"$tmp/report.md"
+publish runq

@@ -7,17 +7,7 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use tailhunt_lab::scenario::{generate, CaptureScenario, GeneratedCapture};
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
+use tailhunt_netlab::netns::is_root;
 
 /// One scenario at a time: on a 2-core machine, scenarios running side by side starve each
 /// other's Python programs and the link emulator, and the timings they plant get noisy.

@@ -153,15 +153,10 @@ fn run(c: &mut Command) -> Result<Output, NetnsError> {
     Ok(out)
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
+/// Whether this process runs as root (effective uid 0): the lab's namespaces, links and cases
+/// need it.
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
 }
 
 #[cfg(test)]

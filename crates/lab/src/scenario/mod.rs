@@ -64,14 +64,14 @@
 //!
 //! **`small-rcvbuf`** (root cause #4) and **`clean-bulk`** (its healthy twin). Client
 //! `198.18.4.1` on a veth to a gateway (`198.18.4.254`), which reaches the server
-//! `198.18.6.2:7400` through the link emulator ([`crate::link`]: 40 ms each way, 100 Mbit/s,
+//! `198.18.6.2:7400` through the link emulator ([`tailhunt_netlab::link`]: 40 ms each way, 100 Mbit/s,
 //! 2 MB drop-tail queue). The client downloads `bytes` (4 MB) with `SO_RCVBUF` set to 65536
 //! before `connect()` (small-rcvbuf) or left to autotuning (clean-bulk). Captured on the
 //! client's veth (Ethernet) with `-s 128`, and in `extra_captures` on the server's TUN device
 //! (`<scenario>.server.pcap`, raw IP link type, `-s 128`): the sender's view, where bytes in
 //! flight sit at the advertised window.
 //! - `link`: `{"rtt_ns", "rate_bps", "queue_bytes", "emulator", "stats": the emulator's
-//!   [`crate::link::LinkStats`] ("forward" = gw -> server, "reverse" = server -> gw: packets,
+//!   [`tailhunt_netlab::link::LinkStats`] ("forward" = gw -> server, "reverse" = server -> gw: packets,
 //!   bytes, drops, its own lateness)}`
 //! - `flow`, `client_pid`, `rcvbuf_requested` (65536 or null), `rcvbuf_effective` (what
 //!   `getsockopt` returned), `bytes`, `bytes_received`, `request_ns`, `first_byte_ns`,
@@ -94,7 +94,7 @@
 mod bulk;
 mod microburst;
 mod nagle;
-mod procs;
+pub(crate) mod procs;
 mod timeout;
 
 use std::path::{Path, PathBuf};

@@ -33,6 +33,40 @@ impl Proc {
         spawn_piped(c, what, argv[0])
     }
 
+    /// Starts `argv` in the caller's own namespace (a tracer, a CPU workload).
+    pub(crate) fn spawn_host(what: &str, argv: &[&str]) -> Result<Proc, ScenarioError> {
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..]);
+        spawn_piped(c, what, argv[0])
+    }
+
+    /// Sends SIGINT (by PID), as Ctrl-C would: tailhunt's commands then stop and report.
+    pub(crate) fn interrupt(&self) {
+        let pid = self.pid().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+    }
+
+    /// Waits for a successful exit within `limit`, then returns everything it wrote on stdout.
+    pub(crate) fn finish_stdout(&mut self, limit: Duration) -> Result<String, ScenarioError> {
+        self.wait_success(limit)?;
+        let mut text = String::new();
+        // The reader thread ends at EOF, which follows the exit; it only has buffered lines left.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        Ok(text)
+    }
+
+    /// Waits until the process says `needle` on stderr (servers announce themselves there).
+    pub(crate) fn wait_stderr(
+        &mut self,
+        needle: &str,
+        limit: Duration,
+    ) -> Result<(), ScenarioError> {
+        wait_stderr(self, needle, limit)
+    }
+
     /// Starts the Python program `script` with `args` inside `ns`, at real-time priority
     /// (`chrt -f 10`) when `chrt` is there: the times the programs record are the ground
     /// truth, and on a busy 2-core machine a compiler beside them would otherwise delay them by
@@ -164,7 +198,9 @@ fn wait_until(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
         if let Ok(Some(s)) = child.try_wait() {
             return Some(s);
         }
-        if Instant::now() >= deadline {
+        // A stop request (Ctrl-C in `tailhunt-truth`) ends the wait at once, so the caller's
+        // guards clean up now rather than when the program would have finished.
+        if Instant::now() >= deadline || crate::truth::stopping() {
             return None;
         }
         thread::sleep(Duration::from_millis(10));
@@ -270,18 +306,19 @@ pub(crate) fn add_tbf(ns: &Netns, iface: &str, params: &[&str]) -> Result<(), Sc
     Ok(())
 }
 
-/// Packets the root qdisc of `iface` sent and dropped so far (`tc -s qdisc show`), as
-/// `{"sent_packets", "dropped_packets"}` (null where tc's output could not be read).
+/// Packets the root qdisc of `iface` sent and dropped so far, and how often it had to hold
+/// one back (`tc -s qdisc show`), as `{"sent_packets", "dropped_packets", "overlimits"}` (null
+/// where tc's output could not be read).
 pub(crate) fn qdisc_counts(ns: &Netns, iface: &str) -> Result<Value, ScenarioError> {
     let out = ns.run(&["tc", "-s", "qdisc", "show", "dev", iface])?;
-    let (sent, dropped) = parse_qdisc_counts(&String::from_utf8_lossy(&out.stdout));
-    Ok(json!({"sent_packets": sent, "dropped_packets": dropped}))
+    let (sent, dropped, over) = parse_qdisc_counts(&String::from_utf8_lossy(&out.stdout));
+    Ok(json!({"sent_packets": sent, "dropped_packets": dropped, "overlimits": over}))
 }
 
 /// Reads ` Sent 4100 bytes 27 pkt (dropped 3, overlimits 0 requeues 0)`.
-fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>) {
+fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>, Option<u64>) {
     let Some(line) = text.lines().map(str::trim).find(|l| l.starts_with("Sent ")) else {
-        return (None, None);
+        return (None, None, None);
     };
     let words: Vec<&str> = line
         .split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == ')')
@@ -299,7 +336,7 @@ fn parse_qdisc_counts(text: &str) -> (Option<u64>, Option<u64>) {
         .position(|w| *w == "pkt")
         .and_then(|i| i.checked_sub(1))
         .and_then(|i| words[i].parse().ok());
-    (pkts, after("dropped"))
+    (pkts, after("dropped"), after("overlimits"))
 }
 
 #[cfg(test)]
@@ -311,7 +348,10 @@ mod tests {
         let text = "qdisc tbf 8004: root refcnt 3 rate 1Mbit burst 16Kb lat 100ms \n \
                     Sent 4100 bytes 27 pkt (dropped 3, overlimits 5 requeues 0) \n \
                     backlog 0b 0p requeues 0\n";
-        assert_eq!(parse_qdisc_counts(text), (Some(27), Some(3)));
-        assert_eq!(parse_qdisc_counts("qdisc noqueue 0: root"), (None, None));
+        assert_eq!(parse_qdisc_counts(text), (Some(27), Some(3), Some(5)));
+        assert_eq!(
+            parse_qdisc_counts("qdisc noqueue 0: root"),
+            (None, None, None)
+        );
     }
 }

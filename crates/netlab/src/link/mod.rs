@@ -176,7 +176,7 @@ impl EmulatedLink {
                 reason: "both ends have the same address".into(),
             });
         }
-        if !setup::is_root() {
+        if !crate::netns::is_root() {
             return Err(LinkError::NotPermitted);
         }
         let dev_a = setup::Device::create('a')?;

@@ -115,10 +115,6 @@ fn ip(args: &[&str]) -> Result<(), LinkError> {
     Ok(())
 }
 
-pub(crate) fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,212 @@
+//! The ground-truth generator end to end: cases plant what they say (checked against the traffic
+//! programs' own records, never against tailhunt's analysis), tailhunt's documents come back for
+//! every view, and nothing the cases created is left behind.
+//!
+//! Needs root and a built `tailhunt` (`target/release/tailhunt`, or `$TAILHUNT_BIN`); skips with
+//! the reason otherwise. The quick matrix against the detectors' targets is
+//! `quick_matrix_meets_the_detector_targets_root`, ignored until the detectors meet them
+//! (`cargo test --release -p tailhunt-lab --test truth -- --ignored`, or `bench/detectors.sh
+//! --assert`).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use tailhunt_lab::truth::{matrix, run_case, Case, Scale, Tools};
+use tailhunt_netlab::netns::is_root;
+
+/// One case at a time: they share CPU 0, the subnets and the machine's patience.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn tailhunt() -> PathBuf {
+    std::env::var_os("TAILHUNT_BIN").map_or_else(
+        || {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../target/release/tailhunt"
+            ))
+        },
+        PathBuf::from,
+    )
+}
+
+/// The tools, or None (with the reason printed) when the test cannot run here.
+fn tools(test: &str) -> Option<Tools> {
+    if !is_root() {
+        eprintln!("skipping {test}: the cases need root (namespaces, tc, tcpdump, cgroups)");
+        return None;
+    }
+    let bin = tailhunt();
+    if !bin.is_file() {
+        eprintln!(
+            "skipping {test}: no tailhunt at {} (cargo build --release -p tailhunt)",
+            bin.display()
+        );
+        return None;
+    }
+    Some(Tools {
+        tailhunt: bin,
+        worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_tailhunt-truth"))),
+    })
+}
+
+fn case(name: &str) -> Case {
+    matrix(Scale::Full, 1)
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+fn out_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("truth")
+}
+
+/// Namespaces and cgroups this process created (their names carry its pid).
+fn leftovers() -> Vec<String> {
+    let pid = std::process::id().to_string();
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let mut left: Vec<String> = String::from_utf8_lossy(&ns.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("-{pid}-")))
+        .map(str::to_string)
+        .collect();
+    for root in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/cpu"] {
+        if let Ok(d) = std::fs::read_dir(root) {
+            left.extend(
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| {
+                        n.starts_with("tailhunt-truth-") && n.ends_with(&format!("-{pid}"))
+                    }),
+            );
+        }
+    }
+    left
+}
+
+#[test]
+fn a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root() {
+    let Some(tools) = tools("a_pinned_receive_buffer_holds_the_download_at_window_over_rtt_root")
+    else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_case(
+        &case("window-rcvbuf64k-rtt80ms-100mbit"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    let t = &r.truth;
+    assert_eq!(t.planted.len(), 1, "{:#?}", t.planted);
+    assert_eq!(t.planted[0].detector, "receive-window-limited");
+    // The cause took effect, by the client's own measurement: throughput at window/RTT.
+    let (got, bound) = (
+        t.facts["throughput_bps"].as_f64().unwrap(),
+        t.facts["window_bound_bps"].as_f64().unwrap(),
+    );
+    assert!(
+        (got / bound - 1.0).abs() < 0.25,
+        "throughput {got} against window/RTT {bound}"
+    );
+    let views: Vec<&str> = r.outputs.iter().map(|(v, _)| v.as_str()).collect();
+    assert_eq!(views, ["receiver", "sender", "tcp_info"]);
+    for (v, doc) in &r.outputs {
+        assert!(doc["findings"].is_array(), "{v}: no findings array");
+    }
+    let dir = out_dir().join("window-rcvbuf64k-rtt80ms-100mbit");
+    for f in [
+        "truth.json",
+        "score.json",
+        "receiver.pcap",
+        "sender.pcap",
+        "receiver.json",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let again: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("truth.json")).unwrap()).unwrap();
+    assert_eq!(again["planted"][0]["unit"]["server"], "198.18.31.2:7400");
+}
+
+#[test]
+fn an_abandoned_download_is_closed_with_data_queued_root() {
+    let Some(tools) = tools("an_abandoned_download_is_closed_with_data_queued_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = matrix(Scale::Quick, 1)
+        .into_iter()
+        .find(|c| c.name.starts_with("timeout-rst-"))
+        .unwrap();
+    let r = run_case(&c, &tools, &out_dir()).unwrap();
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    let client = &r.truth.programs["programs"]["client"];
+    // Unread bytes at the close are what make the kernel reset instead of FIN.
+    assert!(
+        client["unread_bytes_at_close"].as_u64().unwrap() > 0,
+        "{client}"
+    );
+    let took =
+        client["close_wall_ns"].as_i64().unwrap() - client["request_wall_ns"].as_i64().unwrap();
+    let timeout = client["timeout_ns"].as_i64().unwrap();
+    assert!(
+        (took - timeout).abs() < 100_000_000,
+        "closed {took} ns after the request, timeout {timeout}"
+    );
+    assert_eq!(r.truth.planted[0].detector, "application-timeout");
+}
+
+#[test]
+fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {
+    let Some(tools) = tools("a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // The host's own load can spoil the calm part; the planted effect must show in one of three.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let r = run_case(&case("runq-neighbour-unequal"), &tools, &out_dir()).unwrap();
+        assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+        assert_eq!(r.truth.takers.len(), 1);
+        let f = &r.truth.facts;
+        let calm = f["victim_late_p99_calm_median_ns"]
+            .as_f64()
+            .unwrap_or(f64::MAX);
+        let hot = f["victim_late_p99_after_onset_median_ns"]
+            .as_f64()
+            .unwrap_or(0.0);
+        if hot >= 5.0 * calm && hot >= 1e6 {
+            return;
+        }
+        seen.push((calm, hot));
+    }
+    panic!("the sleeper's own lateness p99 (calm, with the hogs) never rose 5x: {seen:?}");
+}
+
+/// The detectors against their targets on the quick matrix. Today's detectors miss (issue 13),
+/// so it is ignored; it becomes part of `make test` once they meet the targets.
+#[test]
+#[ignore = "today's detectors are below their targets; run with --ignored (or bench/detectors.sh --assert)"]
+fn quick_matrix_meets_the_detector_targets_root() {
+    let Some(tools) = tools("quick_matrix_meets_the_detector_targets_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_tailhunt-truth"))
+        .args(["matrix", "--seed", "1", "--assert", "0.9", "--tailhunt"])
+        .arg(&tools.tailhunt)
+        .arg("--out")
+        .arg(out_dir().join("quick"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+}
