@@ -6,14 +6,15 @@ use tailhunt_model::Finding;
 
 use crate::microburst::{microburst, Requests};
 use crate::nagle_stall::nagle_stall;
-use crate::window::{application_timeout, receive_window_limited, WindowEvidence};
+use crate::timeout::application_timeout;
+use crate::window::{receive_window_limited, WindowEvidence};
 
 /// Detectors run on captures.
 pub const DETECTORS: [&str; 4] = [
     crate::microburst::DETECTOR,
     crate::nagle_stall::DETECTOR,
     crate::window::WINDOW_DETECTOR,
-    crate::window::TIMEOUT_DETECTOR,
+    crate::timeout::TIMEOUT_DETECTOR,
 ];
 
 /// Runs the capture detectors.

@@ -12,8 +12,9 @@
 //! - [`nagle_stall`]: `nagle-stall`, small segments held until a delayed ACK, in a capture.
 //! - [`runq`]: `noisy-neighbor` and `cpu-throttled`, from per-cgroup run-queue latency,
 //!   preemption attribution and throttling.
-//! - [`window`]: `receive-window-limited` and `application-timeout`, from a capture's flows
-//!   (or any source of [`window::WindowEvidence`]).
+//! - [`window`]: `receive-window-limited`, from a capture's flows (or any source of
+//!   [`window::WindowEvidence`]).
+//! - [`timeout`]: `application-timeout`, from a capture's closes or a transfer's own timeout.
 //! - [`sock`]: the same two from TCP_INFO and inet_diag (`tailhunt transfer`, `tailhunt sockets`).
 //! - [`stored`]: [`diagnose_run`], the one way from a stored run of any kind to its findings.
 //!
@@ -31,6 +32,7 @@ pub mod nagle_stall;
 pub mod runq;
 pub mod sock;
 pub mod stored;
+pub mod timeout;
 pub mod window;
 
 pub use stored::{detectors_for, diagnose_run, store_findings, DiagnoseError, Diagnosis};

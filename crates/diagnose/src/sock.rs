@@ -11,14 +11,13 @@ use tailhunt_model::evidence::sock::{
 };
 use tailhunt_model::Finding;
 
-use crate::window::{
-    receive_window_limited, transfer_timeout, TimeoutEvidence, WindowEvidence, WindowSource,
-};
+use crate::timeout::{transfer_timeout, TimeoutEvidence};
+use crate::window::{receive_window_limited, WindowEvidence, WindowSource};
 
 /// Detectors run on transfer and sockets runs.
 pub const DETECTORS: [&str; 2] = [
     crate::window::WINDOW_DETECTOR,
-    crate::window::TIMEOUT_DETECTOR,
+    crate::timeout::TIMEOUT_DETECTOR,
 ];
 
 /// window/RTT if the buffer could grow to tcp_rmem's maximum (autotuning gives the window
