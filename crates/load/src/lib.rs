@@ -9,7 +9,8 @@
 //! - [`proto`] holds one codec per stream protocol; [`engine`] owns sockets, time and the epoll
 //!   loop, and turns every scheduled request into a [`Sample`](tailhunt_model::Sample)
 //!   (intended, actual send, end, outcome).
-//! - [`sweep`] runs steps (rates, order, repeats, warm-up) and samples host health around them;
+//! - [`sweep`] plans steps (rates, order, repeats, warm-up), judges them and samples host
+//!   health around them; [`record`] runs a sweep into a run's series and summarises each step;
 //!   [`limits`] bounds every flag that sizes memory before anything runs.
 //! - [`breakdown`] splits a request's time using the reference server's timestamps.
 //! - [`serve`] holds the reference servers; [`wire`] their formats.
@@ -21,6 +22,7 @@ pub mod engine;
 pub mod health;
 pub mod limits;
 pub mod proto;
+pub mod record;
 pub mod schedule;
 pub mod serve;
 pub mod sweep;

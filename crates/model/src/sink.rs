@@ -91,6 +91,16 @@ pub trait SeriesSink {
         let _ = (version, json);
         Err(format!("this sink does not store documents ('{name}')").into())
     }
+    /// Makes what was pushed durable when the sink's commit interval has passed (sources
+    /// call it while they wait, so a slow source is committed by time too). In-memory sinks
+    /// have nothing to do.
+    fn commit_if_due(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    /// Makes everything pushed so far durable now (at the end of a step, say).
+    fn commit_now(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 impl SeriesSink for Vec<Series> {

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 use tailhunt_analyze::{compare::Comparison, Analysis};
-use tailhunt_model::Run;
-use tailhunt_model::RunStatus;
+use tailhunt_model::evidence::sweep::SweepStep;
+use tailhunt_model::{Run, RunStatus};
 use tailhunt_store::SeriesInfo;
 
 /// `tailhunt import`.
@@ -95,73 +95,6 @@ pub struct WrittenDoc {
     pub values: u64,
 }
 
-/// One step of `tailhunt load`.
-#[derive(Debug, Clone, Serialize)]
-pub struct StepDoc {
-    /// Offered rate, requests/s.
-    pub rate: f64,
-    /// Repetition (1-based).
-    pub repeat: usize,
-    /// Series holding its measured samples.
-    pub series: String,
-    /// Requests scheduled in the measured window: `sent + unsent`.
-    pub scheduled: u64,
-    /// Written to a socket in the measured window: `ok + errors + timeouts`.
-    pub sent: u64,
-    /// Never written (no usable connection before their timeout, or the send failed).
-    pub unsent: u64,
-    /// Sent and answered ok.
-    pub ok: u64,
-    /// Sent and failed (an error reply, a broken or refused connection).
-    pub errors: u64,
-    /// Sent and not answered within the timeout.
-    pub timeouts: u64,
-    /// Ok completions per second of the time the step actually ran.
-    pub achieved_rate: f64,
-    /// Warm-up requests, kept apart (their own series) and in none of the counts above.
-    pub warmup_samples: u64,
-    /// Latency from the intended send time: p50/p90/p99/p99.9/max, ns (absent without samples).
-    pub latency_ns: Option<LatencyDoc>,
-    /// 99th percentile of send lag over the sent requests, ns.
-    pub send_lag_p99_ns: i64,
-    /// CPU share the busiest client thread used (0..1).
-    pub client_cpu: f64,
-    /// Host CPU busy share during the step.
-    pub cpu_busy: f64,
-    /// Steal share during the step.
-    pub steal: f64,
-    /// Host TCP retransmissions during the step.
-    pub tcp_retransmits: u64,
-    /// The longest time no response came while requests were outstanding, ns (when at least
-    /// 100 ms and 5x the median latency).
-    pub silence_ns: Option<i64>,
-    /// What held requests back, when something did: `client-cpu`, `server`, `pool`,
-    /// `host-late`.
-    pub bottleneck: Option<String>,
-    /// Whether a signal cut it short.
-    pub interrupted: bool,
-    /// Set when the server went away during the step: what happened.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_lost: Option<String>,
-    /// Warnings about the measurement.
-    pub warnings: Vec<String>,
-}
-
-/// Percentiles of a step.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyDoc {
-    /// Median.
-    pub p50: u64,
-    /// 90th.
-    pub p90: u64,
-    /// 99th.
-    pub p99: u64,
-    /// 99.9th.
-    pub p999: u64,
-    /// Largest.
-    pub max: u64,
-}
-
 /// `tailhunt load`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadDoc {
@@ -172,7 +105,7 @@ pub struct LoadDoc {
     /// Target URL.
     pub target: String,
     /// Steps in the order they ran.
-    pub steps: Vec<StepDoc>,
+    pub steps: Vec<SweepStep>,
     /// Detector findings over the run.
     pub findings: Vec<tailhunt_model::Finding>,
     /// First error seen, if any.

@@ -480,7 +480,7 @@ pub fn render_load(d: &LoadDoc) -> String {
         .steps
         .iter()
         .map(|s| {
-            let l = |f: fn(&crate::doc::LatencyDoc) -> u64| {
+            let l = |f: fn(&tailhunt_model::evidence::sweep::StepLatency) -> u64| {
                 s.latency_ns
                     .as_ref()
                     .map_or("-".to_string(), |x| render_duration(f(x)))
@@ -488,7 +488,7 @@ pub fn render_load(d: &LoadDoc) -> String {
             vec![
                 format!(
                     "{}{}",
-                    tailhunt_model::format_rate(s.rate),
+                    tailhunt_model::format_rate(s.rate_per_s),
                     if s.interrupted { "*" } else { "" }
                 ),
                 thousands(s.sent),

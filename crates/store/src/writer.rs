@@ -391,4 +391,12 @@ impl SeriesSink for RunWriter<'_> {
     fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), SinkError> {
         Ok(RunWriter::put_document(self, name, version, json)?)
     }
+
+    fn commit_if_due(&mut self) -> Result<(), SinkError> {
+        Ok(RunWriter::commit_if_due(self)?)
+    }
+
+    fn commit_now(&mut self) -> Result<(), SinkError> {
+        Ok(RunWriter::flush(self)?)
+    }
 }

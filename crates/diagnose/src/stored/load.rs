@@ -156,6 +156,7 @@ mod tests {
             rate_per_s: rate,
             repeat: 1,
             series: series.into(),
+            ..SweepStep::default()
         }
     }
 

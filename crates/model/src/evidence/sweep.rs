@@ -1,16 +1,32 @@
 //! A load run's steps: which series holds which offered rate, exactly.
 //!
-//! In: what `tailhunt load` ran (one step per rate and repetition). Out: [`SweepRecord`], the
-//! `sweep` document, which the `latency-rises-as-load-falls` detector reads to put each series
-//! at its rate. The rate is the number the user asked for (`--sweep 1234,1231` stays two
+//! In: what `tailhunt load` ran and measured, one [`SweepStep`] per rate and repetition.
+//! Out: [`SweepRecord`], the `sweep` document, which the `latency-rises-as-load-falls`
+//! detector reads to put each series at its rate and the report prints. The rate is the number the user asked for (`--sweep 1234,1231` stays two
 //! rates), never one parsed back from a series label.
 
 use serde::{Deserialize, Serialize};
 
 use super::Document;
 
-/// One step of a sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Percentiles of a step's latency from the intended send time, ns (nearest rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepLatency {
+    /// Median.
+    pub p50: u64,
+    /// 90th.
+    pub p90: u64,
+    /// 99th.
+    pub p99: u64,
+    /// 99.9th.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// One step of a sweep: what it offered, where its samples are, and what it measured. Runs
+/// stored before some fields existed read them as zero or absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepStep {
     /// Offered rate, requests per second.
     #[serde(rename = "rate")]
@@ -20,6 +36,65 @@ pub struct SweepStep {
     pub repeat: usize,
     /// Display name of the series holding its measured samples (`latency{rate=1234}`).
     pub series: String,
+    /// Requests scheduled in the measured window: `sent + unsent`.
+    #[serde(default)]
+    pub scheduled: u64,
+    /// Written to a socket in the measured window: `ok + errors + timeouts`.
+    #[serde(default)]
+    pub sent: u64,
+    /// Never written (no usable connection before their timeout, or the send failed).
+    #[serde(default)]
+    pub unsent: u64,
+    /// Sent and answered ok.
+    #[serde(default)]
+    pub ok: u64,
+    /// Sent and failed (an error reply, a broken or refused connection).
+    #[serde(default)]
+    pub errors: u64,
+    /// Sent and not answered within the timeout.
+    #[serde(default)]
+    pub timeouts: u64,
+    /// Ok completions per second of the time the step actually ran.
+    #[serde(default)]
+    pub achieved_rate: f64,
+    /// Warm-up requests, kept apart (their own series) and in none of the counts above.
+    #[serde(default)]
+    pub warmup_samples: u64,
+    /// Latency from the intended send time (absent without samples).
+    #[serde(default)]
+    pub latency_ns: Option<StepLatency>,
+    /// 99th percentile of send lag over the sent requests, ns.
+    #[serde(default)]
+    pub send_lag_p99_ns: i64,
+    /// CPU share the busiest client thread used (0..1).
+    #[serde(default)]
+    pub client_cpu: f64,
+    /// Host CPU busy share during the step.
+    #[serde(default)]
+    pub cpu_busy: f64,
+    /// Steal share during the step.
+    #[serde(default)]
+    pub steal: f64,
+    /// Host TCP retransmissions during the step.
+    #[serde(default)]
+    pub tcp_retransmits: u64,
+    /// The longest time no response came while requests were outstanding, ns (when at least
+    /// 100 ms and 5x the median latency).
+    #[serde(default)]
+    pub silence_ns: Option<i64>,
+    /// What held requests back, when something did: `client-cpu`, `server`, `pool`,
+    /// `host-late`.
+    #[serde(default)]
+    pub bottleneck: Option<String>,
+    /// Whether a signal cut it short.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Set when the server went away during the step: what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_lost: Option<String>,
+    /// Warnings about the measurement.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 fn first() -> usize {
