@@ -12,6 +12,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod capture;
 pub mod doc;
 pub mod export;

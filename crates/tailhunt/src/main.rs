@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod ingest;
 mod output;
 mod progress;
 mod signals;

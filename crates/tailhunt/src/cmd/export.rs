@@ -7,7 +7,9 @@ use tailhunt_model::SeriesKind;
 use tailhunt_report::doc::WrittenDoc;
 use tailhunt_report::export::{exporter, ExportFormat as Format};
 
-use super::{open_existing, select_series};
+use tailhunt_report::analysis::select_series;
+
+use super::open_existing;
 use crate::cli::{Cli, ExportArgs, ExportFormat};
 use crate::output;
 
