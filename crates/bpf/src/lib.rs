@@ -55,6 +55,20 @@ fn denied_by(eff: u64) -> Option<String> {
     ))
 }
 
+/// Why BTF-typed tracing cannot run here, or `None` when it can: the kernel must describe its
+/// types (`/sys/kernel/btf/vmlinux`, CONFIG_DEBUG_INFO_BTF=y) and this process may load tracing
+/// programs ([`bpf_denied`]). The sentence says what to do.
+pub fn tracing_unavailable() -> Option<String> {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Some("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; it needs CONFIG_DEBUG_INFO_BTF=y)".into());
+    }
+    bpf_denied().map(|why| {
+        format!(
+            "not permitted to load BPF programs ({why}): run as root or grant CAP_BPF and CAP_PERFMON"
+        )
+    })
+}
+
 /// Turns on the kernel's per-program run-time statistics (`run_time_ns`, `run_cnt`) for as long
 /// as the returned descriptor is open; closing it turns them off again, so a crash never leaves
 /// them on for the rest of the host (the `kernel.bpf_stats_enabled` sysctl would).

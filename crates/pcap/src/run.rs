@@ -16,7 +16,9 @@ use tailhunt_model::{SeriesSink, SinkError};
 
 use crate::analysis::{AnalysisConfig, Analyzer};
 use crate::decode::{decode, Skip};
-use tailhunt_model::evidence::capture::{CaptureReport, InputReport, InputStatus};
+use tailhunt_model::evidence::capture::{
+    link_types_not_analysed, CaptureReport, InputReport, InputStatus,
+};
 
 use crate::inputs::count_link_type;
 use crate::read::{PacketSource, ReadError, SourceSet};
@@ -69,6 +71,34 @@ impl Outcome {
                 .inputs
                 .iter()
                 .all(|i| i.frames_of_known_link_types() == 0)
+    }
+
+    /// What a command's exit status must report, one sentence each: inputs not read whole,
+    /// and a pass that read frames but could analyse none of them. Empty when all went well.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.nothing_analysed() {
+            let links: Vec<String> = link_types_not_analysed(&self.inputs)
+                .iter()
+                .map(|l| l.describe())
+                .collect();
+            out.push(format!(
+                "nothing analysed: {} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
+                links.join(", ")
+            ));
+        }
+        let damaged: Vec<String> = self.damaged().filter_map(|i| i.why.clone()).collect();
+        if self.inputs.len() > 1 && !damaged.is_empty() {
+            out.push(format!(
+                "{} of {} files not read whole: {}",
+                damaged.len(),
+                self.inputs.len(),
+                damaged.join("; ")
+            ));
+        } else {
+            out.extend(damaged);
+        }
+        out
     }
 }
 

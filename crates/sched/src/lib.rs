@@ -57,5 +57,5 @@ mod tracer;
 pub use config::TracerConfig;
 pub use error::SchedError;
 pub use interval::Interval;
-pub use tailhunt_bpf::bpf_denied;
+pub use tailhunt_bpf::{bpf_denied, tracing_unavailable};
 pub use tracer::{trace, Observer, Summary};

@@ -1,6 +1,7 @@
 //! Flags and subcommands.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -66,11 +67,11 @@ pub enum Command {
     Lab(LabArgs),
     /// Bulk-transfer test: a download with chosen socket options (SO_RCVBUF, SO_SNDBUF,
     /// TCP_NODELAY) and a client timeout, each end sampling its TCP_INFO every few ms.
-    Transfer(crate::cmd::transfer::TransferArgs),
+    Transfer(TransferArgs),
     /// Sample every TCP socket through inet_diag (what `ss -ti` shows), with the setsockopt
     /// audit (eBPF): window-limited, sndbuf-limited and zero-window connections and who set
     /// their buffers.
-    Sockets(crate::cmd::sockets::SocketsArgs),
+    Sockets(SocketsArgs),
 }
 
 /// Input formats.
@@ -226,17 +227,17 @@ pub struct LinkArgs {
     #[arg(long, default_value = "198.18.10.2/30", value_name = "CIDR")]
     pub b_addr: String,
     /// One-way delay, each direction (the round trip is twice this).
-    #[arg(long, default_value = "0ms")]
-    pub delay: String,
+    #[arg(long, default_value = "0ms", value_parser = crate::flags::duration)]
+    pub delay: Duration,
     /// Jitter: each packet's delay is uniform in delay +/- jitter; packets are never reordered.
-    #[arg(long, default_value = "0ms")]
-    pub jitter: String,
+    #[arg(long, default_value = "0ms", value_parser = crate::flags::duration)]
+    pub jitter: Duration,
     /// Rate limit each way, e.g. 100mbit, 20mbit (default unlimited).
-    #[arg(long)]
-    pub rate: Option<String>,
+    #[arg(long, value_parser = crate::flags::bit_rate)]
+    pub rate: Option<u64>,
     /// Drop-tail queue in front of the rate limit, e.g. 1MB, 64KiB.
-    #[arg(long, default_value = "1MB")]
-    pub queue: String,
+    #[arg(long, default_value = "1MB", value_parser = crate::flags::bytes)]
+    pub queue: u64,
     /// Probability of dropping each packet, each way (0..1, e.g. 0.001).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -244,8 +245,8 @@ pub struct LinkArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
 }
 
 /// Shapes `lab synth` can generate.
@@ -322,12 +323,12 @@ pub struct LoadArgs {
     #[arg(long)]
     pub sweep: Option<String>,
     /// Measured time per step.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
+    #[arg(long, default_value = "10s", value_parser = crate::flags::duration)]
+    pub duration: Duration,
     /// Warm-up per step before measuring (kept as its own series, not analysed by default);
     /// default: 1 s, or a fifth of --duration when that is shorter.
-    #[arg(long)]
-    pub warmup: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub warmup: Option<Duration>,
     /// Connections (UDP: sockets).
     #[arg(long, default_value_t = 4)]
     pub conns: usize,
@@ -338,8 +339,8 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1000)]
     pub max_inflight: usize,
     /// Give up on a request this long after its intended send time.
-    #[arg(long, default_value = "5s")]
-    pub timeout: String,
+    #[arg(long, default_value = "5s", value_parser = crate::flags::duration)]
+    pub timeout: Duration,
     /// TCP_NODELAY on the client's sockets (default false: the kernel default most clients get).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub nodelay: bool,
@@ -366,8 +367,8 @@ pub struct LoadArgs {
     pub breakdown: bool,
     /// Longest time finished requests wait before they are committed to the store: what a
     /// `kill -9` (or the OOM killer) can lose (10ms .. 10s).
-    #[arg(long, default_value = "500ms", value_name = "DURATION")]
-    pub commit_interval: String,
+    #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = crate::flags::duration)]
+    pub commit_interval: Duration,
 }
 
 /// Server protocols.
@@ -410,8 +411,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "AT+DUR")]
     pub pause: Option<String>,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
 }
 
 /// `tailhunt diagnose`.
@@ -426,11 +427,11 @@ pub struct DiagnoseArgs {
 #[derive(Debug, Args)]
 pub struct CaptureAnalysisArgs {
     /// Bandwidth bin width (10us .. 1s).
-    #[arg(long, default_value = "1ms")]
-    pub bin: String,
+    #[arg(long, default_value = "1ms", value_parser = crate::flags::duration)]
+    pub bin: Duration,
     /// Link rate, for utilisation and bursts: 1gbit, 100mbit, 10g, 2.5gbit, or bits/s.
-    #[arg(long, value_name = "RATE")]
-    pub link_rate: Option<String>,
+    #[arg(long, value_name = "RATE", value_parser = crate::flags::bit_rate)]
+    pub link_rate: Option<u64>,
     /// Share of the link rate a bin must reach to count as a burst.
     #[arg(long, default_value_t = 0.8, value_name = "SHARE")]
     pub burst_threshold: f64,
@@ -472,8 +473,8 @@ pub struct CaptureArgs {
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: String,
     /// Stop after this long (default: until Ctrl-C).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
     /// Also write the packets to this pcap file (nanosecond timestamps).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: Option<PathBuf>,
@@ -524,11 +525,11 @@ pub enum StoreArg {
 pub struct RunqArgs {
     /// Stop after this long (`30s`, `5m`); default: until Ctrl-C, which then ends the run
     /// normally.
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
     /// Reporting interval: one histogram per cgroup per interval.
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
+    #[arg(long, default_value = "1s", value_parser = crate::flags::duration)]
+    pub interval: Duration,
     /// Only tasks in this cgroup and its descendants (a cgroup directory, e.g.
     /// /sys/fs/cgroup/unified/system.slice/docker-ID.scope); repeatable. Others are still
     /// named when they take these tasks' CPU.
@@ -542,8 +543,8 @@ pub struct RunqArgs {
     pub kernel_threads: bool,
     /// Waits at least this long are recorded as outlier events with the thread they waited
     /// behind (at most 8 at once and 50/s per cgroup per CPU).
-    #[arg(long, default_value = "1ms", value_name = "DURATION")]
-    pub outlier: String,
+    #[arg(long, default_value = "1ms", value_name = "DURATION", value_parser = crate::flags::duration)]
+    pub outlier: Duration,
     /// Record every wait as an event (validation: ~2 us of extra cost per wait).
     #[arg(long)]
     pub all_events: bool,
@@ -572,4 +573,93 @@ pub struct RunqArgs {
     /// Print only the summary at the end, not every interval.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `tailhunt transfer`.
+#[derive(Debug, Args)]
+pub struct TransferArgs {
+    /// Which end.
+    #[command(subcommand)]
+    pub side: TransferSide,
+}
+
+/// The two ends.
+#[derive(Debug, Subcommand)]
+pub enum TransferSide {
+    /// Listen and send each client the bytes it asks for (one connection at a time).
+    Server(TransferServerArgs),
+    /// Connect, download, report (and give up after --timeout like a real client).
+    Client(TransferClientArgs),
+}
+
+/// Options either end may set.
+#[derive(Debug, Args)]
+pub struct SocketOptionArgs {
+    /// SO_RCVBUF to set before connect/listen (64k = 64KiB = 65536, 64KB = 64000). Setting it turns
+    /// the kernel's receive-buffer autotuning off for the socket; leave it out to autotune.
+    #[arg(long, value_name = "SIZE", value_parser = crate::flags::bytes)]
+    pub rcvbuf: Option<u64>,
+    /// SO_SNDBUF to set (same units); leave it out to autotune.
+    #[arg(long, value_name = "SIZE", value_parser = crate::flags::bytes)]
+    pub sndbuf: Option<u64>,
+    /// Set TCP_NODELAY.
+    #[arg(long)]
+    pub nodelay: bool,
+    /// How often each end reads its socket's TCP_INFO.
+    #[arg(long, default_value = "5ms", value_name = "D", value_parser = crate::flags::duration)]
+    pub sample_interval: Duration,
+}
+
+/// `tailhunt transfer server`.
+#[derive(Debug, Args)]
+pub struct TransferServerArgs {
+    /// Address to listen on (port 0 picks one; it is printed on stderr).
+    #[arg(long, default_value = "0.0.0.0:7400", value_name = "ADDR")]
+    pub listen: String,
+    /// Serve this many connections, then exit (default: until Ctrl-C).
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub opts: SocketOptionArgs,
+}
+
+/// `tailhunt transfer client`.
+#[derive(Debug, Args)]
+pub struct TransferClientArgs {
+    /// The server, `HOST:PORT`.
+    #[arg(value_name = "ADDR")]
+    pub server: String,
+    /// Bytes to download (10M = 10 MiB = 10,485,760; 10MB = 10,000,000: sizes count as `dd` does).
+    #[arg(long, default_value = "10MB", value_name = "SIZE", value_parser = crate::flags::bytes)]
+    pub bytes: u64,
+    /// Give up this long after the request and close the connection, as a client's request
+    /// timeout does.
+    #[arg(long, value_name = "D", value_parser = crate::flags::duration)]
+    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub opts: SocketOptionArgs,
+}
+
+/// `tailhunt sockets`.
+#[derive(Debug, Args)]
+pub struct SocketsArgs {
+    /// How long to sample.
+    #[arg(long, default_value = "10s", value_name = "D", value_parser = crate::flags::duration)]
+    pub duration: Duration,
+    /// How often.
+    #[arg(long, default_value = "100ms", value_name = "D", value_parser = crate::flags::duration)]
+    pub interval: Duration,
+    /// Only sockets of this process.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Only connections with this port at either end.
+    #[arg(long, value_name = "N")]
+    pub port: Option<u16>,
+    /// Sample this network namespace (`ip netns` name) instead of the current one; repeat
+    /// for several (both ends of a connection, say).
+    #[arg(long, value_name = "NAME")]
+    pub netns: Vec<String>,
+    /// Do not run the setsockopt audit (eBPF; needs root or CAP_BPF + CAP_PERFMON).
+    #[arg(long)]
+    pub no_audit: bool,
 }

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod flags;
 mod ingest;
 mod output;
 mod progress;

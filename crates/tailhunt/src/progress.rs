@@ -1,5 +1,6 @@
-//! Watching a long read: a progress line on a terminal, and a stop on SIGINT, SIGTERM or
-//! SIGHUP (see [`crate::signals`]).
+//! Progress on stderr for long work: one [`Line`], redrawn at most four times a second and
+//! only on a terminal, cleared when the work ends; and [`Watched`], a reader that shows its
+//! progress through one and stops on SIGINT, SIGTERM or SIGHUP (see [`crate::signals`]).
 //!
 //! After a stopping signal the next read fails with [`Interrupted`]: the command keeps what it
 //! has (a run marked partial) and exits with 128 + the signal's number.
@@ -9,15 +10,54 @@ use std::time::{Duration, Instant};
 
 use crate::signals::{self, Interrupted};
 
+/// A progress line on stderr.
+pub struct Line {
+    tty: bool,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Line {
+    /// A line that shows only when stderr is a terminal.
+    pub fn new() -> Line {
+        Line {
+            tty: io::stderr().is_terminal(),
+            last: None,
+            shown: false,
+        }
+    }
+
+    /// Shows the text `what()` gives, unless the line was drawn less than 250 ms ago (or stderr
+    /// is not a terminal), so callers may call it as often as they like.
+    pub fn show(&mut self, what: impl FnOnce() -> String) {
+        if !self.tty
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(250))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let _ = write!(io::stderr(), "\r{}\x1b[K", what());
+        self.shown = true;
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if self.shown {
+            let _ = io::stderr().write_all(b"\r\x1b[K");
+        }
+    }
+}
+
 /// A reader that reports progress on stderr (when it is a terminal) and stops on a signal.
 pub struct Watched<R> {
     inner: R,
     label: String,
     total: Option<u64>,
     read: u64,
-    last: Instant,
-    tty: bool,
-    shown: bool,
+    line: Line,
 }
 
 impl<R: Read> Watched<R> {
@@ -28,33 +68,7 @@ impl<R: Read> Watched<R> {
             label,
             total,
             read: 0,
-            last: Instant::now(),
-            tty: io::stderr().is_terminal(),
-            shown: false,
-        }
-    }
-
-    fn show(&mut self) {
-        let mb = |b: u64| b as f64 / 1e6;
-        let line = match self.total {
-            Some(t) if t > 0 => format!(
-                "\r{}: {:.0} of {:.0} MB ({:.0}%)",
-                self.label,
-                mb(self.read),
-                mb(t),
-                self.read as f64 * 100.0 / t as f64
-            ),
-            _ => format!("\r{}: {:.0} MB", self.label, mb(self.read)),
-        };
-        let _ = io::stderr().write_all(line.as_bytes());
-        self.shown = true;
-    }
-}
-
-impl<R> Drop for Watched<R> {
-    fn drop(&mut self) {
-        if self.shown {
-            let _ = io::stderr().write_all(b"\r\x1b[K");
+            line: Line::new(),
         }
     }
 }
@@ -66,10 +80,19 @@ impl<R: Read> Read for Watched<R> {
         }
         let n = self.inner.read(buf)?;
         self.read += n as u64;
-        if self.tty && self.last.elapsed() >= Duration::from_millis(250) {
-            self.last = Instant::now();
-            self.show();
-        }
+        let (label, read, total) = (&self.label, self.read, self.total);
+        self.line.show(|| {
+            let mb = |b: u64| b as f64 / 1e6;
+            match total {
+                Some(t) if t > 0 => format!(
+                    "{label}: {:.0} of {:.0} MB ({:.0}%)",
+                    mb(read),
+                    mb(t),
+                    read as f64 * 100.0 / t as f64
+                ),
+                _ => format!("{label}: {:.0} MB", mb(read)),
+            }
+        });
         Ok(n)
     }
 }

@@ -13,7 +13,7 @@ use tailhunt_synth as synth;
 
 use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
 use crate::output;
-use crate::signals;
+use crate::{flags, signals};
 
 /// Most values `lab synth` generates: they are held in memory (8 bytes each) before writing.
 const MAX_SYNTH_COUNT: usize = 100_000_000;
@@ -71,19 +71,11 @@ struct LinkDoc {
 }
 
 fn link_config(a: &LinkArgs) -> Result<LinkConfig> {
-    let ns = |flag: &str, text: &str| -> Result<u64> {
-        Ok(super::duration_flag(flag, text)?.as_nanos() as u64)
-    };
     Ok(LinkConfig {
-        delay_ns: ns("--delay", &a.delay)?,
-        jitter_ns: ns("--jitter", &a.jitter)?,
-        rate_bps: a
-            .rate
-            .as_deref()
-            .map(units::parse_bit_rate)
-            .transpose()
-            .context("--rate")?,
-        queue_bytes: units::parse_bytes(&a.queue).context("--queue")?,
+        delay_ns: a.delay.as_nanos() as u64,
+        jitter_ns: a.jitter.as_nanos() as u64,
+        rate_bps: a.rate,
+        queue_bytes: a.queue,
         loss: a.loss,
         seed: a.seed,
     })
@@ -93,11 +85,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
     let cfg = link_config(a)?;
     // Check the flags before creating anything.
     cfg.validate("link")?;
-    let until = a
-        .duration
-        .as_deref()
-        .map(|d| super::duration_flag("--duration", d))
-        .transpose()?;
+    let until = a.duration;
     // Namespaces made with --create live as long as this command.
     let created = if a.create {
         let na = Netns::new("link-a").context("--create: creating namespace A")?;
@@ -128,7 +116,9 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
     // Status goes to stderr so that stdout holds only the final report (or JSON).
     eprintln!(
         "link up: {a_ns} ({ia}) <-> {b_ns} ({ib}): delay {} +/- {} one way, {shape}, loss {}",
-        a.delay, a.jitter, cfg.loss
+        flags::show(a.delay),
+        flags::show(a.jitter),
+        cfg.loss
     );
     if a.create {
         eprintln!("try: ip netns exec {a_ns} ping {ib}");

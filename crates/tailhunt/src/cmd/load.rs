@@ -1,6 +1,5 @@
 //! `tailhunt load`.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,17 +18,18 @@ use tailhunt_report::doc::LoadDoc;
 use tailhunt_store::Store;
 
 use crate::cli::{ArrivalArg, Cli, LoadArgs, OrderArg};
-use crate::output;
+use crate::progress::Line;
 use crate::signals::{self, Interrupted};
+use crate::{flags, output};
 
 /// `--commit-interval`, within its bounds: more often costs a commit per interval, less often
 /// risks more of a killed run.
 fn commit_interval(a: &LoadArgs) -> Result<Duration> {
-    let d = super::duration_flag("--commit-interval", &a.commit_interval)?;
+    let d = a.commit_interval;
     if !(Duration::from_millis(10)..=Duration::from_secs(10)).contains(&d) {
         anyhow::bail!(
             "--commit-interval {}: give 10ms to 10s (how much a killed run may lose)",
-            a.commit_interval
+            flags::show(a.commit_interval)
         );
     }
     Ok(d)
@@ -42,15 +42,15 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         (None, Some(s)) => parse_request_rates(s).context("--sweep")?,
         (None, None) => anyhow::bail!("give --rate R or --sweep R1,R2,..."),
     };
-    let measured = super::duration_flag("--duration", &a.duration)?;
+    let measured = a.duration;
     if measured.is_zero() {
         anyhow::bail!("--duration must be above 0");
     }
-    let warmup = match &a.warmup {
-        Some(w) => super::duration_flag("--warmup", w)?,
+    let warmup = match a.warmup {
+        Some(w) => w,
         None => Duration::from_secs(1).min(measured / 5),
     };
-    let timeout = super::duration_flag("--timeout", &a.timeout)?;
+    let timeout = a.timeout;
     if timeout.is_zero() {
         anyhow::bail!("--timeout must be above 0");
     }
@@ -93,26 +93,20 @@ fn watcher(
     done: Arc<AtomicBool>,
     label: String,
 ) -> std::thread::JoinHandle<()> {
-    let tty = std::io::stderr().is_terminal();
     std::thread::spawn(move || {
-        let mut ticks = 0u32;
+        let mut line = Line::new();
         while !done.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
             if signals::requested() {
                 stop.store(true, Ordering::Relaxed);
             }
-            ticks += 1;
-            if tty && ticks.is_multiple_of(25) {
-                let line = format!(
-                    "\r{label}: sent {}, done {}",
+            line.show(|| {
+                format!(
+                    "{label}: sent {}, done {}",
                     live.sent.load(Ordering::Relaxed),
                     live.done.load(Ordering::Relaxed)
-                );
-                let _ = std::io::stderr().write_all(line.as_bytes());
-            }
-        }
-        if tty {
-            let _ = std::io::stderr().write_all(b"\r\x1b[K");
+                )
+            });
         }
     })
 }
@@ -129,12 +123,12 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     signals::install();
     let mut store = Store::open(&cli.db)?;
     let params = json!({
-        "target": a.url, "rates": rates, "duration": a.duration, "warmup_ns": base.warmup.as_nanos() as u64,
-        "conns": a.conns, "threads": a.threads, "max_inflight": a.max_inflight, "timeout": a.timeout,
+        "target": a.url, "rates": rates, "duration_ns": a.duration.as_nanos() as u64, "warmup_ns": base.warmup.as_nanos() as u64,
+        "conns": a.conns, "threads": a.threads, "max_inflight": a.max_inflight, "timeout_ns": a.timeout.as_nanos() as u64,
         "nodelay": a.nodelay, "split_writes": a.split_writes, "request_bytes": a.request_bytes,
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
-        "commit_interval": a.commit_interval,
+        "commit_interval_ns": a.commit_interval.as_nanos() as u64,
     });
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));

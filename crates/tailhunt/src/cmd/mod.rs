@@ -47,11 +47,3 @@ pub fn run(cli: &Cli) -> Result<()> {
 fn open_existing(db: &Path) -> Result<Store> {
     Ok(Store::open_for_reading(db)?)
 }
-
-/// A duration flag (`--duration 10s`), with an error naming the flag.
-fn duration_flag(flag: &str, text: &str) -> Result<std::time::Duration> {
-    let ns = tailhunt_model::parse_duration_ns(text, None).map_err(|e| {
-        anyhow::anyhow!("{flag} '{text}': {e} (write a duration such as 10s or 500ms)")
-    })?;
-    Ok(std::time::Duration::from_nanos(ns as u64))
-}

@@ -1,8 +1,6 @@
 //! `tailhunt pcap` and `tailhunt capture`.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -10,7 +8,7 @@ use tailhunt_diagnose::capture::DETECTORS;
 use tailhunt_model::evidence::capture::link_types_not_analysed;
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
-use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
+use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
 use tailhunt_pcap::bins_csv::write_bins_csv;
 use tailhunt_pcap::record::stored_copy;
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
@@ -21,44 +19,28 @@ use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
+use crate::progress::Line;
 use crate::signals::{self, Interrupted};
 
 mod live;
 mod matching;
 
-/// Reads `--bin`, `--link-rate` and `--burst-threshold`.
+/// Reads `--bin`, `--link-rate` and `--burst-threshold`; the analysis checks their ranges.
 fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
-    let bin = super::duration_flag("--bin", &a.bin)?.as_nanos() as i64;
-    if !(10_000..=1_000_000_000).contains(&bin) {
-        anyhow::bail!(
-            "--bin {} is out of range: use 10us .. 1s (1ms shows microbursts; finer needs µs timestamps)",
-            a.bin
-        );
-    }
-    let link_rate_bps = a.link_rate.as_deref().map(parse_rate_bps).transpose()?;
-    if !(a.burst_threshold > 0.0 && a.burst_threshold <= 1.0) {
-        anyhow::bail!(
-            "--burst-threshold {} must be a share of the link rate in (0, 1], e.g. 0.8",
-            a.burst_threshold
-        );
-    }
-    Ok(AnalysisConfig {
-        bin_ns: bin,
-        link_rate_bps,
+    let cfg = AnalysisConfig {
+        bin_ns: a.bin.as_nanos() as i64,
+        link_rate_bps: a.link_rate,
         burst_threshold: a.burst_threshold,
-    })
-}
-
-/// `--link-rate`: bits per second (`1gbit`, `100mbit`, `10g`, `100mbps`, `1e9`), at least
-/// 1 kbit/s.
-pub fn parse_rate_bps(text: &str) -> Result<u64> {
-    let bps = tailhunt_model::units::parse_bit_rate(text).context("--link-rate")?;
-    if bps < 1000 {
-        anyhow::bail!(
-            "--link-rate '{text}' is below 1 kbit/s: give the interface's rate, e.g. 1gbit"
-        );
-    }
-    Ok(bps)
+    };
+    cfg.validate().map_err(|e| {
+        let flag = match e {
+            ConfigError::BinWidth(_) => "--bin",
+            ConfigError::BurstThreshold(_) => "--burst-threshold",
+            ConfigError::LinkRate(_) => "--link-rate",
+        };
+        anyhow::anyhow!("{flag}: {e}")
+    })?;
+    Ok(cfg)
 }
 
 pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
@@ -80,14 +62,28 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         None => None,
     };
     signals::install();
-    let mut shown = ProgressLine::new(inputs.clone(), sizes);
+    let mut line = Line::new();
+    let names = inputs.clone();
     let what = Inputs {
         kind: RunKind::Pcap,
         names: inputs,
         matched,
     };
     execute(cli, what, &mut sources, cfg, &a.analysis, &mut |p| {
-        shown.show(p)
+        line.show(|| {
+            let size = sizes.get(p.source).copied().unwrap_or(0);
+            let pct = if size > 0 {
+                format!(" ({:.0}%)", p.position as f64 * 100.0 / size as f64)
+            } else {
+                String::new()
+            };
+            format!(
+                "analysing {}: {:.0} MB{pct}, {} packets",
+                names.get(p.source).map_or("", |s| s.as_str()),
+                p.position as f64 / 1e6,
+                p.packets
+            )
+        })
     })
 }
 
@@ -140,7 +136,7 @@ fn execute(
         file.name.clone_from(name);
     }
     let stopped = outcome.stopped.clone();
-    let problems = problems(&outcome);
+    let problems = outcome.problems();
     write_csvs(a, &outcome, &analyzer)?;
     drop(analyzer);
     // The report (flows capped) goes into the run as a compressed document, not into its
@@ -214,34 +210,6 @@ fn exit_status(
     anyhow::bail!("{}; {kept}", problems.join("; "))
 }
 
-/// What the exit status must report: inputs not read whole, and a pass that read frames but
-/// could analyse none of them.
-fn problems(o: &Outcome) -> Vec<String> {
-    let mut out = Vec::new();
-    if o.nothing_analysed() {
-        let links: Vec<String> = link_types_not_analysed(&o.inputs)
-            .iter()
-            .map(|l| l.describe())
-            .collect();
-        out.push(format!(
-            "nothing analysed: {} (tailhunt reads Ethernet, Linux cooked v1/v2, raw IP and BSD loopback)",
-            links.join(", ")
-        ));
-    }
-    let damaged: Vec<String> = o.damaged().filter_map(|i| i.why.clone()).collect();
-    if o.inputs.len() > 1 && !damaged.is_empty() {
-        out.push(format!(
-            "{} of {} files not read whole: {}",
-            damaged.len(),
-            o.inputs.len(),
-            damaged.join("; ")
-        ));
-    } else {
-        out.extend(damaged);
-    }
-    out
-}
-
 fn describe(s: &Stopped) -> String {
     match s {
         Stopped::Interrupted => Interrupted.to_string(),
@@ -278,75 +246,7 @@ fn resolve_requests(store: &Store, spec: &str) -> Result<String> {
     })
 }
 
-/// A progress line on stderr when it is a terminal.
-struct ProgressLine {
-    inputs: Vec<String>,
-    sizes: Vec<u64>,
-    tty: bool,
-    last: Instant,
-    shown: bool,
-}
-
-impl ProgressLine {
-    fn new(inputs: Vec<String>, sizes: Vec<u64>) -> ProgressLine {
-        ProgressLine {
-            inputs,
-            sizes,
-            tty: std::io::stderr().is_terminal(),
-            last: Instant::now(),
-            shown: false,
-        }
-    }
-
-    fn show(&mut self, p: Progress) {
-        if !self.tty || self.last.elapsed().as_millis() < 250 {
-            return;
-        }
-        self.last = Instant::now();
-        let size = self.sizes.get(p.source).copied().unwrap_or(0);
-        let name = self.inputs.get(p.source).map_or("", |s| s.as_str());
-        let pct = if size > 0 {
-            format!(" ({:.0}%)", p.position as f64 * 100.0 / size as f64)
-        } else {
-            String::new()
-        };
-        let _ = write!(
-            std::io::stderr(),
-            "\ranalysing {name}: {:.0} MB{pct}, {} packets",
-            p.position as f64 / 1e6,
-            p.packets
-        );
-        self.shown = true;
-    }
-}
-
-impl Drop for ProgressLine {
-    fn drop(&mut self) {
-        if self.shown {
-            let _ = std::io::stderr().write_all(b"\r\x1b[K");
-        }
-    }
-}
-
 /// Whether the Ctrl-C flag is set (live capture's watcher).
 fn ctrl_c() -> bool {
     signals::flag().load(Ordering::Relaxed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_rate_bps;
-
-    #[test]
-    fn link_rates_parse() {
-        assert_eq!(parse_rate_bps("1gbit").unwrap(), 1_000_000_000);
-        assert_eq!(parse_rate_bps("100mbit").unwrap(), 100_000_000);
-        assert_eq!(parse_rate_bps("10g").unwrap(), 10_000_000_000);
-        assert_eq!(parse_rate_bps("2.5Gbit").unwrap(), 2_500_000_000);
-        assert_eq!(parse_rate_bps("100mbps").unwrap(), 100_000_000);
-        assert_eq!(parse_rate_bps("1e9").unwrap(), 1_000_000_000);
-        assert!(parse_rate_bps("fast").is_err());
-        assert!(parse_rate_bps("0").is_err());
-        assert!(parse_rate_bps("10furlongs").is_err());
-    }
 }

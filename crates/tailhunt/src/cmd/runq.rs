@@ -2,7 +2,6 @@
 //! stored as a run, with the noisy-neighbor and cpu-throttled detectors at the end.
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde_json::json;
@@ -17,18 +16,12 @@ use tailhunt_sched::record::{DegradedRecorder, Recorder};
 use tailhunt_sched::{Interval, Observer, TracerConfig};
 use tailhunt_store::Store;
 
-use super::duration_flag;
 use crate::cli::{AttachArg, Cli, HierarchyArg, RunqArgs, StoreArg};
 use crate::output;
 use crate::signals::{self, Interrupted};
 
 fn config(a: &RunqArgs) -> Result<TracerConfig> {
-    let interval = duration_flag("--interval", &a.interval)?;
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| duration_flag("--duration", d))
-        .transpose()?;
+    let (interval, duration) = (a.interval, a.duration);
     if duration.is_some_and(|d| d.is_zero()) {
         anyhow::bail!("--duration 0: give how long to trace, e.g. --duration 30s (or leave it out and stop with Ctrl-C)");
     }
@@ -49,7 +42,7 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
         cgroups: a.cgroups.clone(),
         kernel_threads: a.kernel_threads,
         all_events: a.all_events,
-        outlier_ns: duration_flag("--outlier", &a.outlier)?.as_nanos() as u64,
+        outlier_ns: a.outlier.as_nanos() as u64,
         max_cgroups: max_cgroups(a.max_cgroups)?,
         ..TracerConfig::default()
     })
@@ -71,14 +64,6 @@ fn hierarchy(h: HierarchyArg) -> Hierarchy {
         HierarchyArg::V2 => Hierarchy::V2,
         HierarchyArg::V1Cpu => Hierarchy::V1Cpu,
     }
-}
-
-/// Why BPF cannot be used here, when it cannot.
-fn bpf_unavailable() -> Option<String> {
-    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
-        return Some("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing; it needs CONFIG_DEBUG_INFO_BTF=y)".into());
-    }
-    tailhunt_sched::bpf_denied().map(|why| format!("not permitted to load BPF programs ({why}): run as root or grant CAP_BPF and CAP_PERFMON"))
 }
 
 /// Prints each interval as it ends and feeds the store.
@@ -129,7 +114,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     let unavailable = if a.degraded {
         Some("--degraded was given".to_string())
     } else {
-        bpf_unavailable()
+        tailhunt_sched::tracing_unavailable()
     };
     if let (Some(why), true) = (&unavailable, a.require_bpf) {
         anyhow::bail!("{why} (--require-bpf refuses the degraded mode)");

@@ -10,16 +10,14 @@ use tailhunt_report::doc::ServeDoc;
 
 use crate::cli::{Cli, ServeArgs, ServeProtoArg};
 use crate::output;
-use crate::signals;
+use crate::{flags, signals};
 
 fn pause(text: &str) -> Result<(Duration, Duration)> {
     let (at, dur) = text
         .split_once('+')
         .with_context(|| format!("--pause '{text}' must be AT+DUR, e.g. 5s+1s"))?;
-    Ok((
-        super::duration_flag("--pause", at)?,
-        super::duration_flag("--pause", dur)?,
-    ))
+    let part = |t: &str| flags::duration(t).map_err(|e| anyhow::anyhow!("--pause '{text}': {e}"));
+    Ok((part(at)?, part(dur)?))
 }
 
 pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
@@ -42,11 +40,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     cfg.split_writes = a.split_writes;
     cfg.threads = a.threads;
     cfg.pause = a.pause.as_deref().map(pause).transpose()?;
-    let until = a
-        .duration
-        .as_deref()
-        .map(|d| super::duration_flag("--duration", d))
-        .transpose()?;
+    let until = a.duration;
     signals::install();
     let server = Server::start(cfg)?;
     let addr = server.local_addr();

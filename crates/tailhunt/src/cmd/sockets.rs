@@ -3,44 +3,19 @@
 //! detector.
 
 use anyhow::Result;
-use clap::Args;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{render_sockets, SocketsDoc};
 use tailhunt_sock::monitor::{self, MonitorOptions};
 use tailhunt_store::Store;
 
-use crate::cli::Cli;
-use crate::output;
+use crate::cli::{Cli, SocketsArgs};
 use crate::signals::{self, Interrupted};
-
-/// `tailhunt sockets`.
-#[derive(Debug, Args)]
-pub struct SocketsArgs {
-    /// How long to sample.
-    #[arg(long, default_value = "10s", value_name = "D")]
-    pub duration: String,
-    /// How often.
-    #[arg(long, default_value = "100ms", value_name = "D")]
-    pub interval: String,
-    /// Only sockets of this process.
-    #[arg(long, value_name = "PID")]
-    pub pid: Option<u32>,
-    /// Only connections with this port at either end.
-    #[arg(long, value_name = "N")]
-    pub port: Option<u16>,
-    /// Sample this network namespace (`ip netns` name) instead of the current one; repeat
-    /// for several (both ends of a connection, say).
-    #[arg(long, value_name = "NAME")]
-    pub netns: Vec<String>,
-    /// Do not run the setsockopt audit (eBPF; needs root or CAP_BPF + CAP_PERFMON).
-    #[arg(long)]
-    pub no_audit: bool,
-}
+use crate::{flags, output};
 
 pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     let opts = MonitorOptions {
-        duration: super::duration_flag("--duration", &a.duration)?,
-        interval: super::duration_flag("--interval", &a.interval)?,
+        duration: a.duration,
+        interval: a.interval,
         netns: a.netns.clone(),
         pid: a.pid,
         port: a.port,
@@ -48,8 +23,8 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     };
     if opts.interval.is_zero() {
         anyhow::bail!(
-            "--interval '{}': give a positive interval such as 100ms",
-            a.interval
+            "--interval {}: give a positive interval such as 100ms",
+            flags::show(a.interval)
         );
     }
     // Every connection keeps one reading per round: bound the rounds, not the memory after.
@@ -58,8 +33,8 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     if rounds > MAX_ROUNDS {
         anyhow::bail!(
             "--duration {} at --interval {} makes {rounds} sampling rounds, above the limit of {MAX_ROUNDS}: each connection keeps a reading per round; sample less often or for less time",
-            a.duration,
-            a.interval
+            flags::show(a.duration),
+            flags::show(a.interval)
         );
     }
     let mut db = Store::open(&cli.db)?;
@@ -73,8 +48,8 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
             } else {
                 ""
             },
-            a.interval,
-            a.duration
+            flags::show(a.interval),
+            flags::show(a.duration)
         );
     })?;
     let params = serde_json::json!({ "namespaces": m.report.namespaces });

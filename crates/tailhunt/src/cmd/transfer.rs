@@ -1,9 +1,9 @@
 //! `tailhunt transfer server|client`: the bulk-transfer test, stored as runs of kind
 //! `transfer` (one per end and connection) with each end's TCP_INFO series and findings.
 
-use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use anyhow::Result;
 use std::net::SocketAddr;
+use std::time::Duration;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{
     render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
@@ -11,74 +11,11 @@ use tailhunt_report::sock::{
 use tailhunt_sock::transfer::{self, Transfer, TransferOptions};
 use tailhunt_store::Store;
 
-use crate::cli::Cli;
+use crate::cli::{
+    Cli, SocketOptionArgs, TransferArgs, TransferClientArgs, TransferServerArgs, TransferSide,
+};
 use crate::output;
 use crate::signals;
-
-/// `tailhunt transfer`.
-#[derive(Debug, Args)]
-pub struct TransferArgs {
-    /// Which end.
-    #[command(subcommand)]
-    pub side: TransferSide,
-}
-
-/// The two ends.
-#[derive(Debug, Subcommand)]
-pub enum TransferSide {
-    /// Listen and send each client the bytes it asks for (one connection at a time).
-    Server(TransferServerArgs),
-    /// Connect, download, report (and give up after --timeout like a real client).
-    Client(TransferClientArgs),
-}
-
-/// Options either end may set.
-#[derive(Debug, Args)]
-pub struct SocketOptionArgs {
-    /// SO_RCVBUF to set before connect/listen (64k = 64KiB = 65536, 64KB = 64000). Setting it turns
-    /// the kernel's receive-buffer autotuning off for the socket; leave it out to autotune.
-    #[arg(long, value_name = "SIZE")]
-    pub rcvbuf: Option<String>,
-    /// SO_SNDBUF to set (same units); leave it out to autotune.
-    #[arg(long, value_name = "SIZE")]
-    pub sndbuf: Option<String>,
-    /// Set TCP_NODELAY.
-    #[arg(long)]
-    pub nodelay: bool,
-    /// How often each end reads its socket's TCP_INFO.
-    #[arg(long, default_value = "5ms", value_name = "D")]
-    pub sample_interval: String,
-}
-
-/// `tailhunt transfer server`.
-#[derive(Debug, Args)]
-pub struct TransferServerArgs {
-    /// Address to listen on (port 0 picks one; it is printed on stderr).
-    #[arg(long, default_value = "0.0.0.0:7400", value_name = "ADDR")]
-    pub listen: String,
-    /// Serve this many connections, then exit (default: until Ctrl-C).
-    #[arg(long, value_name = "N")]
-    pub count: Option<u64>,
-    #[command(flatten)]
-    pub opts: SocketOptionArgs,
-}
-
-/// `tailhunt transfer client`.
-#[derive(Debug, Args)]
-pub struct TransferClientArgs {
-    /// The server, `HOST:PORT`.
-    #[arg(value_name = "ADDR")]
-    pub server: String,
-    /// Bytes to download (10M = 10 MiB = 10,485,760; 10MB = 10,000,000: sizes count as `dd` does).
-    #[arg(long, default_value = "10MB", value_name = "SIZE")]
-    pub bytes: String,
-    /// Give up this long after the request and close the connection, as a client's request
-    /// timeout does.
-    #[arg(long, value_name = "D")]
-    pub timeout: Option<String>,
-    #[command(flatten)]
-    pub opts: SocketOptionArgs,
-}
 
 pub fn run(cli: &Cli, a: &TransferArgs) -> Result<()> {
     match &a.side {
@@ -89,44 +26,28 @@ pub fn run(cli: &Cli, a: &TransferArgs) -> Result<()> {
 
 /// A socket buffer size (`64k` = 65536, as `dd` counts), from 1 byte to 2 GiB (the kernel's
 /// `int`).
-fn buffer_size(flag: &str, text: &str) -> Result<u32> {
-    let n = tailhunt_model::units::parse_bytes(text).with_context(|| flag.to_string())?;
+fn buffer_size(flag: &str, n: u64) -> Result<u32> {
     u32::try_from(n)
         .ok()
         .filter(|n| *n > 0 && *n <= i32::MAX as u32)
-        .ok_or_else(|| anyhow::anyhow!("{flag} '{text}': a socket buffer is from 1 byte to 2 GiB"))
+        .ok_or_else(|| anyhow::anyhow!("{flag} {n}: a socket buffer is from 1 byte to 2 GiB"))
 }
 
-fn options(o: &SocketOptionArgs, timeout: Option<&str>) -> Result<TransferOptions> {
-    Ok(TransferOptions {
-        rcvbuf: o
-            .rcvbuf
-            .as_deref()
-            .map(|t| buffer_size("--rcvbuf", t))
-            .transpose()?,
-        sndbuf: o
-            .sndbuf
-            .as_deref()
-            .map(|t| buffer_size("--sndbuf", t))
-            .transpose()?,
-        nodelay: o.nodelay,
-        sample_interval: sample_interval(&o.sample_interval)?,
-        timeout: timeout
-            .map(|t| super::duration_flag("--timeout", t))
-            .transpose()?,
-    })
-}
-
-/// `--sample-interval`, at least 1 ms: each end keeps a TCP_INFO reading per interval for the
-/// whole transfer.
-fn sample_interval(text: &str) -> Result<std::time::Duration> {
-    let d = super::duration_flag("--sample-interval", text)?;
-    if d < std::time::Duration::from_millis(1) {
+fn options(o: &SocketOptionArgs, timeout: Option<Duration>) -> Result<TransferOptions> {
+    // Each end keeps a TCP_INFO reading per interval for the whole transfer.
+    if o.sample_interval < Duration::from_millis(1) {
         anyhow::bail!(
-            "--sample-interval {text}: give 1ms or more (each end keeps a reading per interval for the whole transfer)"
+            "--sample-interval {}: give 1ms or more (each end keeps a reading per interval for the whole transfer)",
+            crate::flags::show(o.sample_interval)
         );
     }
-    Ok(d)
+    Ok(TransferOptions {
+        rcvbuf: o.rcvbuf.map(|n| buffer_size("--rcvbuf", n)).transpose()?,
+        sndbuf: o.sndbuf.map(|n| buffer_size("--sndbuf", n)).transpose()?,
+        nodelay: o.nodelay,
+        sample_interval: o.sample_interval,
+        timeout,
+    })
 }
 
 fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
@@ -156,9 +77,9 @@ fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
 }
 
 fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
-    let opts = options(&a.opts, a.timeout.as_deref())?;
+    let opts = options(&a.opts, a.timeout)?;
     let server = addr("ADDR", &a.server)?;
-    let bytes = tailhunt_model::units::parse_bytes(&a.bytes).context("--bytes")?;
+    let bytes = a.bytes;
     let mut db = Store::open(&cli.db)?;
     let t = transfer::download(server, bytes, &opts)?;
     let doc = store(&mut db, &t)?;

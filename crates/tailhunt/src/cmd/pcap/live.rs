@@ -39,11 +39,7 @@ impl PacketSource for Tee {
 
 pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
     let cfg = config(&a.analysis)?;
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| super::super::duration_flag("--duration", d))
-        .transpose()?;
+    let duration = a.duration;
     let mut live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
     // Like tcpdump: once this line is out, packets are being captured.
     eprintln!("capturing on {} (until --duration or Ctrl-C)", a.interface);
