@@ -53,4 +53,4 @@ pub use packet::{LinkType, RawPacket};
 pub use read::{
     open, open_file, open_reader, FileReader, FileSet, PacketSource, ReadError, SourceSet,
 };
-pub use write::PcapWriter;
+pub use write::{PcapWriter, Tee};

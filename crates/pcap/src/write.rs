@@ -59,3 +59,48 @@ impl<W: Write> PcapWriter<W> {
         Ok(self.out)
     }
 }
+
+/// A packet source that also writes every packet it gives to a pcap file (`tailhunt capture
+/// -w`): the analysis and the file see the same packets.
+pub struct Tee<S> {
+    inner: S,
+    out: PcapWriter<std::io::BufWriter<std::fs::File>>,
+    path: std::path::PathBuf,
+}
+
+impl<S: crate::PacketSource> Tee<S> {
+    /// Creates `path` (pcap, nanosecond timestamps, `link` and `snaplen` in its header) and
+    /// writes `inner`'s packets to it as they are read.
+    pub fn create(
+        inner: S,
+        path: &std::path::Path,
+        link: LinkType,
+        snaplen: u32,
+    ) -> io::Result<Tee<S>> {
+        let f = std::fs::File::create(path)?;
+        Ok(Tee {
+            inner,
+            out: PcapWriter::new(std::io::BufWriter::new(f), link, snaplen)?,
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl<S: crate::PacketSource> crate::PacketSource for Tee<S> {
+    fn next_packet(&mut self) -> Result<Option<crate::RawPacket<'_>>, crate::ReadError> {
+        let p = self.inner.next_packet()?;
+        if let Some(p) = &p {
+            self.out
+                .write_packet(p.ts_ns, p.wire_len, p.data)
+                .map_err(|source| crate::ReadError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
+        }
+        Ok(p)
+    }
+
+    fn position(&self) -> u64 {
+        self.inner.position()
+    }
+}

@@ -4,11 +4,11 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use tailhunt_model::units;
-use tailhunt_netlab::link::{DirectionStats, EmulatedLink, LinkConfig};
+use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
 use tailhunt_netlab::netns::Netns;
 use tailhunt_report::doc::WrittenDoc;
+use tailhunt_report::link::{render_link, LinkDoc};
 use tailhunt_synth as synth;
 
 use crate::cli::{Cli, LinkArgs, Shape, SynthArgs};
@@ -51,23 +51,6 @@ pub fn synth(cli: &Cli, a: &SynthArgs) -> Result<()> {
         })?;
     }
     Ok(())
-}
-
-/// What `lab link` prints when it stops (`--json`: this document).
-#[derive(Debug, Serialize)]
-struct LinkDoc {
-    a_ns: String,
-    b_ns: String,
-    a_addr: String,
-    b_addr: String,
-    delay_ns: u64,
-    jitter_ns: u64,
-    rate_bps: Option<u64>,
-    queue_bytes: u64,
-    loss: f64,
-    ran_ns: u64,
-    forward: DirectionStats,
-    reverse: DirectionStats,
 }
 
 fn link_config(a: &LinkArgs) -> Result<LinkConfig> {
@@ -150,7 +133,7 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
         forward: stats.forward,
         reverse: stats.reverse,
     };
-    output::print(cli.json, &doc, link_text)?;
+    output::print(cli.json, &doc, render_link)?;
     for (ns, x) in [(&doc.a_ns, &doc.forward), (&doc.b_ns, &doc.reverse)] {
         if x.input_gone {
             anyhow::bail!(
@@ -159,34 +142,4 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn link_text(d: &LinkDoc) -> String {
-    let mut s = format!(
-        "ran {:.1} s\n{:<8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>12} {:>12}\n",
-        d.ran_ns as f64 / 1e9,
-        "dir",
-        "pkts in",
-        "bytes in",
-        "forwarded",
-        "bytes fwd",
-        "drop q",
-        "drop loss",
-        "late p99",
-        "late max"
-    );
-    for (name, x) in [("a->b", &d.forward), ("b->a", &d.reverse)] {
-        s.push_str(&format!(
-            "{name:<8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}us {:>10}us\n",
-            x.packets_in,
-            x.bytes_in,
-            x.packets_forwarded,
-            x.bytes_forwarded,
-            x.dropped_queue,
-            x.dropped_loss,
-            x.lateness_p99_ns / 1000,
-            x.lateness_max_ns / 1000,
-        ));
-    }
-    s
 }
