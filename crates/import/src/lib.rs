@@ -61,12 +61,15 @@ pub use crate::error::ImportError;
 
 /// A file format this crate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     /// Comma-, tab- or semicolon-separated values.
     Csv,
     /// One JSON object per line.
+    #[cfg_attr(feature = "clap", value(name = "jsonl"))]
     JsonLines,
     /// HdrHistogram interval log.
+    #[cfg_attr(feature = "clap", value(name = "hlog"))]
     HdrLog,
 }
 

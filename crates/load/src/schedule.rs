@@ -7,6 +7,7 @@ use rand_distr::{Distribution, Exp};
 
 /// Arrival process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Arrival {
     /// Evenly spaced.
     Fixed,

@@ -11,6 +11,7 @@ use crate::tally::{longest_silence, Counts, Silence, Tally};
 
 /// Order of the steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Order {
     /// Lowest rate first.
     Asc,

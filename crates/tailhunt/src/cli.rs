@@ -4,6 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tailhunt_import::Format;
+use tailhunt_load::schedule::Arrival;
+use tailhunt_load::serve::ServeProto;
+use tailhunt_load::sweep::Order;
+use tailhunt_model::evidence::runq::{Attach, Hierarchy, TimestampStore};
+use tailhunt_report::export::ExportFormat;
 
 /// Find out why a service's tail latency is bad.
 ///
@@ -74,17 +80,6 @@ pub enum Command {
     Sockets(SocketsArgs),
 }
 
-/// Input formats.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum InputFormat {
-    /// Comma/tab/semicolon-separated values.
-    Csv,
-    /// One JSON object per line.
-    Jsonl,
-    /// HdrHistogram interval log.
-    Hlog,
-}
-
 /// `tailhunt import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
@@ -97,7 +92,7 @@ pub struct ImportArgs {
     pub file: PathBuf,
     /// Format; detected from the extension and content when absent.
     #[arg(long, value_enum)]
-    pub format: Option<InputFormat>,
+    pub format: Option<Format>,
     /// Unit of bare numbers (ns, us, ms, s); for .hlog, the unit the log's values are in
     /// (default ns; wrk2 writes us).
     #[arg(long)]
@@ -147,17 +142,6 @@ pub struct AnalyzeArgs {
     /// is a percent). Each is the nearest-rank one, its rank ceil(q·n) computed exactly.
     #[arg(long, value_delimiter = ',', default_value = "50,90,99,99.9")]
     pub percentiles: Vec<tailhunt_histogram::Quantile>,
-}
-
-/// Export formats.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ExportFormat {
-    /// One sample per line with a header.
-    Csv,
-    /// One JSON object per sample.
-    Jsonl,
-    /// HdrHistogram interval log (one histogram per second; values in ns).
-    Hlog,
 }
 
 /// `tailhunt export`.
@@ -289,26 +273,6 @@ pub struct SynthArgs {
     pub output: Option<PathBuf>,
 }
 
-/// Arrival processes.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ArrivalArg {
-    /// Evenly spaced requests.
-    Fixed,
-    /// Exponential gaps, like independent users.
-    Poisson,
-}
-
-/// Sweep orders.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum OrderArg {
-    /// Lowest rate first.
-    Asc,
-    /// Highest rate first.
-    Desc,
-    /// Shuffled, so drift is not mistaken for an effect of the rate.
-    Random,
-}
-
 /// `tailhunt load`.
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("rates").required(true).args(["rate", "sweep"]))]
@@ -352,10 +316,10 @@ pub struct LoadArgs {
     pub request_bytes: usize,
     /// Arrival process.
     #[arg(long, value_enum, default_value = "fixed")]
-    pub arrival: ArrivalArg,
+    pub arrival: Arrival,
     /// Order of sweep steps.
     #[arg(long, value_enum, default_value = "random")]
-    pub order: OrderArg,
+    pub order: Order,
     /// Run every step this many times.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
@@ -371,23 +335,12 @@ pub struct LoadArgs {
     pub commit_interval: Duration,
 }
 
-/// Server protocols.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ServeProtoArg {
-    /// Length-prefixed frames over TCP.
-    Tcp,
-    /// Echo datagrams.
-    Udp,
-    /// HTTP/1.1 keep-alive.
-    Http,
-}
-
 /// `tailhunt serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Protocol.
     #[arg(value_enum)]
-    pub proto: ServeProtoArg,
+    pub proto: ServeProto,
     /// Address to listen on (port 0 picks a free one and prints it).
     #[arg(long, default_value = "127.0.0.1:7000")]
     pub listen: String,
@@ -489,37 +442,6 @@ pub struct CaptureArgs {
     pub analysis: CaptureAnalysisArgs,
 }
 
-/// `--hierarchy` of `tailhunt runq`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum HierarchyArg {
-    /// cgroup2: every modern host; containers' cgroup2 directories.
-    V2,
-    /// The cgroup v1 cpu controller (hybrid hosts, where it governs CPU shares and quota).
-    V1Cpu,
-}
-
-/// `--attach` of `tailhunt runq`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum AttachArg {
-    /// tp_btf, falling back to raw_tp.
-    Auto,
-    /// BTF-typed tracepoints only.
-    TpBtf,
-    /// Raw tracepoints only.
-    RawTp,
-}
-
-/// `--store` of `tailhunt runq`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StoreArg {
-    /// BPF task storage (tp_btf only): memory only for waiting tasks, 5-40% more per hook.
-    TaskStorage,
-    /// An array indexed by pid (the default): the cheapest per hook, pid_max x 8 bytes.
-    Array,
-    /// A hash keyed by pid.
-    Hash,
-}
-
 /// `tailhunt runq`.
 #[derive(Debug, Args)]
 pub struct RunqArgs {
@@ -537,7 +459,7 @@ pub struct RunqArgs {
     pub cgroups: Vec<PathBuf>,
     /// Which cgroup hierarchy waits are charged to.
     #[arg(long, value_enum, default_value = "v2")]
-    pub hierarchy: HierarchyArg,
+    pub hierarchy: Hierarchy,
     /// Also time kernel threads' own waits (they are always named when they preempt).
     #[arg(long)]
     pub kernel_threads: bool,
@@ -550,10 +472,10 @@ pub struct RunqArgs {
     pub all_events: bool,
     /// BPF program kind.
     #[arg(long, value_enum, default_value = "auto")]
-    pub attach: AttachArg,
+    pub attach: Attach,
     /// Where wakeup timestamps are kept (default: the array, the cheapest per hook).
     #[arg(long, value_enum)]
-    pub store: Option<StoreArg>,
+    pub store: Option<TimestampStore>,
     /// Cgroups the kernel keeps histograms for; waits of more are counted as lost.
     #[arg(long, default_value_t = 1024, value_name = "N")]
     pub max_cgroups: u32,

@@ -5,12 +5,12 @@ use std::io::{BufReader, Read};
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_import::{import_reader, Format, ImportOptions, ImportSummary};
+use tailhunt_import::{import_reader, ImportOptions, ImportSummary};
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
 use tailhunt_store::Store;
 
-use crate::cli::{Cli, ImportArgs, InputFormat};
+use crate::cli::{Cli, ImportArgs};
 use crate::progress::Watched;
 
 /// Opens the input (a file, or stdin for `-`) behind a progress and signal watcher.
@@ -36,11 +36,7 @@ fn options(a: &ImportArgs) -> Result<ImportOptions> {
         }
     }
     Ok(ImportOptions {
-        format: a.format.map(|f| match f {
-            InputFormat::Csv => Format::Csv,
-            InputFormat::Jsonl => Format::JsonLines,
-            InputFormat::Hlog => Format::HdrLog,
-        }),
+        format: a.format,
         unit: a.unit.clone(),
         series_name: a.name.clone(),
     })

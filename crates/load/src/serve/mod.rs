@@ -67,6 +67,7 @@ use runtime::{Counters, Inbox, Shared};
 
 /// Which wire format a server speaks (see [`crate::wire`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ServeProto {
     /// Length-prefixed frames over TCP.
     Tcp,

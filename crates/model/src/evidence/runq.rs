@@ -28,6 +28,7 @@ pub fn kernel_layout() -> Layout {
 
 /// A cgroup hierarchy the tracer can charge waits to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Hierarchy {
     /// cgroup2 (`task->cgroups->dfl_cgrp`): every modern host has it.
@@ -318,6 +319,7 @@ pub struct DegradedInterval {
 
 /// Which kind of tracepoint program to attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum Attach {
     /// `tp_btf`, falling back to `raw_tp` when the kernel refuses it.
@@ -332,6 +334,7 @@ pub enum Attach {
 /// Where a woken task's timestamp waits for its switch-in (the measurements behind the default
 /// are in `tailhunt-sched`'s `TracerConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum TimestampStore {
     /// BPF task-local storage.

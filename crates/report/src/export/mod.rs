@@ -43,12 +43,15 @@ pub use tailhunt_model::Series;
 
 /// A format `tailhunt export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ExportFormat {
     /// One sample (or point) per row, with a header.
     Csv,
     /// One JSON object per sample (or point).
+    #[cfg_attr(feature = "clap", value(name = "jsonl"))]
     JsonLines,
     /// HdrHistogram interval log: one histogram per second of samples (values in ns).
+    #[cfg_attr(feature = "clap", value(name = "hlog"))]
     HdrLog,
 }
 

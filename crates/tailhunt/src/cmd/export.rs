@@ -5,12 +5,12 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use tailhunt_model::SeriesKind;
 use tailhunt_report::doc::WrittenDoc;
-use tailhunt_report::export::{exporter, ExportFormat as Format};
+use tailhunt_report::export::exporter;
 
 use tailhunt_report::analysis::select_series;
 
 use super::open_existing;
-use crate::cli::{Cli, ExportArgs, ExportFormat};
+use crate::cli::{Cli, ExportArgs};
 use crate::output;
 
 pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
@@ -18,11 +18,7 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
     let run_id = store.resolve_run(&a.run)?;
     let run = store.run(&run_id)?;
     let selected = select_series(&store, &run_id, &a.series)?;
-    let format = match a.format {
-        ExportFormat::Csv => Format::Csv,
-        ExportFormat::Jsonl => Format::JsonLines,
-        ExportFormat::Hlog => Format::HdrLog,
-    };
+    let format = a.format;
     let kinds: Vec<SeriesKind> = selected.iter().map(|s| s.kind).collect();
     let mut out = output::open_output(a.output.as_deref())?;
     let mut values = 0u64;

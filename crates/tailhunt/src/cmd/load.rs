@@ -8,8 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_load::engine::{Live, StepConfig};
 use tailhunt_load::record::{run_sweep, Ran, SweepRun};
-use tailhunt_load::schedule::Arrival;
-use tailhunt_load::sweep::{self, Order};
+use tailhunt_load::sweep;
 use tailhunt_load::{limits, target};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::units::parse_request_rates;
@@ -17,7 +16,7 @@ use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::LoadDoc;
 use tailhunt_store::Store;
 
-use crate::cli::{ArrivalArg, Cli, LoadArgs, OrderArg};
+use crate::cli::{Cli, LoadArgs};
 use crate::progress::Line;
 use crate::signals::{self, Interrupted};
 use crate::{flags, output};
@@ -69,10 +68,7 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         nodelay: a.nodelay,
         split_writes: a.split_writes,
         request_bytes: a.request_bytes,
-        arrival: match a.arrival {
-            ArrivalArg::Fixed => Arrival::Fixed,
-            ArrivalArg::Poisson => Arrival::Poisson,
-        },
+        arrival: a.arrival,
         seed: a.seed,
         breakdown: a.breakdown,
     };
@@ -113,11 +109,7 @@ fn watcher(
 
 pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let (base, rates) = config(a)?;
-    let order = match a.order {
-        OrderArg::Asc => Order::Asc,
-        OrderArg::Desc => Order::Desc,
-        OrderArg::Random => Order::Random,
-    };
+    let order = a.order;
     let plan = sweep::plan(&rates, order, a.repeat, a.seed);
     let interval = commit_interval(a)?;
     signals::install();

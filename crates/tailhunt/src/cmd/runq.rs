@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_model::evidence::put_evidence;
-use tailhunt_model::evidence::runq::{Attach, Hierarchy, RunqRecord, TimestampStore, TracerSetup};
+use tailhunt_model::evidence::runq::{RunqRecord, TracerSetup};
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus, SinkError};
 use tailhunt_report::runq::{
     render_degraded_interval, render_interval, render_runq, DegradedIntervalDoc, IntervalDoc,
@@ -16,7 +16,7 @@ use tailhunt_sched::record::{DegradedRecorder, Recorder};
 use tailhunt_sched::{Interval, Observer, TracerConfig};
 use tailhunt_store::Store;
 
-use crate::cli::{AttachArg, Cli, HierarchyArg, RunqArgs, StoreArg};
+use crate::cli::{Cli, RunqArgs};
 use crate::output;
 use crate::signals::{self, Interrupted};
 
@@ -28,17 +28,9 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
     Ok(TracerConfig {
         interval,
         duration,
-        attach: match a.attach {
-            AttachArg::Auto => Attach::Auto,
-            AttachArg::TpBtf => Attach::TpBtf,
-            AttachArg::RawTp => Attach::RawTp,
-        },
-        store: a.store.map(|s| match s {
-            StoreArg::TaskStorage => TimestampStore::TaskStorage,
-            StoreArg::Array => TimestampStore::Array,
-            StoreArg::Hash => TimestampStore::Hash,
-        }),
-        hierarchy: hierarchy(a.hierarchy),
+        attach: a.attach,
+        store: a.store,
+        hierarchy: a.hierarchy,
         cgroups: a.cgroups.clone(),
         kernel_threads: a.kernel_threads,
         all_events: a.all_events,
@@ -57,13 +49,6 @@ fn max_cgroups(n: u32) -> Result<u32> {
         );
     }
     Ok(n)
-}
-
-fn hierarchy(h: HierarchyArg) -> Hierarchy {
-    match h {
-        HierarchyArg::V2 => Hierarchy::V2,
-        HierarchyArg::V1Cpu => Hierarchy::V1Cpu,
-    }
 }
 
 /// Prints each interval as it ends and feeds the store.

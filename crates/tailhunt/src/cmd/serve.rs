@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tailhunt_load::serve::{ServeConfig, ServeProto, Server, ThinkTime};
+use tailhunt_load::serve::{ServeConfig, Server, ThinkTime};
 use tailhunt_report::doc::ServeDoc;
 
-use crate::cli::{Cli, ServeArgs, ServeProtoArg};
+use crate::cli::{Cli, ServeArgs};
 use crate::output;
 use crate::{flags, signals};
 
@@ -27,12 +27,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
             a.listen
         )
     })?;
-    let proto = match a.proto {
-        ServeProtoArg::Tcp => ServeProto::Tcp,
-        ServeProtoArg::Udp => ServeProto::Udp,
-        ServeProtoArg::Http => ServeProto::Http,
-    };
-    let mut cfg = ServeConfig::new(proto, listen);
+    let mut cfg = ServeConfig::new(a.proto, listen);
     cfg.nodelay = a.nodelay;
     cfg.reply_bytes = a.reply_bytes;
     cfg.think = ThinkTime::parse(&a.think_time)
@@ -45,7 +40,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     let server = Server::start(cfg)?;
     let addr = server.local_addr();
     // The address goes to stderr at once so scripts and tests can connect (port 0 picks one).
-    eprintln!("serving {} on {addr} (Ctrl-C to stop)", a.proto_name());
+    eprintln!("serving {} on {addr} (Ctrl-C to stop)", a.proto.as_str());
     let _ = std::io::stderr().flush();
     let started = Instant::now();
     while !signals::requested() && until.is_none_or(|u| started.elapsed() < u) {
@@ -54,7 +49,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     let stats = server.stop();
     let doc = ServeDoc {
         listen: addr.to_string(),
-        proto: a.proto_name().to_string(),
+        proto: a.proto.as_str().to_string(),
         connections: stats.connections,
         requests: stats.requests,
         replies: stats.replies,
@@ -66,14 +61,4 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
             d.connections, d.requests, d.replies, d.bad_requests
         )
     })
-}
-
-impl ServeArgs {
-    fn proto_name(&self) -> &'static str {
-        match self.proto {
-            ServeProtoArg::Tcp => "tcp",
-            ServeProtoArg::Udp => "udp",
-            ServeProtoArg::Http => "http",
-        }
-    }
 }
