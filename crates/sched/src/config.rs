@@ -25,6 +25,32 @@ pub(crate) fn store_code(store: TimestampStore) -> u32 {
     }
 }
 
+/// Cgroups the kernel maps may hold at most: each has a histogram (about 8 KB) in kernel memory.
+pub const MAX_CGROUPS: u32 = 16_384;
+
+impl TracerConfig {
+    /// Checks the settings before anything is loaded; the message names the flag.
+    pub fn validate(&self) -> Result<(), crate::SchedError> {
+        let bad = |m: String| Err(crate::SchedError::Config(m));
+        if self.interval < Duration::from_millis(10) {
+            return bad(format!(
+                "--interval {:?} is too short: use 10ms or more",
+                self.interval
+            ));
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return bad("--duration 0: give how long to trace, e.g. --duration 30s (or leave it out and stop with Ctrl-C)".into());
+        }
+        if !(1..=MAX_CGROUPS).contains(&self.max_cgroups) {
+            return bad(format!(
+                "--max-cgroups {}: give 1 to {MAX_CGROUPS} (each cgroup's histogram takes about 8 KB of kernel memory; waits of cgroups past the limit are counted as lost)",
+                self.max_cgroups
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Everything [`crate::trace`] needs.
 #[derive(Debug, Clone)]
 pub struct TracerConfig {

@@ -58,12 +58,7 @@ pub fn trace(
     stop: &AtomicBool,
     observer: &mut dyn Observer,
 ) -> Result<Summary, SchedError> {
-    if cfg.interval < Duration::from_millis(10) {
-        return Err(SchedError::Config(format!(
-            "--interval {:?} is too short: use 10ms or more",
-            cfg.interval
-        )));
-    }
+    cfg.validate()?;
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(SchedError::NoBtf);
     }

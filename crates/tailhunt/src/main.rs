@@ -19,7 +19,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         // A flag whose value does not read (`--duration 10x`): one line, like every other
         // error, naming the flag and what to write.
-        Err(e) if matches!(e.kind(), ErrorKind::ValueValidation | ErrorKind::InvalidValue) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ValueValidation | ErrorKind::InvalidValue
+            ) =>
+        {
             let text = e.to_string();
             let line: Vec<&str> = text
                 .lines()

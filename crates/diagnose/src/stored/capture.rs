@@ -29,6 +29,23 @@ pub fn capture_requests(
     Ok(out)
 }
 
+/// `--requests RUN[:SERIES]` with RUN resolved to a full id, as the capture run stores it.
+pub fn requests_spec(store: &Store, spec: &str) -> Result<String, DiagnoseError> {
+    let (run, series) = spec.split_once(':').unwrap_or((spec, ""));
+    let id = store
+        .resolve_run(run)
+        .map_err(|e| DiagnoseError::Reference {
+            flag: "--requests",
+            spec: spec.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(if series.is_empty() {
+        id
+    } else {
+        format!("{id}:{series}")
+    })
+}
+
 /// Latency series of another run (`RUN[:SERIES]`, the run id already resolved), with times
 /// moved to epoch ns.
 fn external_requests(

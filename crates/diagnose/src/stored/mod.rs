@@ -22,9 +22,9 @@ mod sock;
 use tailhunt_model::{Finding, RunKind};
 use tailhunt_store::{Store, StoreError};
 
-pub use capture::capture_requests;
+pub use capture::{capture_requests, requests_spec};
 pub use load::{sweep_steps, RateSamples};
-pub use runq::timelines;
+pub use runq::{runq_run, timelines};
 
 /// What [`diagnose_run`] could not do.
 #[derive(Debug, thiserror::Error)]

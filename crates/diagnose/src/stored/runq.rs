@@ -92,3 +92,22 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
         &baseline,
     ))
 }
+
+/// The run `--baseline SPEC` names (`latest`, an id or a prefix), which must be a `runq` run.
+pub fn runq_run(store: &Store, spec: &str) -> Result<String, DiagnoseError> {
+    let reference = |reason: String| DiagnoseError::Reference {
+        flag: "--baseline",
+        spec: spec.to_string(),
+        reason,
+    };
+    let id = store
+        .resolve_run(spec)
+        .map_err(|e| reference(e.to_string()))?;
+    let kind = store.run(&id)?.kind;
+    if kind != RunKind::Runq {
+        return Err(reference(format!(
+            "run {id} is a '{kind}' run; give a run recorded by `tailhunt runq` (see `tailhunt runs`)"
+        )));
+    }
+    Ok(id)
+}

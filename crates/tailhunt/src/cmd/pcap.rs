@@ -118,7 +118,7 @@ fn execute(
     let mut store = Store::open(&cli.db)?;
     // Resolve --requests before measuring anything: a typo should not cost a capture.
     let requests = match &a.requests {
-        Some(spec) => Some(resolve_requests(&store, spec)?),
+        Some(spec) => Some(tailhunt_diagnose::stored::requests_spec(&store, spec)?),
         None => None,
     };
     let params = json!({
@@ -231,19 +231,6 @@ fn write_csvs(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()>
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// `RUN[:SERIES]` with RUN resolved to a full id (stored with the capture run).
-fn resolve_requests(store: &Store, spec: &str) -> Result<String> {
-    let (run, series) = spec.split_once(':').unwrap_or((spec, ""));
-    let id = store
-        .resolve_run(run)
-        .with_context(|| format!("--requests {spec}"))?;
-    Ok(if series.is_empty() {
-        id
-    } else {
-        format!("{id}:{series}")
-    })
 }
 
 /// Whether the Ctrl-C flag is set (live capture's watcher).

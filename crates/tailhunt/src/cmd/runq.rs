@@ -21,13 +21,9 @@ use crate::output;
 use crate::signals::{self, Interrupted};
 
 fn config(a: &RunqArgs) -> Result<TracerConfig> {
-    let (interval, duration) = (a.interval, a.duration);
-    if duration.is_some_and(|d| d.is_zero()) {
-        anyhow::bail!("--duration 0: give how long to trace, e.g. --duration 30s (or leave it out and stop with Ctrl-C)");
-    }
-    Ok(TracerConfig {
-        interval,
-        duration,
+    let cfg = TracerConfig {
+        interval: a.interval,
+        duration: a.duration,
         attach: a.attach,
         store: a.store,
         hierarchy: a.hierarchy,
@@ -35,20 +31,11 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
         kernel_threads: a.kernel_threads,
         all_events: a.all_events,
         outlier_ns: a.outlier.as_nanos() as u64,
-        max_cgroups: max_cgroups(a.max_cgroups)?,
+        max_cgroups: a.max_cgroups,
         ..TracerConfig::default()
-    })
-}
-
-/// `--max-cgroups`, bounded: each cgroup has a histogram (about 8 KB) in kernel memory.
-fn max_cgroups(n: u32) -> Result<u32> {
-    const MAX: u32 = 16_384;
-    if !(1..=MAX).contains(&n) {
-        anyhow::bail!(
-            "--max-cgroups {n}: give 1 to {MAX} (each cgroup's histogram takes about 8 KB of kernel memory; waits of cgroups past the limit are counted as lost)"
-        );
-    }
-    Ok(n)
+    };
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 /// Prints each interval as it ends and feeds the store.
@@ -110,7 +97,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     let baseline = a
         .baseline
         .as_deref()
-        .map(|b| baseline_run(&store, b))
+        .map(|b| tailhunt_diagnose::stored::runq_run(&store, b))
         .transpose()?;
     let params = json!({
         "baseline_run": baseline,
@@ -269,17 +256,4 @@ fn close(
     } else {
         Ok((writer.finish(json!({}))?, RunStatus::Complete, false))
     }
-}
-
-/// The run `--baseline` names, which must be a `runq` run.
-fn baseline_run(store: &Store, spec: &str) -> Result<String> {
-    let id = store.resolve_run(spec)?;
-    let run = store.run(&id)?;
-    if run.kind != RunKind::Runq {
-        anyhow::bail!(
-            "--baseline {spec}: run {id} is a '{}' run; give a run recorded by `tailhunt runq` (see `tailhunt runs`)",
-            run.kind
-        );
-    }
-    Ok(id)
 }
