@@ -17,6 +17,7 @@ demo: build
 
 lint: setup
 	$(CARGO) fmt --all --check
+	bash scripts/crate-graph.sh --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 test: lint
