@@ -58,4 +58,4 @@ pub use config::TracerConfig;
 pub use error::SchedError;
 pub use interval::Interval;
 pub use tailhunt_bpf::{bpf_denied, tracing_unavailable};
-pub use tracer::{trace, Observer, Summary};
+pub use tracer::{trace, Observer, TraceSummary};

@@ -27,7 +27,7 @@ use crate::snapshot::{Maps, Reader};
 
 /// How tracing ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
+pub struct TraceSummary {
     /// Set-up.
     pub started: TracerSetup,
     /// Intervals reported.
@@ -57,7 +57,7 @@ pub fn trace(
     cfg: &TracerConfig,
     stop: &AtomicBool,
     observer: &mut dyn Observer,
-) -> Result<Summary, SchedError> {
+) -> Result<TraceSummary, SchedError> {
     cfg.validate()?;
     if !Path::new("/sys/kernel/btf/vmlinux").exists() {
         return Err(SchedError::NoBtf);
@@ -268,7 +268,7 @@ fn run(
     observer: &mut dyn Observer,
     skel: &RunqSkel<'_>,
     setup: Setup,
-) -> Result<Summary, SchedError> {
+) -> Result<TraceSummary, SchedError> {
     let programs = chosen(skel, setup.attach);
     let mut ids = Vec::new();
     for p in programs {
@@ -317,7 +317,7 @@ fn run(
         session.intervals(stop, observer, &mut links, started.origin.mono_ns)?;
     let programs = session.costs.totals();
     drop(stats);
-    Ok(Summary {
+    Ok(TraceSummary {
         started,
         intervals,
         interrupted,

@@ -39,7 +39,7 @@ fn config(a: &RunqArgs) -> Result<TracerConfig> {
 }
 
 /// Prints each interval as it ends and feeds the store.
-struct Live<'r, 's> {
+struct Printer<'r, 's> {
     recorder: &'r mut Recorder<'s>,
     totals: Totals,
     intervals: Vec<IntervalDoc>,
@@ -48,7 +48,7 @@ struct Live<'r, 's> {
     top: usize,
 }
 
-impl Observer for Live<'_, '_> {
+impl Observer for Printer<'_, '_> {
     fn started(&mut self, started: &TracerSetup) -> Result<(), SinkError> {
         self.origin = started.origin;
         if self.print {
@@ -136,7 +136,7 @@ fn traced(
 ) -> Result<(RunqDoc, bool)> {
     let mut writer = store.begin_run(RunKind::Runq, params, ClockOrigin::now())?;
     let mut recorder = Recorder::new(&mut writer);
-    let mut live = Live {
+    let mut printer = Printer {
         recorder: &mut recorder,
         totals: Totals::default(),
         intervals: Vec::new(),
@@ -144,8 +144,8 @@ fn traced(
         print: !json && !a.quiet,
         top: a.top,
     };
-    let result = tailhunt_sched::trace(cfg, signals::flag(), &mut live);
-    let (totals, intervals) = (live.totals.rows(), live.intervals);
+    let result = tailhunt_sched::trace(cfg, signals::flag(), &mut printer);
+    let (totals, intervals) = (printer.totals.rows(), printer.intervals);
     let record = RunqRecord {
         baseline_run: baseline,
         ..recorder.record()
