@@ -180,7 +180,10 @@ fn an_aborting_client_gives_up_before_the_slow_server_answers_root() {
         (took - 1_000_000_000).abs() < 100_000_000,
         "closed {took} ns after the request"
     );
-    assert_eq!(r.truth.facts["response_bytes_before_close"].as_u64(), Some(0));
+    assert_eq!(
+        r.truth.facts["response_bytes_before_close"].as_u64(),
+        Some(0)
+    );
     assert_eq!(r.truth.planted[0].detector, "application-timeout");
 }
 
@@ -201,9 +204,18 @@ fn timeouts_closed_with_resets_are_found_and_told_apart_root() {
         let r = run_case(&case(name), &tools, &out_dir()).unwrap();
         assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
         let counts = &r.score.counts["application-timeout"];
-        assert_eq!((counts.tp, counts.fp, counts.fn_), (2, 0, 0), "{name}: {:#?}", r.score);
+        assert_eq!(
+            (counts.tp, counts.fp, counts.fn_),
+            (2, 0, 0),
+            "{name}: {:#?}",
+            r.score
+        );
         for o in &r.score.outcomes {
-            assert!(o.contradictions.is_empty(), "{name}: {:?}", o.contradictions);
+            assert!(
+                o.contradictions.is_empty(),
+                "{name}: {:?}",
+                o.contradictions
+            );
         }
         for view in ["client", "server"] {
             let (_, doc) = r.outputs.iter().find(|(v, _)| v == view).unwrap();
@@ -221,8 +233,17 @@ fn timeouts_closed_with_resets_are_found_and_told_apart_root() {
         }
     }
     // Its twin, answered in 300 ms and reset at the timeout all the same: nothing.
-    let r = run_case(&case("timeout-server-slow-abort-2s-twin"), &tools, &out_dir()).unwrap();
-    assert!(r.score.twin_failures.is_empty(), "{:?}", r.score.twin_failures);
+    let r = run_case(
+        &case("timeout-server-slow-abort-2s-twin"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(
+        r.score.twin_failures.is_empty(),
+        "{:?}",
+        r.score.twin_failures
+    );
     for (view, doc) in &r.outputs {
         let any = doc["findings"]
             .as_array()
