@@ -238,27 +238,40 @@ mod tests {
         assert_eq!(round_seconds(29_400 * MS), None);
     }
 
-    /// Replays `(side, ts, new bytes)` data and `(side, kind, ts)` closes in time order;
-    /// side 0 is the client.
+    /// One packet of a replay: payload (new bytes) or a FIN/RST, from a side.
+    enum Seg {
+        Data(u64),
+        Close(CloseKind),
+    }
+
+    /// Replays `(side, ts, new bytes)` data and `(side, kind, ts)` closes in time order (data
+    /// first at equal times); side 0 is the client.
     fn replay(data: &[(usize, i64, u64)], closes: &[(usize, CloseKind, i64)]) -> CloseSummary {
         let mut t = CloseTrack::default();
         let mut halves: [Half; 2] = Default::default();
-        let mut events: Vec<(i64, Option<(usize, u64)>, Option<(usize, CloseKind)>)> = data
+        let mut segs: Vec<(i64, usize, Seg)> = data
             .iter()
-            .map(|&(s, ts, b)| (ts, Some((s, b)), None))
-            .chain(closes.iter().map(|&(s, k, ts)| (ts, None, Some((s, k)))))
+            .map(|&(side, ts, b)| (ts, side, Seg::Data(b)))
+            .chain(
+                closes
+                    .iter()
+                    .map(|&(side, k, ts)| (ts, side, Seg::Close(k))),
+            )
             .collect();
-        events.sort_by_key(|e| (e.0, e.2.is_some()));
-        for (ts, d, c) in events {
-            if let Some((s, b)) = d {
-                halves[s].last_data_ns = Some(ts);
-                t.on_data(s, ts, b);
-            }
-            if let Some((s, k)) = c {
-                if k == CloseKind::Rst {
-                    halves[s].rsts += 1;
+        segs.sort_by_key(|(ts, _, seg)| (*ts, matches!(seg, Seg::Close(_))));
+        for (ts, side, seg) in segs {
+            match seg {
+                Seg::Data(b) => {
+                    halves[side].last_data_ns = Some(ts);
+                    t.on_data(side, ts, b);
                 }
-                t.on_close(s, k, ts, [halves[0].last_data_ns, halves[1].last_data_ns]);
+                Seg::Close(k) => {
+                    if k == CloseKind::Rst {
+                        halves[side].rsts += 1;
+                    }
+                    let last = [halves[0].last_data_ns, halves[1].last_data_ns];
+                    t.on_close(side, k, ts, last);
+                }
             }
         }
         t.summary(0, &halves).unwrap()
