@@ -67,6 +67,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
     }
     if r.role == "client" && r.outcome == TransferOutcome::Timeout {
         if let Some(timeout_ns) = r.timeout_ns {
+            let (start, end) = r.range_ns;
             out.extend(transfer_timeout(&TimeoutEvidence {
                 flow: r.flow.clone(),
                 client: format!("pid {} ({})", r.pid, r.comm),
@@ -74,6 +75,8 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
                 elapsed_ns: r.transfer_ns,
                 bytes_wanted: r.bytes_requested,
                 bytes_received: r.bytes_transferred,
+                first_byte_ns: r.first_byte_ns.map(|t| (t - start).max(0) as u64),
+                quiet_before_close_ns: r.last_byte_ns.map(|t| (end - t).max(0) as u64),
                 window_bound_bps: r.window_bound_bps,
                 range_ns: Some(r.range_ns),
             }));
@@ -186,6 +189,8 @@ mod tests {
             rtt_ns: Some(80_000_000),
             window_bound_bps: Some(window * 8.0 / 0.08),
             range_ns: (0, 1),
+            first_byte_ns: None,
+            last_byte_ns: None,
             kernel,
         }
     }
@@ -219,20 +224,36 @@ mod tests {
     }
 
     #[test]
-    fn timeout_fires_only_when_the_transfer_needs_longer_than_the_timeout() {
+    fn timeout_fires_when_the_client_gave_up_at_its_timeout() {
         let mut r = report(0.45, 7.8, 80_000.0, TransferOutcome::Timeout);
         r.sender = None;
         r.timeout_ns = Some(3_000_000_000);
         r.transfer_ns = 3_000_000_000;
+        r.range_ns = (0, 3_000_000_000);
+        r.first_byte_ns = Some(90_000_000);
+        r.last_byte_ns = Some(2_999_000_000);
         r.bytes_transferred = 2_900_000;
         let f = diagnose_transfer(&r);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].detector, "application-timeout");
         assert_eq!(f[0].evidence[0].values["timeout_s"], 3.0);
-        // A window large enough to finish within the timeout: the timeout is not the story.
+        assert!(f[0]
+            .fix
+            .as_ref()
+            .unwrap()
+            .contains("see receive-window-limited"));
+        // A window that would have finished in time: still a timeout (the client gave up),
+        // but the window is not named as what held the transfer back.
         r.window_bytes = Some(4_000_000.0);
         r.window_bound_bps = Some(4_000_000.0 * 8.0 / 0.08);
-        assert!(diagnose_transfer(&r).is_empty());
+        let f = diagnose_transfer(&r);
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].summary.contains("window"), "{}", f[0].summary);
+        assert!(!f[0]
+            .fix
+            .as_ref()
+            .unwrap()
+            .contains("receive-window-limited"));
         // Closed well before its timeout: not the timeout's doing.
         r.window_bound_bps = Some(8e6);
         r.transfer_ns = 1_000_000_000;

@@ -1,6 +1,7 @@
 //! The ground-truth generator end to end: cases plant what they say (checked against the traffic
 //! programs' own records, never against tailhunt's analysis), tailhunt's documents come back for
-//! every view, and nothing the cases created is left behind.
+//! every view, and nothing the cases created is left behind. The timeout tests also hold the
+//! `application-timeout` detector to its cases (issue 13, item 2).
 //!
 //! Needs root and a built `tailhunt` (`target/release/tailhunt`, or `$TAILHUNT_BIN`); skips with
 //! the reason otherwise. The quick matrix against the detectors' targets is
@@ -157,6 +158,98 @@ fn an_abandoned_download_is_closed_with_data_queued_root() {
         "closed {took} ns after the request, timeout {timeout}"
     );
     assert_eq!(r.truth.planted[0].detector, "application-timeout");
+}
+
+/// The other RST: a client that aborts (SO_LINGER 0) at its timeout on a server still thinking.
+/// By the client's own record not one response byte came, and it closed at its timeout.
+#[test]
+fn an_aborting_client_gives_up_before_the_slow_server_answers_root() {
+    let Some(tools) = tools("an_aborting_client_gives_up_before_the_slow_server_answers_root")
+    else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_case(&case("timeout-server-slow-abort-1s"), &tools, &out_dir()).unwrap();
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    let client = &r.truth.programs["programs"]["client"];
+    assert_eq!(client["ending"], "abort", "{client}");
+    assert_eq!(client["bytes_read"].as_u64(), Some(0), "{client}");
+    let took =
+        client["close_wall_ns"].as_i64().unwrap() - client["request_wall_ns"].as_i64().unwrap();
+    assert!(
+        (took - 1_000_000_000).abs() < 100_000_000,
+        "closed {took} ns after the request"
+    );
+    assert_eq!(
+        r.truth.facts["response_bytes_before_close"].as_u64(),
+        Some(0)
+    );
+    assert_eq!(r.truth.planted[0].detector, "application-timeout");
+}
+
+/// Issue 13, item 2, on real traffic: a timeout closed with a single RST and nothing after it
+/// is found in both captures, and explained as a server slower than the timeout; the response
+/// still arriving at a reset download is explained as a slow transfer. No explanation
+/// contradicts the clients' own records.
+#[test]
+fn timeouts_closed_with_resets_are_found_and_told_apart_root() {
+    let Some(tools) = tools("timeouts_closed_with_resets_are_found_and_told_apart_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (name, says) in [
+        ("timeout-server-slow-abort-1s", "no response byte"),
+        ("timeout-rst-1s", "still arriving"),
+    ] {
+        let r = run_case(&case(name), &tools, &out_dir()).unwrap();
+        assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+        let counts = &r.score.counts["application-timeout"];
+        assert_eq!(
+            (counts.tp, counts.fp, counts.fn_),
+            (2, 0, 0),
+            "{name}: {:#?}",
+            r.score
+        );
+        for o in &r.score.outcomes {
+            assert!(
+                o.contradictions.is_empty(),
+                "{name}: {:?}",
+                o.contradictions
+            );
+        }
+        for view in ["client", "server"] {
+            let (_, doc) = r.outputs.iter().find(|(v, _)| v == view).unwrap();
+            let summaries: Vec<&str> = doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["detector"] == "application-timeout")
+                .filter_map(|f| f["summary"].as_str())
+                .collect();
+            assert!(
+                summaries.len() == 1 && summaries[0].contains(says),
+                "{name} {view}: {summaries:?}"
+            );
+        }
+    }
+    // Its twin, answered in 300 ms and reset at the timeout all the same: nothing.
+    let r = run_case(
+        &case("timeout-server-slow-abort-2s-twin"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(
+        r.score.twin_failures.is_empty(),
+        "{:?}",
+        r.score.twin_failures
+    );
+    for (view, doc) in &r.outputs {
+        let any = doc["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["detector"] == "application-timeout"));
+        assert!(!any, "twin, {view}: {:#}", doc["findings"]);
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError, Unit};
 
-use tailhunt_model::evidence::capture::{CaptureReport, FlowSummary};
+use tailhunt_model::evidence::capture::{CaptureReport, CloseKind, FlowSummary};
 
 use crate::analysis::Analyzer;
 use crate::tcp::{Exchange, FlowEvents, Leg};
@@ -223,7 +223,7 @@ pub fn stored_copy(report: &CaptureReport) -> CaptureReport {
                     || t.rwnd_limited_share > 0.3
                     || t.close
                         .as_ref()
-                        .is_some_and(|c| c.round_gap_s.is_some() || c.how == "rst")
+                        .is_some_and(|c| c.round_gap_s.is_some() || c.how == CloseKind::Rst)
             })
         };
         let mut order: Vec<&FlowSummary> = report.flows.iter().collect();

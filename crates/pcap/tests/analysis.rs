@@ -2,7 +2,7 @@
 //! pass with random segments (no panic, a report that serialises).
 
 use proptest::prelude::*;
-use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::evidence::capture::{Abandoned, CaptureReport, CloseKind, Role};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
 use tailhunt_pcap::decode::flags::{ACK, FIN, PSH, RST, SYN};
 use tailhunt_pcap::{decode, LinkType, RawPacket};
@@ -212,14 +212,22 @@ fn one_connection_end_to_end() {
     assert_eq!(rtt.min_ns, 10 * MS - 10_000);
     assert!(rtt.max_ns <= 10 * MS, "{rtt:?}");
     let c = t.close.as_ref().unwrap();
-    assert_eq!((c.by.as_str(), c.how.as_str()), ("client", "fin"));
+    assert_eq!((c.by, c.how), (Role::Client, CloseKind::Fin));
     assert_eq!(c.after_last_request_ns, Some(30_000 * MS));
     assert_eq!(c.round_gap_s, Some(30.0));
     assert!(c.peer_sent_after_close);
     assert_eq!(c.resets_after_close, 1);
+    // The response stopped 29 s before the close and resumed after it: a stall, not a
+    // transfer still arriving and not a server that never answered.
+    assert_eq!(c.abandoned, Some(Abandoned::Stalled));
+    assert_eq!(c.answer_bytes, Some(4 * 1448));
+    assert_eq!(c.first_answer_after_ns, Some(2 * MS));
+    assert_eq!(c.peer_bytes_after_close, Some(1448));
+    assert_eq!(c.peer_data_after_close_ns, Some(5 * MS));
     assert!(
-        c.note
-            .contains("30.0 s after its request: application timeout?"),
+        c.note.contains(
+            "30.0 s after its request (application timeout?) while the response had stalled"
+        ),
         "{}",
         c.note
     );

@@ -244,6 +244,14 @@ fn client_timeout_closes_server_sees_resets_and_application_timeout_fires_root()
     );
     let needed = f64_of(&f[0]["evidence"][0]["values"]["needed_ns"]);
     assert!(needed > 3e9, "{needed}");
+    // Data was arriving until the close, at the pinned window's rate: a transfer too slow
+    // for the timeout, held back by the window (not a server that never answered).
+    assert!(
+        s.contains("still arriving") && s.contains("close to window/RTT"),
+        "{s}"
+    );
+    let fix = f[0]["fix"].as_str().unwrap();
+    assert!(fix.contains("see receive-window-limited"), "{fix}");
 
     let served = server.json();
     check_schema("transfer-server", &served);

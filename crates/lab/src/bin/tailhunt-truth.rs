@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use tailhunt_lab::truth::abandon::{Ask, Ending};
 use tailhunt_lab::truth::table::{detector_table, markdown, misses, summarize};
 use tailhunt_lab::truth::work::{self, WorkKind, WorkSpec};
 use tailhunt_lab::truth::{matrix, run_case, stopping, Case, CaseScore, Scale, Tools, TruthError};
@@ -84,15 +85,21 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
-    /// Download from a `tailhunt transfer server` and abandon it with data unread at the
-    /// timeout (the RST timeout cases start this).
+    /// Download from a `tailhunt transfer server` (or send one request to `tailhunt serve
+    /// tcp`) and give up at the timeout with a reset (the RST timeout cases start this).
     #[command(hide = true)]
     Abandon {
         /// The server, HOST:PORT.
         addr: std::net::SocketAddr,
-        /// Bytes to ask for.
+        /// Bytes to ask a transfer server for.
+        #[arg(long, required_unless_present = "frame")]
+        bytes: Option<u64>,
+        /// Send one request frame to `tailhunt serve tcp` instead.
+        #[arg(long, conflicts_with = "bytes")]
+        frame: bool,
+        /// Abort at the timeout (SO_LINGER 0) instead of closing with data unread.
         #[arg(long)]
-        bytes: u64,
+        abort: bool,
         /// The timeout, ms.
         #[arg(long)]
         timeout_ms: u64,
@@ -133,9 +140,18 @@ fn main() -> ExitCode {
         Cmd::Abandon {
             addr,
             bytes,
+            frame,
+            abort,
             timeout_ms,
             out,
-        } => abandon(addr, bytes, timeout_ms, &out),
+        } => {
+            let ask = match (frame, bytes) {
+                (false, Some(b)) => Ask::Download(b),
+                _ => Ask::Frame,
+            };
+            let ending = if abort { Ending::Abort } else { Ending::Unread };
+            abandon(addr, ask, ending, timeout_ms, &out)
+        }
         Cmd::List { full, seed } => {
             for c in matrix(scale(full), seed) {
                 println!("{}{}", c.name, if c.twin { "  (healthy twin)" } else { "" });
@@ -212,13 +228,15 @@ fn run_work(
 
 fn abandon(
     addr: std::net::SocketAddr,
-    bytes: u64,
+    ask: Ask,
+    ending: Ending,
     timeout_ms: u64,
     out: &PathBuf,
 ) -> Result<ExitCode, TruthError> {
     let record = tailhunt_lab::truth::abandon::abandon(
         addr,
-        bytes,
+        ask,
+        ending,
         std::time::Duration::from_millis(timeout_ms),
     )?;
     std::fs::write(out, record.to_string()).map_err(|source| TruthError::Io {

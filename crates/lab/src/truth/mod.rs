@@ -16,9 +16,9 @@
 //!   the handshake, captured at the receiver (queue upstream of the capture) and at the sender
 //!   (queue downstream), plus the transfer's own TCP_INFO view;
 //! - `timeout`: a client timeout closed with FIN (a slow response read as it comes), with RST
-//!   ([`abandon`]: data left unread), by `tailhunt transfer client --timeout` (a transfer slower
-//!   than the timeout), a server slower than the timeout, and twins that finish in time;
-//!   captured on both sides of a shaped queue;
+//!   ([`abandon`]: data left unread, or an SO_LINGER 0 abort on a server still thinking), by
+//!   `tailhunt transfer client --timeout` (a transfer slower than the timeout), a server slower
+//!   than the timeout, and twins that finish in time; captured on both sides of a shaped queue;
 //! - `burst`: several bulk sources at once in both directions of a shaped link shared with
 //!   small requests, sustained saturation, and a twin whose sources answer small; captured on
 //!   both sides of the queues, and analysed with and without the client's own latencies;

@@ -524,12 +524,19 @@ fn elevated_start(f: &Value, origin: Option<(i64, i64)>) -> Option<i64> {
 fn contradictions(truth: &Truth, det: &str, f: &Value, origin: Option<(i64, i64)>) -> Vec<String> {
     let summary = f["summary"].as_str().unwrap_or("");
     let mut out = Vec::new();
-    if det == "application-timeout"
-        && truth.facts["response_bytes_before_close"].as_u64() == Some(0)
-        && summary.contains("still arriving")
+    let before_close = truth.facts["response_bytes_before_close"].as_u64();
+    if det == "application-timeout" && before_close == Some(0) && summary.contains("still arriving")
     {
         out.push(format!(
             "says the response was still arriving, but the server had sent no response byte before the close ({summary})"
+        ));
+    }
+    let says_none = ["no response byte", "had sent one byte"]
+        .iter()
+        .any(|p| summary.contains(p));
+    if let Some(n) = before_close.filter(|&n| n > 0 && det == "application-timeout" && says_none) {
+        out.push(format!(
+            "says no response byte came, but the client read {n} bytes of it before the close ({summary})"
         ));
     }
     if det == "noisy-neighbor" {
@@ -718,5 +725,19 @@ mod tests {
             "summary": "tcp 198.18.40.2:5 -> 198.18.41.2:7500: the client gave up 1.0s after its request (a 1 s timeout?) while the response was still arriving"}]});
         let s = score(&truth(Vec::new(), false), &[("v".into(), doc)]);
         assert_eq!(s.outcomes[0].contradictions.len(), 1);
+    }
+
+    #[test]
+    fn a_timeout_explanation_that_denies_a_response_is_contradicted() {
+        let summary = "tcp 198.18.40.2:5 -> 198.18.41.2:7500: the client gave up 1.00s after its request (a 1 s timeout?) with no response byte from the server";
+        let doc = json!({"findings": [{"detector": "application-timeout", "confidence": 0.85,
+            "summary": summary}]});
+        let mut t = truth(Vec::new(), false);
+        assert!(score(&t, &[("v".into(), doc.clone())]).outcomes[0]
+            .contradictions
+            .is_empty());
+        t.facts = json!({"response_bytes_before_close": 4096});
+        let s = score(&t, &[("v".into(), doc)]);
+        assert_eq!(s.outcomes[0].contradictions.len(), 1, "{s:#?}");
     }
 }

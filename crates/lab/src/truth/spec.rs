@@ -78,6 +78,10 @@ pub enum TimeoutStyle {
     Transfer,
     /// The server thinks longer than the client waits: not one response byte before the close.
     ServerSlow,
+    /// The server thinks longer than the client waits, and the client aborts at its timeout
+    /// (SO_LINGER 0): one RST and, the server's late answer failing on the reset socket,
+    /// nothing after it.
+    ServerSlowAbort,
 }
 
 /// A client timeout (or, for the twin, a client that gets its answer in time).
@@ -242,6 +246,7 @@ fn timeout_case(style: TimeoutStyle, timeout_s: u64, twin: bool, seed: u64) -> C
         TimeoutStyle::Rst => "timeout-rst",
         TimeoutStyle::Transfer => "timeout-transfer",
         TimeoutStyle::ServerSlow => "timeout-server-slow",
+        TimeoutStyle::ServerSlowAbort => "timeout-server-slow-abort",
     };
     let name = format!("{name}-{timeout_s}s{}", if twin { "-twin" } else { "" });
     let spec = TimeoutSpec {
@@ -318,6 +323,7 @@ pub fn matrix(scale: Scale, seed: u64) -> Vec<Case> {
     out.push(timeout_case(TimeoutStyle::Fin, t, false, seed));
     out.push(timeout_case(TimeoutStyle::Transfer, t, false, seed));
     out.push(timeout_case(TimeoutStyle::ServerSlow, 1, false, seed));
+    out.push(timeout_case(TimeoutStyle::ServerSlowAbort, t, false, seed));
     out.push(timeout_case(TimeoutStyle::Fin, t, true, seed));
     // Bursts from several sources in both directions, sustained saturation, the twin.
     let sources = rng.random_range(2..=4);
@@ -386,6 +392,8 @@ fn full_extra(rng: &mut StdRng, seed: u64) -> Vec<Case> {
         (TimeoutStyle::ServerSlow, 2, true),
         (TimeoutStyle::Rst, 2, true),
         (TimeoutStyle::Transfer, 2, true),
+        (TimeoutStyle::ServerSlowAbort, 1, false),
+        (TimeoutStyle::ServerSlowAbort, 2, true),
     ] {
         out.push(timeout_case(style, t, twin, seed));
     }

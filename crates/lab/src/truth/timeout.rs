@@ -12,9 +12,13 @@
 //!   data unread: its close is a RST.
 //! - `server-slow`: the server thinks two seconds longer than the client waits: the client
 //!   closes before one response byte was sent (a different cause, with a different fix).
+//! - `server-slow-abort`: the same slow server, and a client ([`super::abandon`]) that aborts
+//!   at its timeout with SO_LINGER 0: a single RST, and nothing after it (the server's late
+//!   answer fails on the reset socket), as proxies that reset timed-out connections do.
 //!
 //! Planted: `application-timeout` on the client's connection. Twins: the response fits in the
-//! timeout (fin, rst) or the server answers in 300 ms (server-slow).
+//! timeout (fin, rst) or the server answers in 300 ms (server-slow; the aborting twin then
+//! holds its answered connection until its timeout and resets it all the same).
 
 use std::time::Duration;
 
@@ -75,6 +79,14 @@ pub(crate) fn run(
             };
             frames(ctx, &net, &server, s.timeout_s, reply, think_ms)?
         }
+        TimeoutStyle::ServerSlowAbort => {
+            let think_ms = if case.twin {
+                300
+            } else {
+                s.timeout_s * 1000 + 2000
+            };
+            aborted(ctx, &net, &server, s.timeout_s, think_ms)?
+        }
     };
     pause(Duration::from_millis(500))?;
     let tapped = stop_all(taps)?;
@@ -111,17 +123,17 @@ pub(crate) fn run(
 
 type Made = (Value, Value, Option<(String, Value)>);
 
-/// `tailhunt serve tcp` and one request from `tailhunt load`.
-fn frames(
+/// `tailhunt serve tcp` answering `reply` bytes after thinking `think_ms`, in the server's
+/// namespace.
+fn slow_server(
     ctx: &Ctx,
     net: &Dumbbell,
     server: &str,
-    timeout_s: u64,
     reply: u64,
     think_ms: u64,
-) -> Result<Made, TruthError> {
+) -> Result<Proc, TruthError> {
     let (reply_s, think) = (reply.to_string(), format!("{think_ms}ms"));
-    let mut srv = ctx.server(
+    ctx.server(
         &net.b,
         "serve tcp",
         &[
@@ -137,7 +149,29 @@ fn frames(
             "--duration",
             "30s",
         ],
-    )?;
+    )
+}
+
+/// Lets the server finish thinking and try its late answer while the captures run (it meets
+/// a reset, or fails on a reset socket), then stops it; returns its document.
+fn stop_after_thinking(mut srv: Proc, think_ms: u64, timeout_s: u64) -> Result<Value, TruthError> {
+    pause(Duration::from_millis(
+        think_ms.saturating_sub(timeout_s * 1000) + 1500,
+    ))?;
+    srv.interrupt();
+    json_of(&mut srv, "tailhunt serve", Duration::from_secs(10))
+}
+
+/// `tailhunt serve tcp` and one request from `tailhunt load`.
+fn frames(
+    ctx: &Ctx,
+    net: &Dumbbell,
+    server: &str,
+    timeout_s: u64,
+    reply: u64,
+    think_ms: u64,
+) -> Result<Made, TruthError> {
+    let srv = slow_server(ctx, net, server, reply, think_ms)?;
     let url = format!("tcp://{server}");
     let s = Schedule {
         url: &url,
@@ -149,12 +183,7 @@ fn frames(
     let load = ctx
         .start_schedule(&net.a, "load", &s)?
         .finish(Duration::from_secs(timeout_s + 30))?;
-    // The server learns of the close when its late data meets a reset, or answers late.
-    pause(Duration::from_millis(
-        think_ms.saturating_sub(timeout_s * 1000) + 1500,
-    ))?;
-    srv.interrupt();
-    let served = json_of(&mut srv, "tailhunt serve", Duration::from_secs(10))?;
+    let served = stop_after_thinking(srv, think_ms, timeout_s)?;
     let step = &load.doc["steps"][0];
     let timed_out = step["timeouts"].as_u64().unwrap_or(0) > 0;
     // A server that thinks past the client's timeout has sent nothing when the client closes.
@@ -188,7 +217,7 @@ fn transfer(
     let (bytes_s, timeout) = (bytes.to_string(), format!("{}s", s.timeout_s));
     let limit = Duration::from_secs(s.timeout_s + 30);
     if s.style == TimeoutStyle::Rst {
-        let record = abandon(ctx, net, server, &bytes_s, s.timeout_s, limit)?;
+        let record = abandon(ctx, net, server, &["--bytes", &bytes_s], s.timeout_s, limit)?;
         let served = json_of(
             &mut srv,
             "tailhunt transfer server",
@@ -233,13 +262,35 @@ fn transfer(
     Ok((programs, facts, Some(("tcp_info".into(), client))))
 }
 
-/// The abandoning client (`tailhunt-truth abandon`, see [`super::abandon`]) inside the client's
-/// namespace; returns its record.
+/// `tailhunt serve tcp` thinking `think_ms` and a client that sends it one request and aborts
+/// at its timeout (SO_LINGER 0).
+fn aborted(
+    ctx: &Ctx,
+    net: &Dumbbell,
+    server: &str,
+    timeout_s: u64,
+    think_ms: u64,
+) -> Result<Made, TruthError> {
+    let srv = slow_server(ctx, net, server, 100, think_ms)?;
+    let limit = Duration::from_secs(timeout_s + 30);
+    let record = abandon(ctx, net, server, &["--frame", "--abort"], timeout_s, limit)?;
+    let served = stop_after_thinking(srv, think_ms, timeout_s)?;
+    let facts = json!({
+        "timed_out": !record["response_complete"].as_bool().unwrap_or(false),
+        "server_think_ns": think_ms * 1_000_000,
+        "reply_bytes": 100,
+        "response_bytes_before_close": record["bytes_read"],
+    });
+    Ok((json!({"server": served, "client": record}), facts, None))
+}
+
+/// The abandoning client (`tailhunt-truth abandon ARGS`, see [`super::abandon`]) inside the
+/// client's namespace; returns its record.
 fn abandon(
     ctx: &Ctx,
     net: &Dumbbell,
     server: &str,
-    bytes: &str,
+    args: &[&str],
     timeout_s: u64,
     limit: Duration,
 ) -> Result<Value, TruthError> {
@@ -249,17 +300,9 @@ fn abandon(
         format!("{}", timeout_s * 1000),
         out.to_string_lossy().into_owned(),
     );
-    let argv = [
-        worker.as_str(),
-        "abandon",
-        server,
-        "--bytes",
-        bytes,
-        "--timeout-ms",
-        &timeout,
-        "--out",
-        &out_s,
-    ];
+    let mut argv = vec![worker.as_str(), "abandon", server];
+    argv.extend_from_slice(args);
+    argv.extend(["--timeout-ms", &timeout, "--out", &out_s]);
     let mut p = Proc::spawn(&net.a, "abandoning client", &argv)?;
     p.wait_success(limit)?;
     let text = std::fs::read_to_string(&out).map_err(|source| TruthError::Io {

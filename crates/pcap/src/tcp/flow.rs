@@ -7,12 +7,13 @@
 //! Roles: the side that sent a SYN without ACK is the client; without a handshake in the
 //! capture, the side with the higher port.
 
-use tailhunt_model::evidence::capture::NagleStall;
+use tailhunt_model::evidence::capture::{CloseKind, NagleStall};
 
 use crate::bins::SparseBins;
 use crate::decode::{flags, Decoded, Tcp};
 use crate::flowkey::FlowKey;
 
+use super::close::CloseTrack;
 use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
 use super::seq::{after, distance, later};
@@ -111,10 +112,8 @@ pub struct TcpFlow {
     pub stalls: u64,
     /// The connection was opened again on the same ports after it closed.
     pub reused: bool,
-    /// `(side, is_rst, ts)` of the first FIN or RST.
-    pub first_close: Option<(usize, bool, i64)>,
-    /// Each side's last payload before the first FIN or RST.
-    pub data_at_close: [Option<i64>; 2],
+    /// How it ended: the first FIN or RST and what led up to it.
+    pub close: CloseTrack,
     /// Samples of `(ts, inflight, window)` per sending side, at most one per bin.
     pub window_points: [Vec<(i64, u32, u32)>; 2],
     /// Per sending side: the receiver's ACKs as they reached the sender.
@@ -146,8 +145,7 @@ impl TcpFlow {
             exchanges: 0,
             stalls: 0,
             reused: false,
-            first_close: None,
-            data_at_close: [None; 2],
+            close: CloseTrack::default(),
             window_points: Default::default(),
             views: Default::default(),
             compacted: false,
@@ -169,7 +167,7 @@ impl TcpFlow {
 
     /// True when a new SYN on this key starts a new connection (port reuse).
     pub fn is_reuse(&self, side: usize, tcp: &Tcp<'_>) -> bool {
-        let closed = self.first_close.is_some();
+        let closed = self.close.first.is_some();
         let other_isn = self.halves[side].isn.is_some_and(|isn| isn != tcp.seq);
         tcp.flags & flags::SYN != 0 && tcp.flags & flags::ACK == 0 && (closed || other_isn)
     }
@@ -384,6 +382,12 @@ impl TcpFlow {
         if kind == SegmentKind::Duplicate {
             return;
         }
+        let new_bytes = if kind == SegmentKind::New {
+            tcp.payload_len as u64
+        } else {
+            0
+        };
+        self.close.on_data(side, ts, new_bytes);
         if kind == SegmentKind::Resent {
             let end = tcp.seq.wrapping_add(tcp.payload_len);
             let srtt = self.rtt[side].srtt_ns;
@@ -459,20 +463,18 @@ impl TcpFlow {
     }
 
     fn on_close_flags(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>) {
-        if self.first_close.is_none() && tcp.flags & (flags::FIN | flags::RST) != 0 {
-            self.data_at_close = [self.halves[0].last_data_ns, self.halves[1].last_data_ns];
-        }
+        let last_data = [self.halves[0].last_data_ns, self.halves[1].last_data_ns];
         let h = &mut self.halves[side];
         if tcp.flags & flags::FIN != 0 && h.fin_ns.is_none() {
             h.fin_ns = Some(ts);
             // A FIN takes one sequence number.
             let fin_end = tcp.seq.wrapping_add(tcp.payload_len).wrapping_add(1);
             h.next_seq = later(fin_end, h.next_seq);
-            self.first_close.get_or_insert((side, false, ts));
+            self.close.on_close(side, CloseKind::Fin, ts, last_data);
         }
         if tcp.flags & flags::RST != 0 {
             h.rsts += 1;
-            self.first_close.get_or_insert((side, true, ts));
+            self.close.on_close(side, CloseKind::Rst, ts, last_data);
         }
     }
 
@@ -602,7 +604,7 @@ impl TcpFlow {
 
     /// Whether [`TcpFlow::compact`] may run at `now`: closed, and quiet for a second.
     pub fn can_compact(&self, now: i64) -> bool {
-        !self.compacted && self.first_close.is_some() && now - self.last_ns > 1_000_000_000
+        !self.compacted && self.close.first.is_some() && now - self.last_ns > 1_000_000_000
     }
 
     /// Ends the flow (end of capture, or a new connection on the same ports): the exchange in

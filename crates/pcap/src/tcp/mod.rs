@@ -6,6 +6,7 @@
 //! connection is bounded (at most 512 outstanding segments and 64 TSvals are remembered), so
 //! memory grows with the number of open connections, not with packets.
 
+pub mod close;
 pub mod events;
 pub mod flow;
 pub mod half;

@@ -1,15 +1,8 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
-use tailhunt_model::evidence::capture::{
-    CloseSummary, Handshake, RttSummary, SideSummary, TcpSummary,
-};
+use tailhunt_model::evidence::capture::{Handshake, RttSummary, SideSummary, TcpSummary};
 
 use super::flow::{RttStats, TcpFlow};
-
-/// Round numbers of seconds that application timeouts are usually set to.
-const ROUND_SECONDS: [f64; 16] = [
-    1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0,
-];
 
 /// One leg's RTT samples summarised.
 fn rtt_summary(s: &RttStats) -> Option<RttSummary> {
@@ -86,90 +79,8 @@ impl TcpFlow {
             window_bound_bps: window_bound,
             exchanges: self.exchanges,
             nagle_stalls: self.stalls,
-            close: self.close_summary(),
+            close: self.close.summary(c, &self.halves),
             ports_reused: self.reused,
         }
-    }
-
-    fn close_summary(&self) -> Option<CloseSummary> {
-        let (side, rst, at) = self.first_close?;
-        let c = self.client();
-        let closer = &self.halves[side];
-        let peer = &self.halves[1 - side];
-        let by = if side == c { "client" } else { "server" };
-        let since = |t: Option<i64>| t.filter(|&t| t <= at).map(|t| at - t);
-        let after_request = since(self.data_at_close[c]);
-        let after_response = since(self.data_at_close[1 - c]);
-        let own_gap = if side == c {
-            after_request
-        } else {
-            after_response
-        };
-        let round = own_gap.and_then(round_seconds);
-        let peer_sent_after = peer.last_data_ns.is_some_and(|t| t > at);
-        let resets_after = if rst {
-            closer.rsts.saturating_sub(1)
-        } else {
-            closer.rsts
-        };
-        let what = if side == c {
-            "its request"
-        } else {
-            "its last response"
-        };
-        let mut note = match own_gap {
-            Some(g) => format!(
-                "{by} {} {:.1} s after {what}",
-                if rst {
-                    "reset the connection"
-                } else {
-                    "closed"
-                },
-                g as f64 / 1e9
-            ),
-            None => format!(
-                "{by} {} the connection",
-                if rst { "reset" } else { "closed" }
-            ),
-        };
-        if round.is_some() {
-            note.push_str(": application timeout?");
-        }
-        if peer_sent_after && resets_after > 0 {
-            note.push_str(&format!(
-                " The peer kept sending; {by} answered with {resets_after} RST(s)."
-            ));
-        }
-        Some(CloseSummary {
-            by: by.into(),
-            how: if rst { "rst" } else { "fin" }.into(),
-            at_ns: at,
-            after_last_request_ns: after_request,
-            after_last_response_ns: after_response,
-            round_gap_s: round,
-            peer_sent_after_close: peer_sent_after,
-            resets_after_close: resets_after,
-            note,
-        })
-    }
-}
-
-/// The round number of seconds `gap_ns` is, if it is one (within 1.5% or 10 ms).
-pub fn round_seconds(gap_ns: i64) -> Option<f64> {
-    let g = gap_ns as f64 / 1e9;
-    ROUND_SECONDS
-        .iter()
-        .copied()
-        .find(|&r| (g - r).abs() <= (0.015 * r).max(0.010))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn round_gaps() {
-        assert_eq!(super::round_seconds(30_000_000_000), Some(30.0));
-        assert_eq!(super::round_seconds(2_012_000_000), Some(2.0));
-        assert_eq!(super::round_seconds(29_000_000_000), None);
-        assert_eq!(super::round_seconds(1_500_000_000), None);
     }
 }

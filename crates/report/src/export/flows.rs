@@ -8,7 +8,7 @@ use std::io::Write;
 use tailhunt_model::evidence::capture::CaptureReport;
 
 /// The columns, in order.
-const HEADER: [&str; 35] = [
+const HEADER: [&str; 36] = [
     "id",
     "proto",
     "client",
@@ -43,6 +43,7 @@ const HEADER: [&str; 35] = [
     "close_by",
     "close_how",
     "close_at_ns",
+    "close_abandoned",
     "close_note",
 ];
 
@@ -94,9 +95,10 @@ pub fn write_flows_csv<W: Write>(out: W, report: &CaptureReport) -> Result<(), c
                     opt(t.window_bound_bps.map(|v| v.round())),
                     t.exchanges.to_string(),
                     t.nagle_stalls.to_string(),
-                    opt(close.map(|c| c.by.clone())),
-                    opt(close.map(|c| c.how.clone())),
+                    opt(close.map(|c| c.by)),
+                    opt(close.map(|c| c.how)),
                     opt(close.map(|c| c.at_ns)),
+                    opt(close.and_then(|c| c.abandoned()).map(|a| a.name())),
                     close.map(|c| c.note.clone()).unwrap_or_default(),
                 ]);
             }

@@ -56,6 +56,7 @@ pub fn download(
     let deadline = opts.timeout.map(|t| began + t);
     let Payload {
         got,
+        first_byte_ns,
         last_byte_ns,
         outcome,
         error,
@@ -107,6 +108,8 @@ pub fn download(
         rtt_ns,
         window_bound_bps: bound_bps(window_bytes, rtt_ns),
         range_ns: (start_ns, end_ns),
+        first_byte_ns,
+        last_byte_ns: first_byte_ns.map(|_| last_byte_ns),
         kernel: read_context(),
     };
     Ok(Transfer { report, readings })
@@ -115,6 +118,7 @@ pub fn download(
 /// What reading the payload came to.
 struct Payload {
     got: u64,
+    first_byte_ns: Option<i64>,
     last_byte_ns: i64,
     outcome: TransferOutcome,
     error: Option<String>,
@@ -129,6 +133,7 @@ fn read_payload(
 ) -> Payload {
     let mut p = Payload {
         got: 0,
+        first_byte_ns: None,
         last_byte_ns: start_ns,
         outcome: TransferOutcome::Complete,
         error: None,
@@ -160,6 +165,7 @@ fn read_payload(
             Ok(n) => {
                 p.got += n as u64;
                 p.last_byte_ns = ClockOrigin::now().mono_ns;
+                p.first_byte_ns.get_or_insert(p.last_byte_ns);
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -136,6 +136,8 @@ impl Server {
             tcp,
             sender: None,
             range_ns: (start_ns, end_ns),
+            first_byte_ns: None,
+            last_byte_ns: None,
             kernel: read_context(),
         };
         Ok(Transfer { report, readings })

@@ -1,6 +1,8 @@
 //! A TCP connection's summary: handshake legs, RTTs, each side's sending and what limited it,
 //! and how it closed.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 /// The handshake's two legs as seen from the capture point.
@@ -64,28 +66,201 @@ pub struct SideSummary {
     pub resets: u64,
 }
 
+/// One end of a connection: the side that opened it (sent the SYN) or the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The side that opened the connection.
+    Client,
+    /// The side that accepted it.
+    Server,
+}
+
+impl Role {
+    /// `client` or `server`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+
+    /// The other end.
+    pub fn peer(self) -> Role {
+        match self {
+            Role::Client => Role::Server,
+            Role::Server => Role::Client,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a side ended its sending: an orderly FIN or a reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseKind {
+    /// FIN: the application closed (or shut down writing) with nothing left unread.
+    Fin,
+    /// RST: an abort (SO_LINGER 0), a close with data unread, or an answer to data for a
+    /// socket that no longer exists.
+    Rst,
+}
+
+impl CloseKind {
+    /// `fin` or `rst`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseKind::Fin => "fin",
+            CloseKind::Rst => "rst",
+        }
+    }
+}
+
+impl fmt::Display for CloseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the side that closed first had been waiting for since it last sent data, read from
+/// the packets: the peer's answer (the response, for a client) and how far it had come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Abandoned {
+    /// Not one byte from the peer since the closer last sent: the peer had not answered yet
+    /// (a server slower than the client's timeout).
+    NoAnswer,
+    /// The answer was still arriving (a transfer slower than the timeout): its last byte
+    /// before the close came within the last tenth of the wait and the peer did not simply
+    /// close in turn, or the closer answered later data with resets although the peer sent
+    /// nothing after the close where the capture was taken (the data was in flight beyond it).
+    StillArriving,
+    /// The answer had begun, then nothing came for more than the last tenth of the wait, and
+    /// more came after the close: it stalled part-way.
+    Stalled,
+    /// The answer had ended: it stopped well before the close and nothing more came (an idle
+    /// connection closed), or the peer closed in turn with nothing more to send (the closer
+    /// closed because the answer was complete).
+    Ended,
+}
+
+impl Abandoned {
+    /// `no-answer`, `still-arriving`, `stalled` or `ended`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Abandoned::NoAnswer => "no-answer",
+            Abandoned::StillArriving => "still-arriving",
+            Abandoned::Stalled => "stalled",
+            Abandoned::Ended => "ended",
+        }
+    }
+}
+
 /// How the connection ended.
+///
+/// The first FIN or RST, who sent it, and how it met the peer: the times since each side's
+/// last data, what the peer had sent since the closer last did (its answer), and what the peer
+/// did after the close. Fields from `answer_bytes` on are absent in documents written before
+/// they were measured; [`CloseSummary::abandoned`] reads those documents too.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CloseSummary {
-    /// `client` or `server`: who closed first.
-    pub by: String,
-    /// `fin` or `rst`.
-    pub how: String,
+    /// Who closed first.
+    pub by: Role,
+    /// How.
+    pub how: CloseKind,
     /// When (epoch ns).
     pub at_ns: i64,
     /// Time since the client's last request data, ns.
     pub after_last_request_ns: Option<i64>,
     /// Time since the server's last response data, ns.
     pub after_last_response_ns: Option<i64>,
-    /// The gap since the closer's last data is a round number of seconds (within 1.5% or
-    /// 10 ms): the signature of an application timeout.
+    /// The gap since the closer's last data is a round number of seconds (at most 1.5% or
+    /// 10 ms short of it, 5% or 50 ms past it: timers fire late, never early): the signature
+    /// of an application timeout.
     pub round_gap_s: Option<f64>,
     /// The peer kept sending data after the close.
     pub peer_sent_after_close: bool,
     /// RSTs the closer sent after closing (answers to data it no longer wanted).
     pub resets_after_close: u64,
-    /// For people: "client closed 30.0 s after its request: application timeout?".
+    /// New payload bytes the peer sent between the closer's last data and the close: the part
+    /// of its answer that was on its way.
+    #[serde(default)]
+    pub answer_bytes: Option<u64>,
+    /// When the first of them came, ns after the closer's last data.
+    #[serde(default)]
+    pub first_answer_after_ns: Option<i64>,
+    /// New payload bytes the peer sent after the close.
+    #[serde(default)]
+    pub peer_bytes_after_close: Option<u64>,
+    /// When the peer's first data after the close came, ns after the close (a server that
+    /// answered after the client had given up shows here).
+    #[serde(default)]
+    pub peer_data_after_close_ns: Option<i64>,
+    /// The peer's own FIN or RST after the close.
+    #[serde(default)]
+    pub peer_close: Option<CloseKind>,
+    /// When, ns after the close.
+    #[serde(default)]
+    pub peer_close_after_ns: Option<i64>,
+    /// What the closer had been waiting for ([`CloseSummary::abandoned`] when written).
+    #[serde(default)]
+    pub abandoned: Option<Abandoned>,
+    /// For people: "client closed 30.0 s after its request (application timeout?) while the
+    /// response was still arriving ...".
     pub note: String,
+}
+
+impl CloseSummary {
+    /// The closer's wait: time from its last data to the close, ns (`None` when it had sent
+    /// none).
+    pub fn wait_ns(&self) -> Option<i64> {
+        match self.by {
+            Role::Client => self.after_last_request_ns,
+            Role::Server => self.after_last_response_ns,
+        }
+    }
+
+    /// Time from the peer's last data to the close, ns (`None` when it had sent none).
+    pub fn peer_quiet_ns(&self) -> Option<i64> {
+        match self.by {
+            Role::Client => self.after_last_response_ns,
+            Role::Server => self.after_last_request_ns,
+        }
+    }
+
+    /// What the closer had been waiting for, from the two gaps and what followed the close
+    /// (`None` when the closer had sent no data: its wait has no start in the capture).
+    ///
+    /// The peer answered if its last data came after the closer's; the answer was still
+    /// arriving if that last byte came within the last tenth of the wait (a transfer paced by
+    /// its path delivers far more often than that; a finished one stays quiet) unless the peer
+    /// then closed too with nothing more to send, or if data kept reaching the closer after
+    /// the close (its resets) while the peer sent nothing more here.
+    pub fn abandoned(&self) -> Option<Abandoned> {
+        let wait = self.wait_ns()?;
+        let quiet = match self.peer_quiet_ns() {
+            Some(q) if q < wait => q,
+            _ => return Some(Abandoned::NoAnswer),
+        };
+        let more_after = self.peer_sent_after_close;
+        let finished =
+            self.peer_close == Some(CloseKind::Fin) && !more_after && self.resets_after_close == 0;
+        let in_flight = self.resets_after_close > 0 && !more_after;
+        Some(
+            if (quiet.saturating_mul(10) <= wait && !finished) || in_flight {
+                Abandoned::StillArriving
+            } else if more_after {
+                Abandoned::Stalled
+            } else {
+                Abandoned::Ended
+            },
+        )
+    }
 }
 
 /// A TCP connection's report.

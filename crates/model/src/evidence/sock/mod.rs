@@ -350,6 +350,13 @@ pub struct TransferReport {
     pub window_bound_bps: Option<f64>,
     /// Transfer start and end, monotonic ns.
     pub range_ns: (i64, i64),
+    /// When the client read its first byte, monotonic ns (none read, a server's report, or
+    /// written before it was recorded: absent).
+    #[serde(default)]
+    pub first_byte_ns: Option<i64>,
+    /// When it read its last byte, monotonic ns.
+    #[serde(default)]
+    pub last_byte_ns: Option<i64>,
     /// The kernel and its TCP sysctls.
     pub kernel: KernelContext,
 }
