@@ -1,10 +1,11 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
 use tailhunt_model::evidence::capture::{
-    CloseSummary, Handshake, RttSummary, SideSummary, TcpSummary,
+    CloseSummary, Handshake, RttSummary, SenderRtt, SideSummary, TcpSummary,
 };
 
-use super::flow::{RttStats, TcpFlow};
+use super::flow::TcpFlow;
+use super::rtt::RttStats;
 
 /// Round numbers of seconds that application timeouts are usually set to.
 const ROUND_SECONDS: [f64; 16] = [
@@ -83,12 +84,26 @@ impl TcpFlow {
             rwnd_limited_share: self.states[main].rwnd_share(),
             mean_window,
             path_rtt_ns: path_rtt,
+            sender_rtt: self.sender_rtt(main),
             window_bound_bps: window_bound,
             exchanges: self.exchanges,
             nagle_stalls: self.stalls,
             close: self.close_summary(),
             ports_reused: self.reused,
         }
+    }
+
+    /// How the round trip of side `d`'s data was put together.
+    fn sender_rtt(&self, d: usize) -> Option<SenderRtt> {
+        let (receiver_leg_ns, sender_leg_ns) = self.sender_legs_ns(d)?;
+        let echo = &self.echo[d];
+        Some(SenderRtt {
+            receiver_leg_ns,
+            sender_leg_ns,
+            sender_leg_from: self.rtt[1 - d].main_source().into(),
+            echo_samples: echo.samples,
+            echo_error_max_ns: echo.spread_max_ns,
+        })
     }
 
     fn close_summary(&self) -> Option<CloseSummary> {

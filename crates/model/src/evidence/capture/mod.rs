@@ -24,7 +24,8 @@ pub use inputs::{
 };
 pub use matching::{CloseOrigin, DelayStats, FlowPair, HopStats, MatchReport, Side};
 pub use tcp::{
-    CloseSummary, Handshake, Retransmissions, RttSummary, SideSummary, StateFractions, TcpSummary,
+    CloseSummary, Handshake, Retransmissions, RttSummary, SenderRtt, SideSummary, StateFractions,
+    TcpSummary,
 };
 
 /// Transport protocol of a flow.
