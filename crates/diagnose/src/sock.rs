@@ -27,15 +27,31 @@ fn autotune_bound(kernel: &KernelContext, rtt_ns: u64) -> Option<f64> {
     (rtt_ns > 0).then(|| max * 8.0 / (rtt_ns as f64 / 1e9))
 }
 
-/// Runs both detectors on one end's transfer report.
-pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
-    let mut out = Vec::new();
-    // The rwnd-limited share is the sender's: the server's own, or what it told the client.
-    let share = match r.role.as_str() {
+/// The window-limited share of a transfer and whose view it is: the sender's
+/// `tcpi_rwnd_limited` (the server's own, or what its trailer told the client), else — a
+/// client whose transfer never completed has no trailer — the receiver's own view of its
+/// window (`TcpInfoSummary::receiver_window_share`).
+fn transfer_share(r: &TransferReport) -> Option<(f64, WindowSource)> {
+    let sender = match r.role.as_str() {
         "server" => r.tcp.rwnd_limited_share,
         _ => r.sender.as_ref().and_then(|s| s.tcp.rwnd_limited_share),
     };
-    if let (Some(share), Some(window), Some(rtt)) = (share, r.window_bytes, r.rtt_ns) {
+    match (sender, r.role.as_str()) {
+        (Some(s), _) => Some((s, WindowSource::TcpInfo)),
+        (None, "client") => r
+            .tcp
+            .receiver_window_share
+            .map(|s| (s, WindowSource::TcpInfoReceiver)),
+        _ => None,
+    }
+}
+
+/// Runs both detectors on one end's transfer report.
+pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let (Some((share, source)), Some(window), Some(rtt)) =
+        (transfer_share(r), r.window_bytes, r.rtt_ns)
+    {
         let (receiver, pinned) = if r.role == "client" {
             let who = format!("pid {} ({})", r.pid, r.comm);
             let pinned = r.rcvbuf_requested.map(|n| {
@@ -50,7 +66,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         let evidence = WindowEvidence {
             flow: r.flow.clone(),
-            source: WindowSource::TcpInfo,
+            source,
             bytes: r.bytes_transferred,
             rwnd_limited_share: share,
             throughput_bps: r.throughput_bps,
@@ -65,6 +81,9 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         out.extend(receive_window_limited(&[evidence]));
     }
+    // The transfer's need is measured at window/RTT only when the window was found to be the
+    // limit; otherwise whatever held it (the path's rate, a queue) is in the achieved rate.
+    let window_limited = !out.is_empty();
     if r.role == "client" && r.outcome == TransferOutcome::Timeout {
         if let Some(timeout_ns) = r.timeout_ns {
             out.extend(transfer_timeout(&TimeoutEvidence {
@@ -74,7 +93,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
                 elapsed_ns: r.transfer_ns,
                 bytes_wanted: r.bytes_requested,
                 bytes_received: r.bytes_transferred,
-                window_bound_bps: r.window_bound_bps,
+                window_bound_bps: r.window_bound_bps.filter(|_| window_limited),
                 range_ns: Some(r.range_ns),
             }));
         }
@@ -184,6 +203,7 @@ mod tests {
             }),
             window_bytes: Some(window),
             rtt_ns: Some(80_000_000),
+            rtt_from: Some("sender".into()),
             window_bound_bps: Some(window * 8.0 / 0.08),
             range_ns: (0, 1),
             kernel,
@@ -229,13 +249,54 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].detector, "application-timeout");
         assert_eq!(f[0].evidence[0].values["timeout_s"], 3.0);
-        // A window large enough to finish within the timeout: the timeout is not the story.
+        // A window large enough to finish within the timeout: the window is not what held
+        // the transfer, so its need is measured at the rate it got, not at window/RTT.
         r.window_bytes = Some(4_000_000.0);
         r.window_bound_bps = Some(4_000_000.0 * 8.0 / 0.08);
-        assert!(diagnose_transfer(&r).is_empty());
+        let f = diagnose_transfer(&r);
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].summary.contains("at the achieved rate"),
+            "{}",
+            f[0].summary
+        );
+        assert!(f[0].evidence[0].values["needed_ns"] > 10e9);
         // Closed well before its timeout: not the timeout's doing.
         r.window_bound_bps = Some(8e6);
         r.transfer_ns = 1_000_000_000;
         assert!(diagnose_transfer(&r).is_empty());
+    }
+
+    /// A client that gave up has no trailer: its own view of its window (the share of
+    /// intervals that brought the window per round trip, `tcpi_rcv_rtt` its round trip)
+    /// names the window, and the timeout's need is measured at window/RTT.
+    #[test]
+    fn a_client_that_timed_out_names_its_window_from_its_own_view() {
+        let mut r = report(0.0, 2.6, 82_000.0, TransferOutcome::Timeout);
+        r.sender = None;
+        r.tcp.receiver_window_share = Some(0.9);
+        r.rtt_ns = Some(250_000_000);
+        r.window_bound_bps = Some(82_000.0 * 8.0 / 0.25);
+        r.timeout_ns = Some(3_000_000_000);
+        r.transfer_ns = 3_000_000_000;
+        r.bytes_transferred = 975_000;
+        let f = diagnose_transfer(&r);
+        let names: Vec<&str> = f.iter().map(|f| f.detector.as_str()).collect();
+        assert_eq!(names, ["receive-window-limited", "application-timeout"]);
+        assert_eq!(f[0].evidence[0].series, "window (tcp_info_receiver)");
+        assert!(f[1].summary.contains("at window/RTT"), "{}", f[1].summary);
+        // An autotuned download held by the path's rate: the window is not named, and the
+        // timeout's need is the achieved rate's.
+        r.tcp.receiver_window_share = Some(0.04);
+        r.window_bytes = Some(3_000_000.0);
+        r.window_bound_bps = Some(3_000_000.0 * 8.0 / 0.25);
+        let f = diagnose_transfer(&r);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].detector, "application-timeout");
+        assert!(
+            f[0].summary.contains("at the achieved rate"),
+            "{}",
+            f[0].summary
+        );
     }
 }
