@@ -72,6 +72,11 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
             throughput_bps: r.throughput_bps,
             window_bytes: window,
             rtt_ns: rtt as i64,
+            rtt_from: Some(match r.rtt_from.as_deref() {
+                Some("receiver") => "the receiver's own estimate of its sender's round trip (tcpi_rcv_rtt, from TCP timestamps), averaged over the bytes received: the sender's trailer never came".into(),
+                _ => "the sender's smoothed RTT, averaged over the bytes acknowledged".into(),
+            }),
+            rtt_legs_ns: None,
             range_ns: Some(r.range_ns),
             scale_inferred: false,
             receiver,
@@ -109,7 +114,8 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
         .iter()
         .filter(|c| !c.peer_sampled && c.bytes_received > c.bytes_sent)
         .filter_map(|c| {
-            let rtt = c.rcv_rtt_mean_ns.or(c.rtt_mean_ns)?;
+            // Never the receiver's smoothed RTT: it measures the receiver's own data.
+            let rtt = c.rcv_rtt_mean_ns?;
             let who = c.owner.as_ref().map(|o| o.describe());
             let pinned = c
                 .options_set
@@ -125,6 +131,11 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 throughput_bps: c.throughput_bps?,
                 window_bytes: c.rcv_wnd_mean_bytes?,
                 rtt_ns: rtt as i64,
+                rtt_from: Some(
+                    "the receiver's own estimate of its sender's round trip (tcpi_rcv_rtt), mean"
+                        .into(),
+                ),
+                rtt_legs_ns: None,
                 range_ns: Some(c.range_ns),
                 scale_inferred: false,
                 receiver: who,
@@ -150,6 +161,8 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 throughput_bps: c.throughput_bps?,
                 window_bytes: c.snd_wnd_mean_bytes?,
                 rtt_ns: rtt as i64,
+                rtt_from: Some("the sender's smoothed RTT, mean".into()),
+                rtt_legs_ns: None,
                 range_ns: Some(c.range_ns),
                 scale_inferred: false,
                 receiver,

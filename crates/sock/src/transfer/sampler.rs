@@ -161,7 +161,9 @@ const RECEIVER_RATE: f64 = 0.75;
 
 /// The receiver's window-limited share: of the intervals between readings in which data
 /// arrived, those that brought at least 75% of the advertised window (`tcpi_rcv_wnd`) per
-/// round trip (the receiver's own estimate, `tcpi_rcv_rtt`, else the smoothed RTT).
+/// round trip — the receiver's own estimate of it, `tcpi_rcv_rtt`; intervals before it has
+/// one are left out (the receiver's smoothed RTT measures its own data, not the path its
+/// sender's data waits through).
 pub fn receiver_window_share(r: &[Reading]) -> Option<f64> {
     let (mut active, mut at_window) = (0u32, 0u32);
     for w in r.windows(2) {
@@ -174,11 +176,7 @@ pub fn receiver_window_share(r: &[Reading]) -> Option<f64> {
         if got == 0 || dt <= 0.0 {
             continue;
         }
-        let rtt = if b.rcv_rtt_ns > 0 {
-            b.rcv_rtt_ns
-        } else {
-            b.rtt_ns
-        };
+        let rtt = b.rcv_rtt_ns;
         let (Some(wnd), true) = (b.rcv_wnd, rtt > 0) else {
             continue;
         };
