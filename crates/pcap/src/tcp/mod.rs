@@ -10,6 +10,7 @@ pub mod events;
 pub mod flow;
 pub mod half;
 pub mod rtt;
+pub mod sending;
 pub mod seq;
 pub mod states;
 pub mod summary;

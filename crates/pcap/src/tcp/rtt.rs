@@ -195,7 +195,7 @@ impl Tsvals {
 }
 
 /// The sender's leg from echoes of the receiver's TSvals on its data: each echo is an upper
-/// bound of the leg, so the smallest of the last [`ECHO_WINDOW`] is the sample and the leg
+/// bound of the leg, so the smallest of the last three is the sample and the leg
 /// now. It is not smoothed further: what a window-limited sender's rate follows is the round
 /// trips it actually waited through, and a queue that fills between two rounds changes the
 /// next one at once (the echoes of one round's ACKs come a tick apart, so three take a few
