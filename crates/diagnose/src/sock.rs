@@ -27,15 +27,31 @@ fn autotune_bound(kernel: &KernelContext, rtt_ns: u64) -> Option<f64> {
     (rtt_ns > 0).then(|| max * 8.0 / (rtt_ns as f64 / 1e9))
 }
 
-/// Runs both detectors on one end's transfer report.
-pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
-    let mut out = Vec::new();
-    // The rwnd-limited share is the sender's: the server's own, or what it told the client.
-    let share = match r.role.as_str() {
+/// The window-limited share of a transfer and whose view it is: the sender's
+/// `tcpi_rwnd_limited` (the server's own, or what its trailer told the client), else — a
+/// client whose transfer never completed has no trailer — the receiver's own view of its
+/// window (`TcpInfoSummary::receiver_window_share`).
+fn transfer_share(r: &TransferReport) -> Option<(f64, WindowSource)> {
+    let sender = match r.role.as_str() {
         "server" => r.tcp.rwnd_limited_share,
         _ => r.sender.as_ref().and_then(|s| s.tcp.rwnd_limited_share),
     };
-    if let (Some(share), Some(window), Some(rtt)) = (share, r.window_bytes, r.rtt_ns) {
+    match (sender, r.role.as_str()) {
+        (Some(s), _) => Some((s, WindowSource::TcpInfo)),
+        (None, "client") => r
+            .tcp
+            .receiver_window_share
+            .map(|s| (s, WindowSource::TcpInfoReceiver)),
+        _ => None,
+    }
+}
+
+/// Runs both detectors on one end's transfer report.
+pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let (Some((share, source)), Some(window), Some(rtt)) =
+        (transfer_share(r), r.window_bytes, r.rtt_ns)
+    {
         let (receiver, pinned) = if r.role == "client" {
             let who = format!("pid {} ({})", r.pid, r.comm);
             let pinned = r.rcvbuf_requested.map(|n| {
@@ -50,12 +66,17 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         let evidence = WindowEvidence {
             flow: r.flow.clone(),
-            source: WindowSource::TcpInfo,
+            source,
             bytes: r.bytes_transferred,
             rwnd_limited_share: share,
             throughput_bps: r.throughput_bps,
             window_bytes: window,
             rtt_ns: rtt as i64,
+            rtt_from: Some(match r.rtt_from.as_deref() {
+                Some("receiver") => "the receiver's own estimate of its sender's round trip (tcpi_rcv_rtt, from TCP timestamps), averaged over the bytes received: the sender's trailer never came".into(),
+                _ => "the sender's smoothed RTT, averaged over the bytes acknowledged".into(),
+            }),
+            rtt_legs_ns: None,
             range_ns: Some(r.range_ns),
             scale_inferred: false,
             receiver,
@@ -65,6 +86,9 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         out.extend(receive_window_limited(&[evidence]));
     }
+    // The transfer's need is measured at window/RTT only when the window was found to be the
+    // limit; otherwise whatever held it (the path's rate, a queue) is in the achieved rate.
+    let window_limited = !out.is_empty();
     if r.role == "client" && r.outcome == TransferOutcome::Timeout {
         if let Some(timeout_ns) = r.timeout_ns {
             let (start, end) = r.range_ns;
@@ -77,7 +101,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
                 bytes_received: r.bytes_transferred,
                 first_byte_ns: r.first_byte_ns.map(|t| (t - start).max(0) as u64),
                 quiet_before_close_ns: r.last_byte_ns.map(|t| (end - t).max(0) as u64),
-                window_bound_bps: r.window_bound_bps,
+                window_bound_bps: r.window_bound_bps.filter(|_| window_limited),
                 range_ns: Some(r.range_ns),
             }));
         }
@@ -93,7 +117,8 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
         .iter()
         .filter(|c| !c.peer_sampled && c.bytes_received > c.bytes_sent)
         .filter_map(|c| {
-            let rtt = c.rcv_rtt_mean_ns.or(c.rtt_mean_ns)?;
+            // Never the receiver's smoothed RTT: it measures the receiver's own data.
+            let rtt = c.rcv_rtt_mean_ns?;
             let who = c.owner.as_ref().map(|o| o.describe());
             let pinned = c
                 .options_set
@@ -109,6 +134,11 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 throughput_bps: c.throughput_bps?,
                 window_bytes: c.rcv_wnd_mean_bytes?,
                 rtt_ns: rtt as i64,
+                rtt_from: Some(
+                    "the receiver's own estimate of its sender's round trip (tcpi_rcv_rtt), mean"
+                        .into(),
+                ),
+                rtt_legs_ns: None,
                 range_ns: Some(c.range_ns),
                 scale_inferred: false,
                 receiver: who,
@@ -134,6 +164,8 @@ pub fn diagnose_sockets(r: &SocketsReport) -> Vec<Finding> {
                 throughput_bps: c.throughput_bps?,
                 window_bytes: c.snd_wnd_mean_bytes?,
                 rtt_ns: rtt as i64,
+                rtt_from: Some("the sender's smoothed RTT, mean".into()),
+                rtt_legs_ns: None,
                 range_ns: Some(c.range_ns),
                 scale_inferred: false,
                 receiver,
@@ -187,6 +219,7 @@ mod tests {
             }),
             window_bytes: Some(window),
             rtt_ns: Some(80_000_000),
+            rtt_from: Some("sender".into()),
             window_bound_bps: Some(window * 8.0 / 0.08),
             range_ns: (0, 1),
             first_byte_ns: None,
@@ -258,5 +291,34 @@ mod tests {
         r.window_bound_bps = Some(8e6);
         r.transfer_ns = 1_000_000_000;
         assert!(diagnose_transfer(&r).is_empty());
+    }
+
+    /// A client that gave up has no trailer: its own view of its window (the share of
+    /// intervals that brought the window per round trip, `tcpi_rcv_rtt` its round trip)
+    /// names the window, and the timeout points to it.
+    #[test]
+    fn a_client_that_timed_out_names_its_window_from_its_own_view() {
+        let mut r = report(0.0, 2.6, 82_000.0, TransferOutcome::Timeout);
+        r.sender = None;
+        r.tcp.receiver_window_share = Some(0.9);
+        r.rtt_ns = Some(250_000_000);
+        r.window_bound_bps = Some(82_000.0 * 8.0 / 0.25);
+        r.timeout_ns = Some(3_000_000_000);
+        r.transfer_ns = 3_000_000_000;
+        r.bytes_transferred = 975_000;
+        let f = diagnose_transfer(&r);
+        let names: Vec<&str> = f.iter().map(|f| f.detector.as_str()).collect();
+        assert_eq!(names, ["receive-window-limited", "application-timeout"]);
+        assert_eq!(f[0].evidence[0].series, "window (tcp_info_receiver)");
+        assert!(f[1].summary.contains("close to window/RTT"), "{}", f[1].summary);
+        // An autotuned download held by the path's rate: the window is not named, and the
+        // timeout's need is the achieved rate's.
+        r.tcp.receiver_window_share = Some(0.04);
+        r.window_bytes = Some(3_000_000.0);
+        r.window_bound_bps = Some(3_000_000.0 * 8.0 / 0.25);
+        let f = diagnose_transfer(&r);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].detector, "application-timeout");
+        assert!(!f[0].summary.contains("window"), "{}", f[0].summary);
     }
 }

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use tailhunt_model::evidence::capture::FlowSummary;
+use tailhunt_model::evidence::capture::{FlowSummary, SenderRtt};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 /// Name of the window detector.
@@ -73,8 +73,13 @@ pub struct WindowEvidence {
     pub throughput_bps: f64,
     /// Mean advertised window, bytes.
     pub window_bytes: f64,
-    /// Mean RTT, ns.
+    /// The round trip the sender lived with, ns.
     pub rtt_ns: i64,
+    /// How `rtt_ns` was measured, in words (cited in the finding).
+    pub rtt_from: Option<String>,
+    /// The round trip's legs from the capture point, `(to the receiver and back, to the
+    /// sender and back)`, ns, when a capture measured them.
+    pub rtt_legs_ns: Option<(i64, i64)>,
     /// Time range of the transfer.
     pub range_ns: Option<(i64, i64)>,
     /// The window scale had to be inferred (no SYN in the capture).
@@ -107,6 +112,11 @@ impl WindowEvidence {
             throughput_bps: t.throughput_bps?,
             window_bytes: t.mean_window?,
             rtt_ns: t.path_rtt_ns?,
+            rtt_from: t.sender_rtt.as_ref().map(capture_rtt_from),
+            rtt_legs_ns: t
+                .sender_rtt
+                .as_ref()
+                .map(|r| (r.receiver_leg_ns, r.sender_leg_ns)),
             range_ns: side.first_data_ns.zip(side.last_data_ns),
             scale_inferred: !t.wscale_from_syn,
             receiver: None,
@@ -120,6 +130,32 @@ impl WindowEvidence {
     pub fn bound_bps(&self) -> f64 {
         self.window_bytes * 8.0 / (self.rtt_ns.max(1) as f64 / 1e9)
     }
+}
+
+/// How a capture put the sender's round trip together, in words.
+fn capture_rtt_from(r: &SenderRtt) -> String {
+    let d = |ns: i64| format_duration_ns(ns as f64);
+    let sender = match r.sender_leg_from.as_str() {
+        "timestamps" => format!(
+            "{} from {} echoes of the receiver's TCP timestamps on the sender's data (each within {})",
+            d(r.sender_leg_ns),
+            r.echo_samples,
+            d(r.echo_error_max_ns)
+        ),
+        "acks" => format!(
+            "{} from the sender's ACKs (no timestamp echoes: a queue between the sender and the capture point may be missing)",
+            d(r.sender_leg_ns)
+        ),
+        "handshake" => format!(
+            "{} from the handshake alone (no timestamp echoes: a queue that filled later is missing)",
+            d(r.sender_leg_ns)
+        ),
+        _ => "unknown".to_string(),
+    };
+    format!(
+        "the round trip as the sender lives it, weighted by the bytes acknowledged: capture point -> receiver -> capture point {} + capture point -> sender -> capture point {sender}",
+        d(r.receiver_leg_ns)
+    )
 }
 
 /// `receive-window-limited` over the evidence of every connection.
@@ -138,6 +174,10 @@ fn window_finding(e: &WindowEvidence) -> Finding {
     values.insert("throughput_bps".into(), e.throughput_bps);
     values.insert("window_bytes".into(), e.window_bytes);
     values.insert("rtt_ns".into(), e.rtt_ns as f64);
+    if let Some((receiver, sender)) = e.rtt_legs_ns {
+        values.insert("receiver_leg_ns".into(), receiver as f64);
+        values.insert("sender_leg_ns".into(), sender as f64);
+    }
     values.insert("window_bound_bps".into(), e.bound_bps());
     values.insert("bytes".into(), e.bytes as f64);
     if let Some(a) = e.autotune_bound_bps {
@@ -168,6 +208,9 @@ fn window_finding(e: &WindowEvidence) -> Finding {
     if e.source == WindowSource::TcpInfoReceiver {
         note = "seen from the receiver: the share is of the intervals data arrived in, and in those it arrived at the advertised window per RTT".into();
     }
+    if let Some(r) = &e.rtt_from {
+        note.push_str(&format!("; RTT: {r}"));
+    }
     if let Some(k) = &e.kernel {
         note.push_str(&format!("; {k}"));
     }
@@ -191,5 +234,60 @@ fn window_finding(e: &WindowEvidence) -> Finding {
             note,
         }],
         fix: Some(fix),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A capture at the receiver: the finding cites the round trip it used, leg by leg and
+    /// where the sender's leg came from, so its bound can be checked against the packets.
+    #[test]
+    fn the_finding_says_how_the_round_trip_was_measured() {
+        let rtt = SenderRtt {
+            receiver_leg_ns: 11_000,
+            sender_leg_ns: 97_200_000,
+            sender_leg_from: "timestamps".into(),
+            echo_samples: 204,
+            echo_error_max_ns: 970_000,
+        };
+        let e = WindowEvidence {
+            flow: "tcp 198.18.33.2:47478 -> 198.18.34.2:7400".into(),
+            source: WindowSource::Capture,
+            bytes: 2_000_000,
+            rwnd_limited_share: 0.64,
+            throughput_bps: 5.6e6,
+            window_bytes: 82_000.0,
+            rtt_ns: 97_211_000,
+            rtt_from: Some(capture_rtt_from(&rtt)),
+            rtt_legs_ns: Some((rtt.receiver_leg_ns, rtt.sender_leg_ns)),
+            range_ns: None,
+            scale_inferred: false,
+            receiver: None,
+            pinned: None,
+            kernel: None,
+            autotune_bound_bps: None,
+        };
+        let f = receive_window_limited(&[e]);
+        assert_eq!(f.len(), 1);
+        let ev = &f[0].evidence[0];
+        assert!(
+            ev.note.contains("capture point -> sender -> capture point 97.2ms from 204 echoes of the receiver's TCP timestamps"),
+            "{}",
+            ev.note
+        );
+        assert_eq!(ev.values["sender_leg_ns"], 97_200_000.0);
+        assert!(
+            f[0].summary.contains("window/RTT (97.2ms)"),
+            "{}",
+            f[0].summary
+        );
+        let handshake = SenderRtt {
+            sender_leg_from: "handshake".into(),
+            echo_samples: 0,
+            ..rtt
+        };
+        assert!(capture_rtt_from(&handshake).contains("a queue that filled later is missing"));
     }
 }

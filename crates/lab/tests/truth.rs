@@ -252,6 +252,96 @@ fn timeouts_closed_with_resets_are_found_and_told_apart_root() {
     }
 }
 
+/// The counts of `detector` on `view` of a scored case (zero when it had no outcome there).
+fn counts_of(r: &tailhunt_lab::truth::CaseResult, view: &str, detector: &str) -> (u32, u32, u32) {
+    r.score
+        .outcomes
+        .iter()
+        .find(|o| o.view == view && o.detector == detector)
+        .map_or((0, 0, 0), |o| (o.counts.tp, o.counts.fp, o.counts.fn_))
+}
+
+/// Issue 13, item 1, on real traffic: a pinned receive buffer behind a queue that filled
+/// after the handshake is named from the receiver's capture (the sender's round trip from
+/// the timestamp echoes, not the handshake's sub-millisecond legs) and from the client's own
+/// TCP_INFO; the autotuned twin through the same queue is not.
+#[test]
+fn a_window_behind_a_queue_is_named_from_the_receiver_root() {
+    let Some(tools) = tools("a_window_behind_a_queue_is_named_from_the_receiver_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_case(
+        &case("window-rcvbuf64k-shared-queue-50mbit"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    for view in ["receiver", "sender", "tcp_info"] {
+        assert_eq!(
+            counts_of(&r, view, "receive-window-limited"),
+            (1, 0, 0),
+            "{view}: {:#?}",
+            r.score.outcomes
+        );
+    }
+    let receiver = &r.outputs.iter().find(|(v, _)| v == "receiver").unwrap().1;
+    let flow = receiver["report"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["server"].as_str().unwrap().ends_with(":7400"))
+        .unwrap();
+    let tcp = &flow["tcp"];
+    // The handshake crossed the empty queue; the echoes saw it full.
+    let handshake = tcp["handshake"]["server_leg_ns"].as_i64().unwrap();
+    let sender_leg = tcp["sender_rtt"]["sender_leg_ns"].as_i64().unwrap();
+    assert!(handshake < 5_000_000, "{tcp:#}");
+    assert!(sender_leg > 20 * handshake.max(1_000_000), "{tcp:#}");
+    assert_eq!(tcp["sender_rtt"]["sender_leg_from"], "timestamps");
+    let twin = run_case(
+        &case("window-autotuned-shared-queue-50mbit"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(
+        twin.score.twin_failures.is_empty(),
+        "{:?}",
+        twin.score.twin_failures
+    );
+}
+
+/// A client that gave up has no sender's trailer: its own TCP_INFO (the window it advertised,
+/// its estimate of the sender's round trip) still names the window, and the timeout at
+/// window/RTT.
+#[test]
+fn a_client_that_gave_up_names_its_window_and_its_timeout_root() {
+    let Some(tools) = tools("a_client_that_gave_up_names_its_window_and_its_timeout_root") else {
+        return;
+    };
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_case(
+        &case("window-rcvbuf64k-rtt80ms-100mbit-timeout2s"),
+        &tools,
+        &out_dir(),
+    )
+    .unwrap();
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+    assert_eq!(r.truth.facts["timed_out"], true);
+    for detector in ["receive-window-limited", "application-timeout"] {
+        assert_eq!(
+            counts_of(&r, "tcp_info", detector),
+            (1, 0, 0),
+            "{detector}: {:#?}",
+            r.score.outcomes
+        );
+    }
+    let doc = &r.outputs.iter().find(|(v, _)| v == "tcp_info").unwrap().1;
+    assert_eq!(doc["rtt_from"], "receiver", "{doc:#}");
+}
+
 #[test]
 #[ignore = "on a quiet host the case's hogs do not slow the sleeper (lateness p99 0.09 ms before and after): the case is being reworked with the run-queue detector"]
 fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {

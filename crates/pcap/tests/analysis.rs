@@ -1,58 +1,14 @@
 //! The TCP and bin analysis on hand-built packets with known answers, and fuzzing of the whole
 //! pass with random segments (no panic, a report that serialises).
 
+mod tcp_support;
+
 use proptest::prelude::*;
 use tailhunt_model::evidence::capture::{Abandoned, CaptureReport, CloseKind, Role};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
 use tailhunt_pcap::decode::flags::{ACK, FIN, PSH, RST, SYN};
-use tailhunt_pcap::{decode, LinkType, RawPacket};
 
-const C: [u8; 4] = [198, 18, 0, 1];
-const S: [u8; 4] = [198, 18, 0, 2];
-const CP: u16 = 40000;
-const SP: u16 = 80;
-const MS: i64 = 1_000_000;
-
-/// An IPv4+TCP packet (raw IP link type); `wscale` adds the option (SYNs), `ts` timestamps.
-#[allow(clippy::too_many_arguments)]
-fn packet(
-    src: [u8; 4],
-    dst: [u8; 4],
-    sport: u16,
-    dport: u16,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    window: u16,
-    wscale: Option<u8>,
-    len: usize,
-) -> Vec<u8> {
-    let mut opts = Vec::new();
-    if let Some(w) = wscale {
-        opts.extend_from_slice(&[2, 4, 0x05, 0xb4]); // MSS 1460
-        opts.extend_from_slice(&[1, 3, 3, w]);
-    }
-    let thl = 20 + opts.len();
-    let total = 20 + thl + len;
-    let mut p = vec![0u8; total];
-    p[0] = 0x45;
-    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    p[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
-    p[8] = 64;
-    p[9] = 6;
-    p[12..16].copy_from_slice(&src);
-    p[16..20].copy_from_slice(&dst);
-    let t = &mut p[20..];
-    t[0..2].copy_from_slice(&sport.to_be_bytes());
-    t[2..4].copy_from_slice(&dport.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[8..12].copy_from_slice(&ack.to_be_bytes());
-    t[12] = ((thl / 4) as u8) << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&window.to_be_bytes());
-    t[20..20 + opts.len()].copy_from_slice(&opts);
-    p
-}
+use tcp_support::{packet, push, C, CP, MS, S, SP};
 
 struct Flow {
     an: Analyzer,
@@ -74,31 +30,20 @@ impl Flow {
     }
 
     fn push(&mut self, ts: i64, data: &[u8]) {
-        let raw = RawPacket {
-            ts_ns: ts,
-            iface: 0,
-            link: LinkType::RawIp,
-            wire_len: data.len() as u32,
-            data,
-        };
-        let d = decode(&raw).expect("decodes");
-        self.an.push(&d);
-        self.an.events.rtt.clear();
-        self.an.events.exchanges.clear();
-        self.an.events.stalls.clear();
+        push(&mut self.an, ts, data);
     }
 
     /// Handshake at `t` with the server `rtt` away and the client 10 ms away; window scale 7.
     fn handshake(&mut self, t: i64, rtt: i64) {
         let (c, s) = (self.cseq, self.sseq);
-        self.push(t, &packet(C, S, CP, SP, c, 0, SYN, 65535, Some(7), 0));
+        self.push(t, &packet(C, S, CP, SP, c, 0, SYN, 65535, Some(7), None, 0));
         self.push(
             t + rtt,
-            &packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, Some(7), 0),
+            &packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, Some(7), None, 0),
         );
         self.push(
             t + rtt + 10 * MS,
-            &packet(C, S, CP, SP, c + 1, s + 1, ACK, 512, None, 0),
+            &packet(C, S, CP, SP, c + 1, s + 1, ACK, 512, None, None, 0),
         );
         self.cseq += 1;
         self.sseq += 1;
@@ -114,6 +59,7 @@ impl Flow {
             self.sseq,
             ACK | PSH,
             512,
+            None,
             None,
             len,
         );
@@ -132,6 +78,7 @@ impl Flow {
             ACK | PSH,
             512,
             None,
+            None,
             len,
         );
         self.push(t, &p);
@@ -139,7 +86,7 @@ impl Flow {
     }
 
     fn client_ack(&mut self, t: i64, ack: u32, window_raw: u16) {
-        let p = packet(C, S, CP, SP, self.cseq, ack, ACK, window_raw, None, 0);
+        let p = packet(C, S, CP, SP, self.cseq, ack, ACK, window_raw, None, None, 0);
         self.push(t, &p);
     }
 
@@ -172,12 +119,12 @@ fn one_connection_end_to_end() {
     let close = t0 + 30_000 * MS;
     f.push(
         close,
-        &packet(C, S, CP, SP, f.cseq, f.sseq, FIN | ACK, 512, None, 0),
+        &packet(C, S, CP, SP, f.cseq, f.sseq, FIN | ACK, 512, None, None, 0),
     );
     f.server_data(close + 5 * MS, 1448);
     f.push(
         close + 15 * MS,
-        &packet(C, S, CP, SP, f.cseq + 1, 0, RST, 0, None, 0),
+        &packet(C, S, CP, SP, f.cseq + 1, 0, RST, 0, None, None, 0),
     );
     let r = f.report();
     assert_eq!(r.flows.len(), 1);
@@ -243,14 +190,14 @@ fn a_window_limited_download_seen_from_the_receiver() {
     f.an = Analyzer::new(AnalysisConfig::default()).unwrap();
     // Handshake without window scaling.
     let (c, s) = (f.cseq, f.sseq);
-    f.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, 0));
+    f.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, None, 0));
     f.push(
         rtt,
-        &packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, None, 0),
+        &packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, None, None, 0),
     );
     f.push(
         rtt + 10_000,
-        &packet(C, S, CP, SP, c + 1, s + 1, ACK, 65535, None, 0),
+        &packet(C, S, CP, SP, c + 1, s + 1, ACK, 65535, None, None, 0),
     );
     f.cseq += 1;
     f.sseq += 1;
@@ -353,9 +300,9 @@ proptest! {
             t += s.dt_us as i64 * 1000 - 100_000;
             let port = CP + s.flow as u16;
             let p = if s.from_client {
-                packet(C, S, port, SP, s.seq, s.ack, s.flags, s.window, (s.flags & SYN != 0).then_some(s.window as u8 % 16), s.len as usize)
+                packet(C, S, port, SP, s.seq, s.ack, s.flags, s.window, (s.flags & SYN != 0).then_some(s.window as u8 % 16), None, s.len as usize)
             } else {
-                packet(S, C, SP, port, s.seq, s.ack, s.flags, s.window, (s.flags & SYN != 0).then_some(s.window as u8 % 16), s.len as usize)
+                packet(S, C, SP, port, s.seq, s.ack, s.flags, s.window, (s.flags & SYN != 0).then_some(s.window as u8 % 16), None, s.len as usize)
             };
             f.push(t, &p);
         }

@@ -28,6 +28,7 @@ use crate::error::SockError;
 use crate::kernel::read_context;
 use crate::netns::within;
 use crate::owners::{process_of, Owners};
+use crate::transfer::sampler::receiver_window_share;
 use crate::transfer::Reading;
 
 /// Shares of busy time at or above this flag a connection. The kernel's limited-time clocks
@@ -296,7 +297,7 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
     if bytes_sent >= MIN_FLAG_BYTES && sndbuf_limited_share.is_some_and(|s| s >= LIMITED_SHARE) {
         flags.push("sndbuf-limited".to_string());
     }
-    let receiver_window_share = receiver_share(r);
+    let receiver_window_share = receiver_window_share(r);
     if bytes_received >= MIN_FLAG_BYTES
         && receiver_window_share.is_some_and(|s| s >= RECEIVER_SHARE)
     {
@@ -341,38 +342,8 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
     }
 }
 
-/// Receiving at 75% of window/RTT or more counts as window-limited for the receiver's view.
-const RECEIVER_RATE: f64 = 0.75;
 /// Half the receiving intervals at the window's rate flag a receiver.
 pub const RECEIVER_SHARE: f64 = 0.5;
-
-/// The receiver's window-limited share (see [`ConnectionReport::receiver_window_share`]); the
-/// RTT is the receiver's own estimate (tcpi_rcv_rtt), else the smoothed RTT.
-fn receiver_share(r: &[Reading]) -> Option<f64> {
-    let (mut active, mut at_window) = (0u32, 0u32);
-    for w in r.windows(2) {
-        let (a, b) = (&w[0].info, &w[1].info);
-        let got = b.bytes_received?.saturating_sub(a.bytes_received?);
-        let dt = (w[1].t_ns - w[0].t_ns) as f64 / 1e9;
-        if got == 0 || dt <= 0.0 {
-            continue;
-        }
-        let rtt = if b.rcv_rtt_ns > 0 {
-            b.rcv_rtt_ns
-        } else {
-            b.rtt_ns
-        };
-        let (Some(wnd), true) = (b.rcv_wnd, rtt > 0) else {
-            continue;
-        };
-        active += 1;
-        let bound = f64::from(wnd) / (rtt as f64 / 1e9);
-        if got as f64 / dt >= RECEIVER_RATE * bound {
-            at_window += 1;
-        }
-    }
-    (active > 0).then(|| f64::from(at_window) / f64::from(active))
-}
 
 /// Joins each connection with its other end (same addresses, swapped) and with the audit.
 fn link_peers(conns: &mut [ConnectionReport], audit: Option<&AuditResult>) {
@@ -442,9 +413,9 @@ mod tests {
     #[test]
     fn a_receiver_getting_its_window_per_rtt_is_flagged_and_a_slower_one_is_not() {
         // 80 kB per 80 ms is 100 kB per 100 ms.
-        assert_eq!(receiver_share(&receiver(100_000)), Some(1.0));
-        assert_eq!(receiver_share(&receiver(40_000)), Some(0.0));
-        assert_eq!(receiver_share(&receiver(0)), None);
+        assert_eq!(receiver_window_share(&receiver(100_000)), Some(1.0));
+        assert_eq!(receiver_window_share(&receiver(40_000)), Some(0.0));
+        assert_eq!(receiver_window_share(&receiver(0)), None);
         let t = Tracked {
             ns: 0,
             last: DiagSocket {

@@ -9,10 +9,11 @@
 //! ```
 //!
 //! The shared queue (`shared: true`), a round trip made of queueing delay alone: a tbf
-//! bottleneck with a 300 ms queue toward the client, kept full by a competing autotuned
-//! download (from port 7401, joining 100 ms after the case's own download began, the server's
-//! congestion control set to the loss-based Reno): the handshake crossed an empty queue, and
-//! the round trip the sender lives with later is queueing delay the capture's legs never saw.
+//! bottleneck with a 300 ms queue toward the client, kept full by a competing download (from
+//! port 7401, joining 100 ms after the case's own download began, the server's congestion
+//! control set to the loss-based Reno, its send buffer sized to fill the queue without
+//! overflowing it): the handshake crossed an empty queue, and the round trip the sender lives
+//! with later is queueing delay the capture's legs never saw.
 //!
 //! ```text
 //!  client 198.18.33.2 ── sw (tbf toward the client) ── 198.18.34.2 server :7400, :7401
@@ -224,6 +225,7 @@ pub(crate) fn run(
         "window_bound_bps": (!s.shared).then(|| window_bound(&d.client, s.rtt_ms)).flatten(),
         "throughput_bps": d.client["throughput_bps"],
         "timed_out": timed_out,
+        "download_retransmissions": d.server["connections"][0]["tcp"]["total_retrans"],
     });
     Ok(Truth::of(case, planted, views, programs, facts))
 }
@@ -244,7 +246,7 @@ fn downloads(
         ],
     )?;
     let competing_server = match s.shared {
-        true => Some(competitor_server(ctx, path, server_ip)?),
+        true => Some(competitor_server(ctx, path, server_ip, s)?),
         false => None,
     };
     let bytes = s.bytes.to_string();
@@ -284,25 +286,41 @@ fn downloads(
     })
 }
 
-/// The competing download's server (shared-queue path).
+/// The competing download's send buffer: the kernel doubles it, and the doubled buffer holds at
+/// most 80% of the queue's 300 ms at the bottleneck's rate, so the competitor keeps the queue
+/// full (a 150-240 ms round trip, by how much of the buffer its segments' overhead takes) without
+/// overflowing it. A competitor that overflowed it (autotuned Reno's sawtooth) dropped the
+/// case's own segments too, now and then: its Reno sender halved its congestion window and,
+/// gaining one segment per 250 ms round, stayed congestion-limited for the rest of the download
+/// (measured: its own rwnd-limited share fell from 0.89 to 0.43), a second cause the case does
+/// not claim.
+fn competitor_sndbuf(s: &WindowSpec) -> u64 {
+    s.rate_bps / 8 * 3 / 10 * 4 / 10
+}
+
+/// The competing download's server (shared-queue path), its send buffer pinned (see
+/// [`competitor_sndbuf`]).
 fn competitor_server(
     ctx: &Ctx,
     path: &Path,
     server_ip: &str,
+    s: &WindowSpec,
 ) -> Result<crate::scenario::procs::Proc, TruthError> {
     let listen = format!("{server_ip}:{COMPETITOR_PORT}");
+    let sndbuf = competitor_sndbuf(s).to_string();
     ctx.server(
         path.server(),
         "competing transfer server",
         &[
-            "--json", "transfer", "server", "--listen", &listen, "--count", "1",
+            "--json", "transfer", "server", "--listen", &listen, "--count", "1", "--sndbuf",
+            &sndbuf,
         ],
     )
 }
 
-/// The competing autotuned download (shared-queue path): it joins 100 ms after the case's own
-/// download began, so that download's handshake crossed an empty queue, and lasts eight
-/// seconds at the bottleneck's rate.
+/// The competing download (shared-queue path, the client autotuned): it joins 100 ms after the
+/// case's own download began, so that download's handshake crossed an empty queue, and lasts
+/// eight seconds at the bottleneck's rate.
 fn competitor_client(
     ctx: &Ctx,
     path: &Path,

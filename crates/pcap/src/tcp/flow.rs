@@ -16,8 +16,9 @@ use crate::flowkey::FlowKey;
 use super::close::CloseTrack;
 use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
+use super::rtt::{ByteWeighted, Echo, EchoFilter, RttStats, Source};
 use super::seq::{after, distance, later};
-use super::states::{SenderState, StateTimes};
+use super::states::StateTimes;
 use super::view::SenderView;
 
 /// Minimum retransmission timeout of Linux (`TCP_RTO_MIN`, 200 ms): a resend after a silence
@@ -32,41 +33,17 @@ const DELAYED_ACK_MAX_NS: i64 = 500_000_000;
 /// are stored for the largest flows only.
 const COMPACT_KEEP_WINDOW_BYTES: u64 = 1 << 20;
 
-/// Per-leg RTT statistics (capture point -> receiver of side `s`'s data -> capture point).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RttStats {
-    /// Samples.
-    pub count: u64,
-    /// Smallest, ns.
-    pub min_ns: i64,
-    /// Largest, ns.
-    pub max_ns: i64,
-    /// Sum, ns.
-    pub sum_ns: i64,
-    /// Smoothed (RFC 6298 alpha 1/8), ns.
-    pub srtt_ns: i64,
-}
-
-impl RttStats {
-    fn add(&mut self, rtt: i64) {
-        if self.count == 0 {
-            self.min_ns = rtt;
-            self.max_ns = rtt;
-            self.srtt_ns = rtt;
-        } else {
-            self.min_ns = self.min_ns.min(rtt);
-            self.max_ns = self.max_ns.max(rtt);
-            self.srtt_ns += (rtt - self.srtt_ns) / 8;
-        }
-        self.count += 1;
-        self.sum_ns += rtt;
-    }
-}
-
 /// The request/response turn in progress.
 #[derive(Debug, Default, Clone, Copy)]
 struct Turn {
     current: Option<Exchange>,
+}
+
+/// What an ACK left for the rest of the segment: the first echo of a peer's TSval that it did
+/// not use as a sample (a data segment may).
+#[derive(Debug, Default, Clone, Copy)]
+struct AckSeen {
+    echo: Option<Echo>,
 }
 
 /// A Nagle candidate: a small segment whose ACK came late and as a pure ACK.
@@ -94,8 +71,14 @@ pub struct TcpFlow {
     pub handshake_ack_ns: Option<i64>,
     /// The two directions.
     pub halves: [Half; 2],
-    /// RTT per leg, indexed by the side whose data was acknowledged.
+    /// RTT per leg, indexed by the side whose data was acknowledged (`rtt[d]`: capture point
+    /// -> receiver of `d`'s data -> capture point).
     pub rtt: [RttStats; 2],
+    /// Per sending side `s`: its leg (capture point -> `s` -> capture point) from the echoes
+    /// of the peer's TSvals on its data.
+    pub echo: [EchoFilter; 2],
+    /// Per sending side: the round trip of its data weighted by the bytes acknowledged.
+    pub weighted: [ByteWeighted; 2],
     /// Wire bytes per bin, per sending side.
     pub bins: [SparseBins; 2],
     /// Time by sender state, per sending side.
@@ -117,12 +100,12 @@ pub struct TcpFlow {
     /// Samples of `(ts, inflight, window)` per sending side, at most one per bin.
     pub window_points: [Vec<(i64, u32, u32)>; 2],
     /// Per sending side: the receiver's ACKs as they reached the sender.
-    views: [SenderView; 2],
+    pub(super) views: [SenderView; 2],
     /// Its live-connection state was freed ([`TcpFlow::compact`]).
     compacted: bool,
     turn: Turn,
     held: [Option<Held>; 2],
-    bin_ns: i64,
+    pub(super) bin_ns: i64,
 }
 
 impl TcpFlow {
@@ -137,6 +120,8 @@ impl TcpFlow {
             handshake_ack_ns: None,
             halves: Default::default(),
             rtt: Default::default(),
+            echo: Default::default(),
+            weighted: Default::default(),
             bins: Default::default(),
             states: Default::default(),
             inferred_wscale: [0; 2],
@@ -226,14 +211,19 @@ impl TcpFlow {
         {
             self.handshake_ack_ns = Some(ts);
             if let Some(sa) = self.synack_ns {
-                self.add_rtt(ev, ts, 1 - side, ts - sa, RttMethod::Handshake);
+                self.add_rtt(ev, ts, 1 - side, ts - sa, Source::Handshake);
             }
         }
-        if tcp.flags & flags::ACK != 0 {
-            self.on_ack(ts, side, tcp, ev);
-        }
+        let acked = if tcp.flags & flags::ACK != 0 {
+            self.on_ack(ts, side, tcp, ev)
+        } else {
+            AckSeen::default()
+        };
         if tcp.payload_len > 0 && tcp.flags & flags::SYN == 0 {
-            self.on_data(ts, side, tcp, ip_id, ev);
+            let kind = self.on_data(ts, side, tcp, ip_id, ev);
+            if let (Some(e), SegmentKind::New) = (acked.echo, kind) {
+                self.on_data_echo(ts, side, e, ev);
+            }
         }
         self.on_close_flags(ts, side, tcp);
         self.note_window_point(ts);
@@ -256,16 +246,22 @@ impl TcpFlow {
         } else if self.synack_ns.is_none() {
             self.synack_ns = Some(ts);
             if let Some(syn) = self.syn_ns {
-                self.add_rtt(ev, ts, 1 - side, ts - syn, RttMethod::Handshake);
+                self.add_rtt(ev, ts, 1 - side, ts - syn, Source::Handshake);
             }
         }
     }
 
-    fn add_rtt(&mut self, ev: &mut FlowEvents, ts: i64, acked_side: usize, rtt: i64, m: RttMethod) {
+    /// A sample of the leg capture point -> `1 - acked_side` -> capture point.
+    fn add_rtt(&mut self, ev: &mut FlowEvents, ts: i64, acked_side: usize, rtt: i64, s: Source) {
         if rtt < 0 {
             return;
         }
-        self.rtt[acked_side].add(rtt);
+        self.rtt[acked_side].add(rtt, s);
+        let m = match s {
+            Source::Handshake => RttMethod::Handshake,
+            Source::Seq => RttMethod::Seq,
+            Source::AckEcho | Source::DataEcho => RttMethod::Timestamp,
+        };
         let leg = if acked_side == self.client() {
             Leg::Server
         } else {
@@ -281,7 +277,7 @@ impl TcpFlow {
     }
 
     /// An ACK from `side` about the data of `1 - side`.
-    fn on_ack(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
+    fn on_ack(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) -> AckSeen {
         let d = 1 - side;
         let ack = tcp.ack;
         let pure = tcp.payload_len == 0 && tcp.flags & (flags::SYN | flags::FIN | flags::RST) == 0;
@@ -306,6 +302,7 @@ impl TcpFlow {
         }
         let h = &mut self.halves[d];
         let new_ack = !h.has_ack || after(ack, h.acked);
+        let newly_acked = if h.has_ack { distance(ack, h.acked) } else { 0 };
         let mut sample = None;
         if new_ack {
             sample = h.on_new_ack(ts, ack);
@@ -323,21 +320,31 @@ impl TcpFlow {
                 .map(|&(l, r)| distance(r, l))
                 .sum();
         }
-        // Timestamp echo: a sample only when the ACK covers new data (an old echo on a
-        // duplicate ACK would measure the wait, not the path).
+        // Timestamps: this side's TSval is remembered; the first echo of the peer's TSval is
+        // a sample of this side's leg when the ACK covers new data (a later echo, or one on a
+        // duplicate ACK, would measure a wait, not the path), else it may still be one on the
+        // data this segment carries (see `on_timestamps`).
+        let mut echo = None;
         if let Some((tsval, tsecr)) = tcp.options.timestamps {
-            self.halves[side].note_tsval(tsval, ts);
-            if new_ack {
-                let echo = self.halves[d].echo_rtt(tsecr, ts);
-                if sample.is_none() {
-                    if let Some(rtt) = echo {
-                        self.add_rtt(ev, ts, d, rtt, RttMethod::Timestamp);
-                    }
+            let data = tcp.payload_len > 0;
+            self.halves[side].tsvals.note(tsval, ts, pure, data);
+            echo = self.halves[d].tsvals.echo(tsecr, ts);
+            if new_ack && sample.is_none() {
+                if let Some(e) = echo.take() {
+                    self.add_rtt(ev, ts, d, e.rtt_ns, Source::AckEcho);
                 }
+            }
+            if new_ack {
+                echo = None;
             }
         }
         if let Some(rtt) = sample {
-            self.add_rtt(ev, ts, d, rtt, RttMethod::Seq);
+            self.add_rtt(ev, ts, d, rtt, Source::Seq);
+        }
+        if newly_acked > 0 {
+            if let Some((receiver_leg, sender_leg)) = self.legs_now(d) {
+                self.weighted[d].add(newly_acked, receiver_leg, sender_leg);
+            }
         }
         self.infer_wscale(side);
         // Nagle: a late, pure ACK that leaves nothing in flight after a sub-MSS segment.
@@ -358,6 +365,7 @@ impl TcpFlow {
                 }
             }
         }
+        AckSeen { echo }
     }
 
     /// Without the SYNs the window scale is unknown: take the smallest shift under which the
@@ -376,11 +384,19 @@ impl TcpFlow {
         self.inferred_wscale[receiver] = shift;
     }
 
-    fn on_data(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ip_id: u16, ev: &mut FlowEvents) {
+    /// A segment with payload from `side`; says whether it was new data.
+    fn on_data(
+        &mut self,
+        ts: i64,
+        side: usize,
+        tcp: &Tcp<'_>,
+        ip_id: u16,
+        ev: &mut FlowEvents,
+    ) -> SegmentKind {
         let previous_send = self.halves[side].last_send_ns;
         let kind = self.halves[side].on_data(ts, tcp.seq, tcp.payload_len, ip_id);
         if kind == SegmentKind::Duplicate {
-            return;
+            return kind;
         }
         let new_bytes = if kind == SegmentKind::New {
             tcp.payload_len as u64
@@ -423,6 +439,17 @@ impl TcpFlow {
         }
         if kind == SegmentKind::New {
             self.on_turn(ts, side, tcp.payload_len, ev);
+        }
+        kind
+    }
+
+    /// New data from `side` echoed a TSval of its peer for the first time: when only pure
+    /// ACKs carried that value, the echo measures `side`'s leg, queue included (see
+    /// [`super::rtt`]).
+    fn on_data_echo(&mut self, ts: i64, side: usize, e: Echo, ev: &mut FlowEvents) {
+        if e.acks_only {
+            let rtt = self.echo[side].add(e);
+            self.add_rtt(ev, ts, 1 - side, rtt, Source::DataEcho);
         }
     }
 
@@ -476,108 +503,6 @@ impl TcpFlow {
             h.rsts += 1;
             self.close.on_close(side, CloseKind::Rst, ts, last_data);
         }
-    }
-
-    /// Round trip capture point -> `side` -> capture point: the smallest RTT measured on
-    /// data the other side sent (or its handshake leg), 0 while unknown.
-    pub fn leg_to(&self, side: usize) -> i64 {
-        let r = &self.rtt[1 - side];
-        if r.count > 0 {
-            r.min_ns.max(0)
-        } else {
-            0
-        }
-    }
-
-    /// `(outstanding, window)` as the sender `d` sees them now.
-    fn sender_view(&self, d: usize) -> Option<(u32, u32)> {
-        let h = &self.halves[d];
-        if !h.has_seq || h.first_data_ns.is_none() {
-            return None;
-        }
-        self.views[d].outstanding(h.next_seq)
-    }
-
-    fn note_window_point(&mut self, ts: i64) {
-        for d in 0..2 {
-            let leg = self.leg_to(d);
-            self.views[d].advance(ts, leg);
-            let Some((outstanding, window)) = self.sender_view(d) else {
-                continue;
-            };
-            let outstanding = outstanding.saturating_sub(self.halves[d].sacked);
-            let h = &mut self.halves[d];
-            h.max_inflight = h.max_inflight.max(outstanding);
-            let pts = &mut self.window_points[d];
-            let bin = ts.div_euclid(self.bin_ns);
-            match pts.last_mut() {
-                Some(last) if last.0.div_euclid(self.bin_ns) == bin => {
-                    *last = (ts, outstanding, window)
-                }
-                _ => pts.push((ts, outstanding, window)),
-            }
-        }
-    }
-
-    /// Attributes the time since the previous packet to each sending side's state then.
-    fn account_time(&mut self, ts: i64) {
-        let dt = ts - self.last_ns;
-        if dt <= 0 {
-            return;
-        }
-        for d in 0..2 {
-            if self.halves[d].first_data_ns.is_none() {
-                continue;
-            }
-            let state = self.sender_state(d, dt);
-            self.states[d].add(state, dt);
-        }
-    }
-
-    /// What limited side `d`'s sending over a gap of `dt` after the last packet.
-    pub fn sender_state(&self, d: usize, dt: i64) -> SenderState {
-        let h = &self.halves[d];
-        let (outstanding, window) = match self.sender_view(d) {
-            Some(v) => (v.0, Some(v.1)),
-            None => (distance(h.next_seq, h.acked), self.window(1 - d)),
-        };
-        if window == Some(0) {
-            return SenderState::ZeroWindow;
-        }
-        let inflight = outstanding.saturating_sub(h.sacked);
-        let path = self.path_rtt_ns(d).unwrap_or(0);
-        if inflight == 0 {
-            return if dt > (10 * path).max(10_000_000) {
-                SenderState::Idle
-            } else {
-                SenderState::ApplicationLimited
-            };
-        }
-        let mss = self.mss(d);
-        // Window-limited: no room for another full segment (or, for windows smaller than two
-        // segments, for half the window) — loopback's 64 KiB MSS must not make every byte
-        // in flight "fill" a 64 KiB window.
-        if let Some(w) = window {
-            if w.saturating_sub(outstanding) < mss.min(w / 2) {
-                return SenderState::ReceiveWindowLimited;
-            }
-        }
-        let recovering = h
-            .last_retrans_ns
-            .is_some_and(|t| self.last_ns - t <= path.max(1_000_000) * 2);
-        let full_sized = h.last_segment.is_some_and(|(_, _, len, _)| len >= mss);
-        if recovering || full_sized {
-            SenderState::CongestionOrLoss
-        } else {
-            SenderState::ApplicationLimited
-        }
-    }
-
-    /// The whole round trip of side `d`'s data (sender -> receiver -> sender): the mean RTT
-    /// from the capture point to the receiver plus the smallest to the sender.
-    pub fn path_rtt_ns(&self, d: usize) -> Option<i64> {
-        let r = &self.rtt[d];
-        (r.count > 0).then(|| r.sum_ns / r.count as i64 + self.leg_to(d))
     }
 
     /// Frees what only a live connection needs (segments awaiting ACKs, TSvals, the ACK

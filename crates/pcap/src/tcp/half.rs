@@ -5,13 +5,12 @@ use std::collections::VecDeque;
 
 use tailhunt_model::evidence::capture::Retransmissions;
 
+use super::rtt::Tsvals;
 use super::seq::{after, at_or_after, distance, later};
 
 /// Outstanding segments remembered for RTT samples; older ones are dropped (a sample lost,
 /// never a wrong one).
 const MAX_OUTSTANDING: usize = 512;
-/// TSvals remembered for timestamp-echo RTT samples.
-const MAX_TSVALS: usize = 64;
 
 /// A data segment not yet acknowledged.
 #[derive(Debug, Clone, Copy)]
@@ -90,8 +89,8 @@ pub struct Half {
     pub zero_window_ns: i64,
     /// Segments awaiting an ACK (for RTT samples).
     pub outstanding: VecDeque<Outstanding>,
-    /// TSvals this side sent, with when they were first seen.
-    pub tsvals: VecDeque<(u32, i64)>,
+    /// TSvals this side sent that the peer has not echoed yet.
+    pub tsvals: Tsvals,
     /// Largest bytes in flight as the sender saw them (see [`super::view`]).
     pub max_inflight: u32,
 }
@@ -196,25 +195,6 @@ impl Half {
             }
         }
         sample
-    }
-
-    /// Remembers a TSval this side sent.
-    pub fn note_tsval(&mut self, tsval: u32, ts: i64) {
-        if self.tsvals.back().is_some_and(|&(v, _)| v == tsval) {
-            return;
-        }
-        if self.tsvals.len() == MAX_TSVALS {
-            self.tsvals.pop_front();
-        }
-        self.tsvals.push_back((tsval, ts));
-    }
-
-    /// The peer echoed `tsecr` at `ts`: RTT from when this side first sent that TSval.
-    pub fn echo_rtt(&mut self, tsecr: u32, ts: i64) -> Option<i64> {
-        let i = self.tsvals.iter().position(|&(v, _)| v == tsecr)?;
-        let (_, sent) = self.tsvals[i];
-        self.tsvals.drain(..=i);
-        (ts >= sent).then_some(ts - sent)
     }
 }
 

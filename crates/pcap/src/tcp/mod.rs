@@ -3,13 +3,15 @@
 //!
 //! In: decoded TCP segments of one connection, in capture order. Out: [`FlowEvents`] as they
 //! happen (RTT samples, exchanges, stalls) and a [`TcpSummary`] per connection. State per
-//! connection is bounded (at most 512 outstanding segments and 64 TSvals are remembered), so
-//! memory grows with the number of open connections, not with packets.
+//! connection is bounded (at most 512 outstanding segments and 1024 TSvals per side are
+//! remembered), so memory grows with the number of open connections, not with packets.
 
 pub mod close;
 pub mod events;
 pub mod flow;
 pub mod half;
+pub mod rtt;
+pub mod sending;
 pub mod seq;
 pub mod states;
 pub mod summary;

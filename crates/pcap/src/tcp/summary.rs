@@ -1,8 +1,9 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
-use tailhunt_model::evidence::capture::{Handshake, RttSummary, SideSummary, TcpSummary};
+use tailhunt_model::evidence::capture::{Handshake, RttSummary, SenderRtt, SideSummary, TcpSummary};
 
-use super::flow::{RttStats, TcpFlow};
+use super::flow::TcpFlow;
+use super::rtt::RttStats;
 
 /// One leg's RTT samples summarised.
 fn rtt_summary(s: &RttStats) -> Option<RttSummary> {
@@ -76,11 +77,25 @@ impl TcpFlow {
             rwnd_limited_share: self.states[main].rwnd_share(),
             mean_window,
             path_rtt_ns: path_rtt,
+            sender_rtt: self.sender_rtt(main),
             window_bound_bps: window_bound,
             exchanges: self.exchanges,
             nagle_stalls: self.stalls,
             close: self.close.summary(c, &self.halves),
             ports_reused: self.reused,
         }
+    }
+
+    /// How the round trip of side `d`'s data was put together.
+    fn sender_rtt(&self, d: usize) -> Option<SenderRtt> {
+        let (receiver_leg_ns, sender_leg_ns) = self.sender_legs_ns(d)?;
+        let echo = &self.echo[d];
+        Some(SenderRtt {
+            receiver_leg_ns,
+            sender_leg_ns,
+            sender_leg_from: self.rtt[1 - d].main_source().into(),
+            echo_samples: echo.samples,
+            echo_error_max_ns: echo.spread_max_ns,
+        })
     }
 }

@@ -53,6 +53,11 @@ impl SenderView {
         }
     }
 
+    /// When the oldest ACK not yet known reaches the sender, given the leg `leg_ns`.
+    pub fn next_known_at(&self, leg_ns: i64) -> Option<i64> {
+        self.acks.front().map(|a| a.ts_ns + leg_ns)
+    }
+
     /// Bytes the sender has outstanding when its highest sequence sent is `next_seq`, and the
     /// window it may fill (from the last ACK it has seen); `None` before any ACK reached it.
     pub fn outstanding(&self, next_seq: u32) -> Option<(u32, u32)> {

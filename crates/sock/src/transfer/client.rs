@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tailhunt_model::ClockOrigin;
 
-use tailhunt_model::evidence::sock::{SenderView, TransferOutcome, TransferReport};
+use tailhunt_model::evidence::sock::{SenderView, TcpInfoSummary, TransferOutcome, TransferReport};
 
 use super::sampler::{summarise, Sampler};
 use super::{
@@ -78,10 +78,7 @@ pub fn download(
 
     let tcp = summarise(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
     let window_bytes = tcp.rcv_wnd_mean_bytes;
-    let rtt_ns = sender
-        .as_ref()
-        .and_then(|s| s.tcp.rtt_mean_ns)
-        .or(tcp.rtt_mean_ns);
+    let (rtt_ns, rtt_from) = transfer_rtt(sender.as_ref(), &tcp);
     let transfer_ns = (end_ns - start_ns).max(1) as u64;
     let report = TransferReport {
         role: "client".into(),
@@ -106,6 +103,7 @@ pub fn download(
         sender,
         window_bytes,
         rtt_ns,
+        rtt_from,
         window_bound_bps: bound_bps(window_bytes, rtt_ns),
         range_ns: (start_ns, end_ns),
         first_byte_ns,
@@ -113,6 +111,24 @@ pub fn download(
         kernel: read_context(),
     };
     Ok(Transfer { report, readings })
+}
+
+/// The round trip the sender lived with and whose view it is: the sender's own (its trailer,
+/// when the transfer completed), else the receiver's estimate of it (`tcpi_rcv_rtt`), both
+/// averaged over the bytes moved. Never the receiver's smoothed RTT (`tcpi_rtt`): a receiver
+/// measures that on its own data — the request, sent before any queue filled — so it says
+/// nothing of the path the download waits through (90-144 µs over a 300 ms queue).
+fn transfer_rtt(
+    sender: Option<&SenderView>,
+    own: &TcpInfoSummary,
+) -> (Option<u64>, Option<String>) {
+    if let Some(r) = sender.and_then(|s| s.tcp.rtt_bytes_mean_ns.or(s.tcp.rtt_mean_ns)) {
+        return (Some(r), Some("sender".into()));
+    }
+    match own.rcv_rtt_bytes_mean_ns {
+        Some(r) => (Some(r), Some("receiver".into())),
+        None => (None, None),
+    }
 }
 
 /// What reading the payload came to.
@@ -200,4 +216,42 @@ fn read_trailer(stream: &TcpStream) -> Result<SenderView, SockError> {
     s.read_exact(&mut body)
         .map_err(|e| bad(format!("short trailer: {e}")))?;
     serde_json::from_slice(&body).map_err(|e| bad(format!("trailer is not JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A download through a queue that filled after the request: the receiver's smoothed
+    /// RTT is its request's (69 µs), its `tcpi_rcv_rtt` the queue's. Without the sender's
+    /// trailer (a timeout) the bound takes the latter, and says whose it is.
+    #[test]
+    fn the_receiver_never_takes_its_own_request_rtt_for_the_path() {
+        let own = TcpInfoSummary {
+            rtt_mean_ns: Some(69_000),
+            rcv_rtt_bytes_mean_ns: Some(230_000_000),
+            ..TcpInfoSummary::default()
+        };
+        assert_eq!(
+            transfer_rtt(None, &own),
+            (Some(230_000_000), Some("receiver".into()))
+        );
+        let sender = SenderView {
+            tcp: TcpInfoSummary {
+                rtt_mean_ns: Some(48_000_000),
+                rtt_bytes_mean_ns: Some(77_000_000),
+                ..TcpInfoSummary::default()
+            },
+            ..SenderView::default()
+        };
+        assert_eq!(
+            transfer_rtt(Some(&sender), &own),
+            (Some(77_000_000), Some("sender".into()))
+        );
+        let nothing = TcpInfoSummary {
+            rtt_mean_ns: Some(69_000),
+            ..TcpInfoSummary::default()
+        };
+        assert_eq!(transfer_rtt(None, &nothing), (None, None));
+    }
 }

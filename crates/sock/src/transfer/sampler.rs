@@ -101,9 +101,17 @@ pub fn summarise(readings: &[Reading], moving: impl Fn(&Reading) -> bool) -> Tcp
         (Some(l), Some(b)) if b > 0 => Some(l as f64 / b as f64),
         _ => None,
     };
+    let moving: Vec<Reading> = active.iter().map(|r| **r).collect();
     TcpInfoSummary {
         readings: readings.len() as u64,
         rtt_mean_ns: mean(&|t| Some(t.rtt_ns as f64)).map(|v| v as u64),
+        rtt_bytes_mean_ns: bytes_weighted(&moving, |t| t.bytes_acked, |t| Some(t.rtt_ns)),
+        rcv_rtt_bytes_mean_ns: bytes_weighted(
+            &moving,
+            |t| t.bytes_received,
+            |t| (t.rcv_rtt_ns > 0).then_some(t.rcv_rtt_ns),
+        ),
+        receiver_window_share: receiver_window_share(&moving),
         min_rtt_ns: i.min_rtt_ns,
         rcv_wnd_mean_bytes: mean(&|t| t.rcv_wnd.map(f64::from)),
         rcv_wnd_max_bytes: readings.iter().filter_map(|r| r.info.rcv_wnd).max(),
@@ -123,6 +131,62 @@ pub fn summarise(readings: &[Reading], moving: impl Fn(&Reading) -> bool) -> Tcp
             .filter(|r| crate::monitor::zero_window(&r.info))
             .count() as u64,
     }
+}
+
+/// `value` averaged over the bytes that moved while it held: each reading's value weighted
+/// by what the counter `moved` grew since the reading before. For a round trip this is the
+/// mean per window moved — a window-limited transfer moves one window per round trip, so its
+/// rate is the window over this mean, however the round trip changed (a time mean weighs a
+/// slow round more than the bytes it moved).
+pub fn bytes_weighted(
+    readings: &[Reading],
+    moved: fn(&TcpInfo) -> Option<u64>,
+    value: fn(&TcpInfo) -> Option<u64>,
+) -> Option<u64> {
+    let (mut sum, mut bytes) = (0f64, 0u64);
+    for w in readings.windows(2) {
+        let (Some(a), Some(b), Some(v)) = (moved(&w[0].info), moved(&w[1].info), value(&w[1].info))
+        else {
+            continue;
+        };
+        let n = b.saturating_sub(a);
+        sum += n as f64 * v as f64;
+        bytes += n;
+    }
+    (bytes > 0).then(|| (sum / bytes as f64).round() as u64)
+}
+
+/// Receiving at 75% of window/RTT or more counts as window-limited for the receiver's view.
+const RECEIVER_RATE: f64 = 0.75;
+
+/// The receiver's window-limited share: of the intervals between readings in which data
+/// arrived, those that brought at least 75% of the advertised window (`tcpi_rcv_wnd`) per
+/// round trip — the receiver's own estimate of it, `tcpi_rcv_rtt`; intervals before it has
+/// one are left out (the receiver's smoothed RTT measures its own data, not the path its
+/// sender's data waits through).
+pub fn receiver_window_share(r: &[Reading]) -> Option<f64> {
+    let (mut active, mut at_window) = (0u32, 0u32);
+    for w in r.windows(2) {
+        let (a, b) = (&w[0].info, &w[1].info);
+        let (Some(got_b), Some(got_a)) = (b.bytes_received, a.bytes_received) else {
+            continue;
+        };
+        let got = got_b.saturating_sub(got_a);
+        let dt = (w[1].t_ns - w[0].t_ns) as f64 / 1e9;
+        if got == 0 || dt <= 0.0 {
+            continue;
+        }
+        let rtt = b.rcv_rtt_ns;
+        let (Some(wnd), true) = (b.rcv_wnd, rtt > 0) else {
+            continue;
+        };
+        active += 1;
+        let bound = f64::from(wnd) / (rtt as f64 / 1e9);
+        if got as f64 / dt >= RECEIVER_RATE * bound {
+            at_window += 1;
+        }
+    }
+    (active > 0).then(|| f64::from(at_window) / f64::from(active))
 }
 
 /// The series written per socket: name, unit, and how to read the value.
@@ -229,5 +293,38 @@ mod tests {
         write_series(&mut sink, &Labels::new(), &r).unwrap();
         let rtt = sink.iter().find(|s| s.name == "tcp_rtt").unwrap();
         assert_eq!(rtt.points().unwrap().len(), 3);
+    }
+
+    /// A queue that fills: 1 MB moves at a 10 ms round trip, then 100 kB at 250 ms. The bytes
+    /// decide the mean, not the readings (most of them are at 250 ms).
+    #[test]
+    fn round_trips_are_averaged_over_the_bytes_they_moved() {
+        let at = |t_ns: i64, acked: u64, rtt_ms: u64| Reading {
+            t_ns,
+            info: TcpInfo {
+                rtt_ns: rtt_ms * 1_000_000,
+                rcv_rtt_ns: rtt_ms * 1_000_000,
+                bytes_acked: Some(acked),
+                bytes_received: Some(acked),
+                ..TcpInfo::default()
+            },
+        };
+        let mut r = vec![at(0, 0, 0), at(100, 1_000_000, 10)];
+        for i in 0..9 {
+            r.push(at(200 + i, 1_000_000 + 100_000 * u64::from(i == 8), 250));
+        }
+        let mean = bytes_weighted(&r, |t| t.bytes_acked, |t| Some(t.rtt_ns)).unwrap();
+        assert_eq!(mean, 31_818_182);
+        let s = summarise(&r, |_| true);
+        assert_eq!(s.rtt_bytes_mean_ns, Some(mean));
+        assert_eq!(s.rcv_rtt_bytes_mean_ns, Some(mean));
+        assert!(
+            s.rtt_mean_ns.unwrap() > 200_000_000,
+            "the time mean is the slow rounds'"
+        );
+        assert_eq!(
+            bytes_weighted(&r[..1], |t| t.bytes_acked, |t| Some(t.rtt_ns)),
+            None
+        );
     }
 }

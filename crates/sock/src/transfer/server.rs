@@ -96,6 +96,9 @@ impl Server {
         let sampler = Sampler::start(stream.clone(), self.opts.sample_interval);
         let start_ns = ClockOrigin::now().mono_ns;
         let (sent, outcome, error) = send(&stream, bytes);
+        if outcome == TransferOutcome::Complete {
+            wait_acknowledged(&stream, sent, self.opts.sample_interval);
+        }
         let end_ns = ClockOrigin::now().mono_ns;
         let readings = sampler.stop();
         let tcp = summarise(&readings, |r| r.t_ns >= start_ns && r.t_ns <= end_ns);
@@ -109,6 +112,7 @@ impl Server {
             finish(&stream, &view);
         }
         let window_bytes = tcp.snd_wnd_mean_bytes;
+        let rtt_ns = tcp.rtt_bytes_mean_ns.or(tcp.rtt_mean_ns);
         let transfer_ns = (end_ns - start_ns).max(1) as u64;
         let report = TransferReport {
             role: "server".into(),
@@ -130,8 +134,9 @@ impl Server {
             sndbuf_requested: self.opts.sndbuf,
             sndbuf_effective,
             nodelay: self.opts.nodelay,
-            window_bound_bps: bound_bps(window_bytes, tcp.rtt_mean_ns),
-            rtt_ns: tcp.rtt_mean_ns,
+            window_bound_bps: bound_bps(window_bytes, rtt_ns),
+            rtt_ns,
+            rtt_from: rtt_ns.map(|_| "sender".into()),
             window_bytes,
             tcp,
             sender: None,
@@ -200,6 +205,29 @@ fn send(stream: &TcpStream, bytes: u64) -> (u64, TransferOutcome, Option<String>
         }
     }
     (sent, TransferOutcome::Complete, None)
+}
+
+/// The longest the sender waits for its last bytes to be acknowledged.
+const ACK_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until the client has acknowledged all `sent` bytes (TCP_INFO's `bytes_acked`), the
+/// connection fails, or [`ACK_WAIT`] passes. The write loop ends when the last byte is in the
+/// send buffer, which autotuning grows to megabytes: without the wait, the sender's summary
+/// (and the trailer the client reads) would end a large part of the transfer early, before
+/// the round trip reached what the rest of the transfer waited through.
+fn wait_acknowledged(stream: &TcpStream, sent: u64, every: Duration) {
+    let until = std::time::Instant::now() + ACK_WAIT;
+    while std::time::Instant::now() < until {
+        match crate::sys::tcp_info(stream) {
+            Ok(i) if i.state == crate::tcp_info::TCP_ESTABLISHED => {
+                if i.bytes_acked.is_none_or(|a| a >= sent) {
+                    return;
+                }
+            }
+            _ => return,
+        }
+        std::thread::sleep(every.max(Duration::from_millis(1)));
+    }
 }
 
 /// Sends the trailer and waits (up to 5 s) for the client to close first.

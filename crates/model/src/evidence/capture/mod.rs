@@ -24,8 +24,8 @@ pub use inputs::{
 };
 pub use matching::{CloseOrigin, DelayStats, FlowPair, HopStats, MatchReport, Side};
 pub use tcp::{
-    Abandoned, CloseKind, CloseSummary, Handshake, Retransmissions, Role, RttSummary, SideSummary,
-    StateFractions, TcpSummary,
+    Abandoned, CloseKind, CloseSummary, Handshake, Retransmissions, Role, RttSummary, SenderRtt,
+    SideSummary, StateFractions, TcpSummary,
 };
 
 /// Transport protocol of a flow.

@@ -286,8 +286,12 @@ pub struct TcpSummary {
     pub rwnd_limited_share: f64,
     /// Mean window the receiver advertised while data flowed, bytes.
     pub mean_window: Option<f64>,
-    /// Round trip of the main sender's data (both legs), ns.
+    /// Round trip the main sender lives with (both legs, weighted by the bytes acknowledged;
+    /// see [`SenderRtt`]), ns.
     pub path_rtt_ns: Option<i64>,
+    /// How `path_rtt_ns` was put together (absent in reports written before it was kept).
+    #[serde(default)]
+    pub sender_rtt: Option<SenderRtt>,
     /// `mean_window / path_rtt`: the rate a window-limited transfer gets, bits/s.
     pub window_bound_bps: Option<f64>,
     /// Requests answered (data turns).
@@ -298,6 +302,28 @@ pub struct TcpSummary {
     pub close: Option<CloseSummary>,
     /// A later connection reused these ports.
     pub ports_reused: bool,
+}
+
+/// The round trip the main sender lives with, leg by leg. A window-limited sender moves one
+/// window per round trip, so each leg is weighted by the bytes acknowledged while it held:
+/// `window / (receiver_leg_ns + sender_leg_ns)` is the rate such a transfer gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SenderRtt {
+    /// Capture point -> receiver -> capture point (a data segment and its ACK), ns.
+    pub receiver_leg_ns: i64,
+    /// Capture point -> sender -> capture point, ns: ~0 in a capture at the sender; in one
+    /// at the receiver it holds the path and any queue upstream of the capture point.
+    pub sender_leg_ns: i64,
+    /// Where the sender's leg came from: `timestamps` (the receiver's TSvals echoed on the
+    /// sender's data, queues included), `acks` (the sender's ACKs of the receiver's data),
+    /// `handshake` (the SYN exchange only: a queue that filled later is not in it) or `none`.
+    pub sender_leg_from: String,
+    /// Echoes of the receiver's TSvals on the sender's data taken as samples.
+    pub echo_samples: u64,
+    /// How much one echo sample may overstate the sender's leg, ns: the longest time one
+    /// TSval value was repeated on the receiver's ACKs before the echo (under one tick of its
+    /// TS clock, 1 ms on Linux), since the echo is matched to the first ACK carrying it.
+    pub echo_error_max_ns: i64,
 }
 
 /// Retransmissions by kind.

@@ -344,8 +344,14 @@ pub struct TransferReport {
     pub sender: Option<SenderView>,
     /// The receive window the bound uses (the receiver's mean advertised window), bytes.
     pub window_bytes: Option<f64>,
-    /// The RTT the bound uses (the sender's mean smoothed RTT when known), ns.
+    /// The RTT the bound uses, ns: the sender's smoothed RTT averaged over the bytes
+    /// acknowledged (its own, or its trailer's), else the receiver's `tcpi_rcv_rtt` averaged
+    /// over the bytes received (see `rtt_from`).
     pub rtt_ns: Option<u64>,
+    /// Whose round trip `rtt_ns` is: `sender` (the sender's TCP_INFO) or `receiver` (the
+    /// receiver's estimate, when the sender's trailer never came).
+    #[serde(default)]
+    pub rtt_from: Option<String>,
     /// window / RTT, bits/s: the most a window-limited transfer can get.
     pub window_bound_bps: Option<f64>,
     /// Transfer start and end, monotonic ns.
@@ -377,6 +383,21 @@ pub struct TcpInfoSummary {
     pub readings: u64,
     /// Mean smoothed RTT, ns.
     pub rtt_mean_ns: Option<u64>,
+    /// The smoothed RTT averaged over the bytes acknowledged (each reading weighted by the
+    /// bytes acknowledged since the one before): the mean round trip per window a
+    /// window-limited sender moved, what its rate follows however the RTT changed, ns.
+    #[serde(default)]
+    pub rtt_bytes_mean_ns: Option<u64>,
+    /// The receiver's own estimate of the round trip its sender waits through
+    /// (`tcpi_rcv_rtt`: from TCP timestamps, the time from its ACK's TSval to the data that
+    /// echoes it, queues upstream included), averaged over the bytes received, ns.
+    #[serde(default)]
+    pub rcv_rtt_bytes_mean_ns: Option<u64>,
+    /// The receiver's view of its window: the share of the intervals in which data arrived
+    /// that brought at least 75% of its advertised window per `tcpi_rcv_rtt` (a sender cannot
+    /// send more than the window per round trip).
+    #[serde(default)]
+    pub receiver_window_share: Option<f64>,
     /// Minimum RTT the kernel saw, ns.
     pub min_rtt_ns: Option<u64>,
     /// Mean window this end advertised (tcpi_rcv_wnd), bytes.
