@@ -306,6 +306,7 @@ impl Analyzer {
             })
             .map(|(name, k, side, f)| FlowBins {
                 name,
+                sender: k.endpoint(side).to_string(),
                 src: k.endpoint(side).ip(),
                 dst: k.endpoint(1 - side).ip(),
                 bins: &f.bins()[side],
