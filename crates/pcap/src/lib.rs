@@ -35,6 +35,7 @@ pub mod bins;
 pub mod bins_csv;
 pub mod burst;
 pub mod decode;
+pub mod delay;
 pub mod flowkey;
 pub mod fxhash;
 pub mod inputs;

@@ -18,8 +18,9 @@
 //! again with `--requests` naming the api client's own run. Planted: `microburst` naming every
 //! source's flow, in each direction whose tbf held back at least 1% of the packets it sent (its
 //! `overlimits`; at 10 Gbit/s this machine cannot fill the link, and then nothing was planted
-//! there). The twin's
-//! sources answer 100 bytes.
+//! there); for the sustained case `link-saturated` naming the transfer (a link full for
+//! seconds is not a microburst: a one-second graph shows it). The twin's sources answer 100
+//! bytes.
 
 use std::time::Duration;
 
@@ -281,12 +282,15 @@ fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) ->
             "far clients fetching 10 ms replies from the cache 3 times a second, toward the far side".into()));
     }
     if s.sustained {
-        out.push(flow(
-            cache,
-            format!("{far}:7400"),
-            1,
-            "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into(),
-        ));
+        out.push(Planted {
+            detector: "link-saturated".into(),
+            ..flow(
+                cache,
+                format!("{far}:7400"),
+                1,
+                "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into(),
+            )
+        });
     }
     out
 }

@@ -1,0 +1,186 @@
+//! `link-saturated`: the link was simply full, for seconds, and requests that crossed it then
+//! were slower than the others.
+//!
+//! The story: a bulk transfer kept a link at its rate for most of a run; the requests sharing
+//! it queued behind the transfer the whole time, so their *median* moved with it and the p99
+//! sat at 5-50x the quiet median. Microbursts explain nothing there (the requests are slow
+//! inside and outside any one burst alike) and a one-second graph shows the link full.
+//!
+//! In: the capture's bursts per channel inside a second that averages half the link rate or
+//! more (see [`crate::channels`]), and every request series (the capture's own exchanges,
+//! another run's client-side latencies, the queueing delay of packets that made no burst).
+//! Fires for a channel when some series has at least 20 requests while the link was busy and
+//! 20 while it was not, and the busy ones' median service time is at least twice the others'
+//! and 0.5 ms above it. Out: one finding per such channel: how long the link was full, the
+//! series' medians and p99s inside and outside, and every flow direction that filled it with
+//! its share of the bytes.
+
+use std::collections::BTreeMap;
+
+use tailhunt_histogram::quantile::of_sorted;
+use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
+
+use crate::channels::{
+    channel_name, channels, describe_sources, distinct, eligible, merged, overlaps, sources, span,
+    Prepared, Requests, Source, MIN_SAMPLES,
+};
+
+/// Name of the detector.
+pub const DETECTOR: &str = "link-saturated";
+const MIN_RATIO: f64 = 2.0;
+const MIN_EXTRA_NS: i64 = 500_000;
+
+/// One series split by the busy spans.
+struct Split {
+    series: usize,
+    inside: Vec<i64>,
+    outside: Vec<i64>,
+}
+
+impl Split {
+    fn medians(&self) -> (i64, i64) {
+        (
+            of_sorted(&self.inside, 0.5).unwrap_or(0),
+            of_sorted(&self.outside, 0.5).unwrap_or(0),
+        )
+    }
+
+    fn ratio(&self) -> f64 {
+        let (i, o) = self.medians();
+        i as f64 / o.max(1) as f64
+    }
+}
+
+/// Runs the detector over every channel and every request series.
+pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Finding> {
+    let prepared: Vec<Prepared<'_>> = requests.iter().filter_map(Prepared::new).collect();
+    let span_ns = (report.last_ns - report.first_ns).max(1);
+    let mut out: Vec<(Vec<Source>, Finding)> = Vec::new();
+    for c in channels(report) {
+        if c.saturated.is_empty() {
+            continue;
+        }
+        let srcs = sources(c.saturated.iter().copied());
+        let spans = merged(c.saturated.iter().map(|b| span(b, report)).collect());
+        let best = prepared
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| eligible(p.requests, &srcs))
+            .filter_map(|(si, p)| {
+                let (mut inside, mut outside) = (Vec::new(), Vec::new());
+                for &(s, e, lat) in &p.samples {
+                    if overlaps(&spans, s, e) {
+                        inside.push(lat);
+                    } else {
+                        outside.push(lat);
+                    }
+                }
+                inside.sort_unstable();
+                outside.sort_unstable();
+                let split = Split {
+                    series: si,
+                    inside,
+                    outside,
+                };
+                let (i, o) = split.medians();
+                let enough =
+                    split.inside.len() >= MIN_SAMPLES && split.outside.len() >= MIN_SAMPLES;
+                (enough && i as f64 >= MIN_RATIO * o as f64 && i - o >= MIN_EXTRA_NS)
+                    .then_some(split)
+            })
+            .max_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+        let Some(split) = best else { continue };
+        if srcs.is_empty() {
+            continue;
+        }
+        let busy: i64 = spans.iter().map(|(a, b)| b - a).sum();
+        let p = &prepared[split.series];
+        let (mi, mo) = split.medians();
+        let p99 = |v: &[i64]| of_sorted(v, 0.99).unwrap_or(0);
+        // The busiest one-second average the capture measured on the channel (a burst's own
+        // is that of the second it starts in, which a long one may barely touch).
+        let second = report
+            .channels
+            .iter()
+            .find(|s| s.dir == c.dir && s.host == c.host)
+            .and_then(|s| s.max_second_utilisation)
+            .into_iter()
+            .chain(c.saturated.iter().filter_map(|b| b.second_utilisation))
+            .fold(0.0f64, f64::max);
+        let name = channel_name(c.dir, c.host);
+        let mut values = BTreeMap::new();
+        values.insert("busy_ns".into(), busy as f64);
+        values.insert("busy_share".into(), busy as f64 / span_ns as f64);
+        values.insert("max_second_utilisation".into(), second);
+        values.insert("median_busy_ns".into(), mi as f64);
+        values.insert("median_quiet_ns".into(), mo as f64);
+        values.insert("p99_busy_ns".into(), p99(&split.inside) as f64);
+        values.insert("p99_quiet_ns".into(), p99(&split.outside) as f64);
+        values.insert("requests_busy".into(), split.inside.len() as f64);
+        values.insert("requests_quiet".into(), split.outside.len() as f64);
+        values.insert("sources".into(), srcs.len() as f64);
+        let first = spans.first().map_or(report.first_ns, |s| s.0);
+        let last = spans.last().map_or(report.last_ns, |s| s.1);
+        let evidence = vec![
+            Evidence {
+                series: p.requests.series.clone(),
+                range_ns: None,
+                values,
+                note: format!(
+                    "{} while the link was full: median {} (p99 {}); the other {}: median {} (p99 {})",
+                    split.inside.len(),
+                    format_duration_ns(mi as f64),
+                    format_duration_ns(p99(&split.inside) as f64),
+                    split.outside.len(),
+                    format_duration_ns(mo as f64),
+                    format_duration_ns(p99(&split.outside) as f64),
+                ),
+            },
+            Evidence {
+                series: format!("bytes{{dir={},host={}}}", c.dir.name(), c.host),
+                range_ns: Some((first, last)),
+                values: BTreeMap::new(),
+                note: format!(
+                    "{} episode(s) at the link rate, filled by {}",
+                    c.saturated.len(),
+                    describe_sources(&srcs)
+                ),
+            },
+        ];
+        let what = match p.requests.kind {
+            crate::channels::RequestKind::QueueDelay => "packets of other flows waited",
+            _ => "requests took",
+        };
+        let finding = Finding {
+            detector: DETECTOR.into(),
+            verdict: Verdict::Detected,
+            confidence: (0.5 + 0.45 * (1.0 - 1.0 / split.ratio())).clamp(0.5, 0.95),
+            summary: format!(
+                "link saturated {name}: at the link rate for {} of the {} capture ({:.0}%; busiest second {:.0}%), and meanwhile {what} a median {} against {} otherwise ({}); filling it: {}",
+                format_duration_ns(busy as f64),
+                format_duration_ns(span_ns as f64),
+                busy as f64 * 100.0 / span_ns as f64,
+                second * 100.0,
+                format_duration_ns(mi as f64),
+                format_duration_ns(mo as f64),
+                p.requests.series,
+                describe_sources(&srcs)
+            ),
+            evidence,
+            fix: Some("the link is full, not bursty: give the latency-sensitive traffic its own queue or priority (an htb/prio class), rate-limit or pace the bulk transfer below the link rate, or add capacity".into()),
+        };
+        out.push((srcs, finding));
+    }
+    // The same full link seen as traffic to the receiver and from the sender: one finding.
+    let lists: Vec<&[Source]> = out.iter().map(|(s, _)| s.as_slice()).collect();
+    let keep = distinct(&lists);
+    out.into_iter()
+        .zip(keep)
+        .filter(|(_, k)| *k)
+        .map(|((_, f), _)| f)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
