@@ -50,6 +50,9 @@ struct Held {
     /// Share of all requests of the universe in them.
     base: f64,
     tail: f64,
+    /// Its bursts hold slow requests only where an earlier channel's do too (the two came at
+    /// the same times): that channel, and the capture cannot tell which held them.
+    with: Option<usize>,
 }
 
 impl Held {
@@ -88,7 +91,12 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
         .map(|(ci, helds)| {
             let best = *helds
                 .iter()
-                .min_by(|a, b| a.tail.total_cmp(&b.tail).then(b.slow_in.cmp(&a.slow_in)))
+                .min_by(|a, b| {
+                    (a.with.is_some(), a.tail)
+                        .partial_cmp(&(b.with.is_some(), b.tail))
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                        .then(b.slow_in.cmp(&a.slow_in))
+                })
                 .expect("chosen by at least one series");
             let c = &cands[ci];
             let holding: Vec<&Burst> = c
@@ -108,7 +116,17 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
         .drain(..)
         .zip(keep)
         .filter(|(f, k)| *k && !f.2.is_empty())
-        .map(|((ci, held, srcs), _)| build(&cands[ci], &prepared[held.series], held, &srcs, report))
+        .map(|((ci, held, srcs), _)| {
+            let with = held.with.map(|w| &cands[w].channel);
+            build(
+                &cands[ci],
+                with,
+                &prepared[held.series],
+                held,
+                &srcs,
+                report,
+            )
+        })
         .collect()
 }
 
@@ -162,6 +180,33 @@ fn choose(si: usize, p: &Prepared<'_>, cands: &[Candidate<'_>]) -> Vec<(usize, H
     if explained * 2 < total_slow {
         return Vec::new();
     }
+    // A channel whose bursts came at the same times as a chosen one's has no slow requests of
+    // its own left to test: held against all of them instead, it is named as coinciding.
+    let chosen: Vec<usize> = out.iter().map(|(c, _)| *c).collect();
+    let inside_of = |c: usize| inside[c].as_deref();
+    for (ci, inside) in inside.iter().enumerate() {
+        let Some(inside) = inside.as_ref().filter(|_| !chosen.contains(&ci)) else {
+            continue;
+        };
+        let left = (0..p.samples.len())
+            .filter(|&i| p.slow(i) && inside[i] && !held_before[i])
+            .count();
+        if left >= MIN_SLOW {
+            continue;
+        }
+        let none = vec![false; p.samples.len()];
+        let Some(mut h) = held(si, p, inside, &none) else {
+            continue;
+        };
+        // The chosen channel holding most of its slow requests.
+        h.with = chosen.iter().copied().max_by_key(|&c| {
+            let theirs = inside_of(c);
+            (0..p.samples.len())
+                .filter(|&i| p.slow(i) && inside[i] && theirs.is_some_and(|t| t[i]))
+                .count()
+        });
+        out.push((ci, h));
+    }
     out
 }
 
@@ -188,6 +233,7 @@ fn held(si: usize, p: &Prepared<'_>, inside: &[bool], before: &[bool]) -> Option
         slow_in,
         base,
         tail,
+        with: None,
     })
 }
 
@@ -217,6 +263,7 @@ fn binomial_tail(k: usize, n: usize, p: f64) -> f64 {
 
 fn build(
     c: &Candidate<'_>,
+    with: Option<&Channel<'_>>,
     p: &Prepared<'_>,
     held: Held,
     srcs: &[Source],
@@ -295,12 +342,22 @@ fn build(
             ),
         });
     }
+    let mut confidence = (0.5 + 0.5 * (held.share() - held.base)).clamp(0.5, 0.95);
+    let mut coinciding = String::new();
+    if let Some(w) = with {
+        // Named, but below medium confidence: the evidence fits either channel.
+        confidence = confidence.min(0.45);
+        coinciding = format!(
+            ", at the same times as the bursts {} (which of the two held them this capture cannot tell)",
+            channel_name(w.dir, w.host)
+        );
+    }
     Finding {
         detector: DETECTOR.into(),
         verdict: Verdict::Detected,
-        confidence: (0.5 + 0.5 * (held.share() - held.base)).clamp(0.5, 0.95),
+        confidence,
         summary: format!(
-            "microbursts {name}: {} burst(s) up to {} long fill the link, and {:.0}% of {} ({}) coincide with them; behind the bursts: {}",
+            "microbursts {name}: {} burst(s) up to {} long fill the link, and {:.0}% of {} ({}) coincide with them{coinciding}; behind the bursts: {}",
             bursts.len(),
             format_duration_ns(longest as f64),
             held.share() * 100.0,

@@ -211,3 +211,21 @@ fn the_binomial_tail_is_exact_on_small_cases() {
     assert_eq!(binomial_tail(0, 5, 0.1), 1.0);
     assert!(binomial_tail(30, 30, 0.1) < 1e-29);
 }
+
+/// The far client fetches on the same schedule as the cache: the reverse bursts come inside
+/// the forward ones. No slow request is held by them alone, yet they hold as many as chance
+/// would never put there: named, below medium confidence, saying the two cannot be told apart.
+#[test]
+fn bursts_at_the_same_times_in_both_directions_are_both_named() {
+    let mut r = both_directions();
+    for b in r.bursts.iter_mut().filter(|b| b.dir == Dir::From) {
+        b.start_ns -= 140 * crate::channels::testkit::MS;
+        b.end_ns -= 140 * crate::channels::testkit::MS;
+    }
+    let api = requests(4000, 2, api_latency);
+    let f = microburst(&r, &[series("api", &api, RequestKind::External)]);
+    let s = summaries(&f);
+    assert_eq!(f.len(), 2, "{s:#?}");
+    assert!(f[0].confidence >= 0.5 && f[1].confidence < 0.5, "{f:#?}");
+    assert!(s[1].contains(REV) && s[1].contains("cannot tell"), "{s:#?}");
+}
