@@ -22,8 +22,8 @@ use tailhunt_model::{format_duration_ns, Outcome, Sample};
 pub const SATURATED_SECOND: f64 = 0.5;
 /// Samples a series needs before it is compared.
 pub const MIN_SAMPLES: usize = 20;
-/// A queue delay this short is within two ticks of the senders' 1 ms timestamp clock.
-const QUEUE_DELAY_FLOOR_NS: i64 = 2_000_000;
+/// A queue delay this long is two ticks of the senders' 1 ms timestamp clock: late.
+const QUEUE_DELAY_SLOW_NS: i64 = 2_000_000;
 
 /// Where a request series comes from; it decides which channels it may be held against and
 /// how a finding words it.
@@ -73,7 +73,7 @@ pub struct Prepared<'a> {
     pub median: i64,
     /// p99.
     pub p99: i64,
-    /// Slow from here: 5x the median and 1 ms above it (2 ms for queue delays).
+    /// Slow from here: 5x the median and 1 ms above it (for queue delays, 2 ms).
     pub slow_at: i64,
 }
 
@@ -93,10 +93,12 @@ impl<'a> Prepared<'a> {
         lat.sort_unstable();
         let median = of_sorted(&lat, 0.5)?;
         let p99 = of_sorted(&lat, 0.99).unwrap_or(median);
-        let mut slow_at = (median * 5).max(median + 1_000_000);
-        if r.kind == RequestKind::QueueDelay {
-            slow_at = slow_at.max(QUEUE_DELAY_FLOOR_NS);
-        }
+        // A queue delay's baseline is zero by construction and its median is the 1 ms
+        // timestamp tick's rounding (0-1 ms), not a typical service time: two ticks is late.
+        let slow_at = match r.kind {
+            RequestKind::QueueDelay => QUEUE_DELAY_SLOW_NS,
+            _ => (median * 5).max(median + 1_000_000),
+        };
         Some(Prepared {
             requests: r,
             samples,
@@ -303,6 +305,30 @@ pub fn eligible(r: &Requests<'_>, sources: &[Source]) -> bool {
         }
         RequestKind::External | RequestKind::QueueDelay => true,
     }
+}
+
+/// P(X >= k) for X ~ Binomial(n, p): the chance that k of n slow requests fall in the bursts
+/// if slowness had nothing to do with them. Summed term by term in log space (n is at most
+/// the samples of one series; no crate of the workspace has it).
+pub fn binomial_tail(k: usize, n: usize, p: f64) -> f64 {
+    if k == 0 || p >= 1.0 {
+        return 1.0;
+    }
+    if p <= 0.0 {
+        return 0.0;
+    }
+    let (lp, lq) = (p.ln(), (1.0 - p).ln());
+    let mut ln_choose = 0.0;
+    let mut sum = 0.0;
+    for i in 0..=n {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        if i >= k {
+            sum += (ln_choose + i as f64 * lp + (n - i) as f64 * lq).exp();
+        }
+    }
+    sum.min(1.0)
 }
 
 /// `latency{...}: p99 1.2ms vs median 60us` for a summary.

@@ -29,8 +29,8 @@ use tailhunt_model::evidence::capture::{Burst, CaptureReport};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 use crate::channels::{
-    channel_name, channels, describe_sources, distinct, eligible, merged, overlaps, series_brief,
-    sources, span, Channel, Prepared, Requests, Source,
+    binomial_tail, channel_name, channels, describe_sources, distinct, eligible, merged, overlaps,
+    series_brief, sources, span, Channel, Prepared, Requests, Source,
 };
 
 /// Name of the detector.
@@ -235,30 +235,6 @@ fn held(si: usize, p: &Prepared<'_>, inside: &[bool], before: &[bool]) -> Option
         tail,
         with: None,
     })
-}
-
-/// P(X >= k) for X ~ Binomial(n, p): the chance that k of n slow requests fall in the bursts
-/// if slowness had nothing to do with them. Summed term by term in log space (n is at most
-/// the samples of one series; no crate of the workspace has it).
-fn binomial_tail(k: usize, n: usize, p: f64) -> f64 {
-    if k == 0 || p >= 1.0 {
-        return 1.0;
-    }
-    if p <= 0.0 {
-        return 0.0;
-    }
-    let (lp, lq) = (p.ln(), (1.0 - p).ln());
-    let mut ln_choose = 0.0;
-    let mut sum = 0.0;
-    for i in 0..=n {
-        if i > 0 {
-            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
-        }
-        if i >= k {
-            sum += (ln_choose + i as f64 * lp + (n - i) as f64 * lq).exp();
-        }
-    }
-    sum.min(1.0)
 }
 
 fn build(

@@ -11,9 +11,13 @@
 //! another run's client-side latencies, the queueing delay of packets that made no burst).
 //! Fires for a channel when some series has at least 20 requests while the link was busy and
 //! 20 while it was not, and the busy ones' median service time is at least twice the others'
-//! and 0.5 ms above it. Out: one finding per such channel: how long the link was full, the
-//! series' medians and p99s inside and outside, and every flow direction that filled it with
-//! its share of the bytes.
+//! and 0.5 ms above it; or, for the queue delays (a series that also holds packets which never
+//! crossed the full link, so its median says little), when at least 10 packets waited 2 ms or
+//! more while it was full, a share at least 4 times that of the other packets, beyond chance
+//! (binomial tail under 0.001). Out: one finding per such channel: how long the link was full,
+//! the series' medians and p99s inside and outside, and every flow direction that filled it
+//! with its share of the bytes; the same link seen as traffic to one host and from another is
+//! one finding.
 
 use std::collections::BTreeMap;
 
@@ -22,20 +26,27 @@ use tailhunt_model::evidence::capture::CaptureReport;
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 use crate::channels::{
-    channel_name, channels, describe_sources, distinct, eligible, merged, overlaps, sources, span,
-    Prepared, Requests, Source, MIN_SAMPLES,
+    binomial_tail, channel_name, channels, describe_sources, distinct, eligible, merged, overlaps,
+    sources, span, Prepared, RequestKind, Requests, Source, MIN_SAMPLES,
 };
 
 /// Name of the detector.
 pub const DETECTOR: &str = "link-saturated";
 const MIN_RATIO: f64 = 2.0;
 const MIN_EXTRA_NS: i64 = 500_000;
+/// Queue delays: delayed packets during the saturation, at least, and how many times the
+/// share of delayed ones outside it.
+const MIN_DELAYED: usize = 10;
+const MIN_DELAYED_RATIO: f64 = 4.0;
+const MAX_TAIL: f64 = 0.001;
 
 /// One series split by the busy spans.
 struct Split {
     series: usize,
     inside: Vec<i64>,
     outside: Vec<i64>,
+    slow_at: i64,
+    queue_delay: bool,
 }
 
 impl Split {
@@ -46,9 +57,52 @@ impl Split {
         )
     }
 
-    fn ratio(&self) -> f64 {
+    /// Slow samples inside and outside.
+    fn slow(&self) -> (usize, usize) {
+        let count = |v: &[i64]| v.iter().filter(|&&l| l >= self.slow_at).count();
+        (count(&self.inside), count(&self.outside))
+    }
+
+    /// The median moved: twice as slow and half a millisecond more while the link was full.
+    fn median_moved(&self) -> bool {
         let (i, o) = self.medians();
-        i as f64 / o.max(1) as f64
+        i as f64 >= MIN_RATIO * o as f64 && i - o >= MIN_EXTRA_NS
+    }
+
+    /// For queue delays, whose series mixes the packets that crossed the full link with
+    /// those that never could (the other direction, other paths): far more of them waited
+    /// while it was full than otherwise, beyond chance.
+    fn delayed_more(&self) -> bool {
+        if !self.queue_delay {
+            return false;
+        }
+        let (si, so) = self.slow();
+        let (ni, no) = (self.inside.len(), self.outside.len());
+        let rate_in = si as f64 / ni.max(1) as f64;
+        let rate_out = so as f64 / no.max(1) as f64;
+        let p = ni as f64 / (ni + no).max(1) as f64;
+        si >= MIN_DELAYED
+            && rate_in >= MIN_DELAYED_RATIO * rate_out
+            && binomial_tail(si, si + so, p) <= MAX_TAIL
+    }
+
+    /// How much slower while the link was full (the larger of the medians' ratio and the
+    /// slow shares' ratio, where each holds).
+    fn strength(&self) -> f64 {
+        let (i, o) = self.medians();
+        let medians = if self.median_moved() {
+            i as f64 / o.max(1) as f64
+        } else {
+            0.0
+        };
+        let (si, so) = self.slow();
+        let delayed = if self.delayed_more() {
+            (si as f64 / self.inside.len().max(1) as f64)
+                / (so.max(1) as f64 / self.outside.len().max(1) as f64)
+        } else {
+            0.0
+        };
+        medians.max(delayed)
     }
 }
 
@@ -82,14 +136,14 @@ pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<
                     series: si,
                     inside,
                     outside,
+                    slow_at: p.slow_at,
+                    queue_delay: p.requests.kind == RequestKind::QueueDelay,
                 };
-                let (i, o) = split.medians();
                 let enough =
                     split.inside.len() >= MIN_SAMPLES && split.outside.len() >= MIN_SAMPLES;
-                (enough && i as f64 >= MIN_RATIO * o as f64 && i - o >= MIN_EXTRA_NS)
-                    .then_some(split)
+                (enough && (split.median_moved() || split.delayed_more())).then_some(split)
             })
-            .max_by(|a, b| a.ratio().total_cmp(&b.ratio()));
+            .max_by(|a, b| a.strength().total_cmp(&b.strength()));
         let Some(split) = best else { continue };
         if srcs.is_empty() {
             continue;
@@ -148,22 +202,36 @@ pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<
                 ),
             },
         ];
-        let what = match p.requests.kind {
-            crate::channels::RequestKind::QueueDelay => "packets of other flows waited",
-            _ => "requests took",
+        let (si, so) = split.slow();
+        let share = |n: usize, of: usize| n as f64 * 100.0 / of.max(1) as f64;
+        let meanwhile = if split.median_moved() {
+            let what = match p.requests.kind {
+                RequestKind::QueueDelay => "packets of other flows waited",
+                _ => "requests took",
+            };
+            format!(
+                "{what} a median {} against {} otherwise",
+                format_duration_ns(mi as f64),
+                format_duration_ns(mo as f64)
+            )
+        } else {
+            format!(
+                "{:.1}% of the packets of other flows waited {} or more upstream against {:.1}% otherwise",
+                share(si, split.inside.len()),
+                format_duration_ns(split.slow_at as f64),
+                share(so, split.outside.len())
+            )
         };
         let finding = Finding {
             detector: DETECTOR.into(),
             verdict: Verdict::Detected,
-            confidence: (0.5 + 0.45 * (1.0 - 1.0 / split.ratio())).clamp(0.5, 0.95),
+            confidence: (0.5 + 0.45 * (1.0 - 1.0 / split.strength())).clamp(0.5, 0.95),
             summary: format!(
-                "link saturated {name}: at the link rate for {} of the {} capture ({:.0}%; busiest second {:.0}%), and meanwhile {what} a median {} against {} otherwise ({}); filling it: {}",
+                "link saturated {name}: at the link rate for {} of the {} capture ({:.0}%; busiest second {:.0}%), and meanwhile {meanwhile} ({}); filling it: {}",
                 format_duration_ns(busy as f64),
                 format_duration_ns(span_ns as f64),
                 busy as f64 * 100.0 / span_ns as f64,
                 second * 100.0,
-                format_duration_ns(mi as f64),
-                format_duration_ns(mo as f64),
                 p.requests.series,
                 describe_sources(&srcs)
             ),

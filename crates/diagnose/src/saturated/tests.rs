@@ -85,3 +85,42 @@ fn a_full_link_that_slows_nothing_is_not_a_finding() {
     assert!(link_saturated(&r, &reqs).is_empty());
     assert!(link_saturated(&r, &[]).is_empty());
 }
+
+/// A capture downstream of the full link: the requests' exchanges there look fast, and the
+/// queue delays mix the requests (3 ms late while the link is full) with the departures and
+/// the other direction (never late), so their median barely moves; the share that waited
+/// does.
+#[test]
+fn packets_that_waited_while_the_link_was_full_name_it() {
+    let r = full();
+    let delays = requests(
+        4000,
+        1,
+        |at| {
+            if inside(at) && at % 3 == 0 {
+                3.0
+            } else {
+                0.4
+            }
+        },
+    );
+    let reqs = [Requests {
+        series: "queue_delay".into(),
+        samples: &delays,
+        kind: RequestKind::QueueDelay,
+    }];
+    let f = link_saturated(&r, &reqs);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(
+        f[0].summary.contains("waited 2.00ms or more upstream"),
+        "{}",
+        f[0].summary
+    );
+    // The same numbers as a request series: its median did not move, no finding.
+    let reqs = [Requests {
+        series: "api".into(),
+        samples: &delays,
+        kind: RequestKind::External,
+    }];
+    assert!(link_saturated(&r, &reqs).is_empty());
+}

@@ -101,8 +101,13 @@ pub(crate) fn run(
     let planted = planted(s, &n.net.a_addr, &n.dbs, &n.net.b_addr, case.twin);
     let base = ["--link-rate".to_string(), s.rate_bps.to_string()];
     let run_id = t.api.doc["run_id"].as_str().unwrap_or("").to_string();
-    let requests = ["--requests".to_string(), run_id];
+    let requests = ["--requests".to_string(), run_id.clone()];
     let mut views = analyse_all(ctx, &tapped, &base, Some(("+requests", &requests)))?;
+    let moved = if s.sustained {
+        Some(median_moved(ctx, &run_id, &t.transfer)?)
+    } else {
+        None
+    };
     let step = t.api.doc["steps"][0].clone();
     views.program(
         "api",
@@ -118,6 +123,8 @@ pub(crate) fn run(
     let facts = json!({
         "api_p50_ns": step["latency_ns"]["p50"], "api_p99_ns": step["latency_ns"]["p99"],
         "load_cpu_share": {"api": t.api.cpu_share},
+        "api_median_during_transfer_ns": moved.as_ref().map(|m| m.during_ns),
+        "api_median_outside_transfer_ns": moved.as_ref().map(|m| m.outside_ns),
     });
     let (mut truth, outputs) = Truth::of(case, planted, views, programs, facts);
     // A direction the machine could not fill planted nothing there.
@@ -130,7 +137,69 @@ pub(crate) fn run(
     if !held(&queues, "toward_b") {
         truth.set_aside(|p| !toward_cache(p), why);
     }
+    if let Some(m) = moved.filter(|m| !m.moved()) {
+        let why = format!(
+            "the api client's own median service time did not move while the transfer ran ({} during it, {} outside it, from its {} and {} requests; twice and 0.5 ms more is the claim): the queue stayed short",
+            ms(m.during_ns),
+            ms(m.outside_ns),
+            m.during,
+            m.outside
+        );
+        truth.set_aside(|p| p.detector == "link-saturated", &why);
+    }
     Ok((truth, outputs))
+}
+
+/// The api client's own median service time while the sustained transfer ran and outside
+/// it, from the two programs' records (the load run's samples, the transfer's time range;
+/// one monotonic clock).
+struct Moved {
+    during_ns: i64,
+    outside_ns: i64,
+    during: usize,
+    outside: usize,
+}
+
+impl Moved {
+    /// The saturation the case claims moves the median itself: at least twice as slow
+    /// during the transfer and half a millisecond more (below that the medians differ by
+    /// less than this host's scheduling noise), with 20 requests on each side to tell.
+    fn moved(&self) -> bool {
+        self.during >= 20
+            && self.outside >= 20
+            && self.during_ns >= 2 * self.outside_ns
+            && self.during_ns - self.outside_ns >= 500_000
+    }
+}
+
+fn median_moved(ctx: &Ctx, api_run: &str, transfer: &Value) -> Result<Moved, TruthError> {
+    let range = (
+        transfer["range_ns"][0].as_i64().unwrap_or(i64::MAX),
+        transfer["range_ns"][1].as_i64().unwrap_or(i64::MIN),
+    );
+    let (mut during, mut outside): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+    for (start, end) in ctx.samples(api_run)? {
+        if start <= range.1 && end >= range.0 {
+            during.push(end - start);
+        } else {
+            outside.push(end - start);
+        }
+    }
+    let median = |v: &mut Vec<i64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    Ok(Moved {
+        during_ns: median(&mut during),
+        outside_ns: median(&mut outside),
+        during: during.len(),
+        outside: outside.len(),
+    })
+}
+
+/// `1.234 ms` for a note.
+fn ms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
 }
 
 /// The servers: the api's and the bulk one on the cache, the dbs on the far host, and for a
