@@ -286,10 +286,13 @@ impl Analyzer {
 
     /// Frees the live state of connections that closed a while ago.
     fn compact_closed(&mut self, now: i64) {
-        for f in &mut self.flows {
+        for (i, f) in self.flows.iter_mut().enumerate() {
             if let Flow::Tcp(t) = f {
                 if t.can_compact(now) {
                     t.compact();
+                    if let Some(d) = self.delays.get_mut(i) {
+                        d.iter_mut().for_each(DelayTrack::shrink);
+                    }
                 }
             }
         }

@@ -209,7 +209,14 @@ pub fn render_capture(d: &CaptureDoc) -> String {
             })
             .collect();
         out.push_str(&table(
-            &["start", "channel", "length", "peak", "its 1s avg", "sources (sender)"],
+            &[
+                "start",
+                "channel",
+                "length",
+                "peak",
+                "its 1s avg",
+                "sources (sender)",
+            ],
             &rows,
             "llrrrl",
         ));

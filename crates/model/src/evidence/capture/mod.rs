@@ -5,8 +5,8 @@
 //! and the burst episodes per channel, every flow's summary with its TCP details, the Nagle
 //! stalls) and an [`InputReport`] per file. Out: the `capture` document of a `pcap` or
 //! `capture` run (flows capped for storage, see [`CaptureReport::flows_total`]), which the
-//! `microburst`, `nagle-stall`, `receive-window-limited` and `application-timeout` detectors
-//! and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
+//! `microburst`, `link-saturated`, `nagle-stall`, `receive-window-limited` and
+//! `application-timeout` detectors and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
 
 use std::collections::BTreeMap;
 use std::fmt;
