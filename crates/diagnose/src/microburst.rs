@@ -11,10 +11,11 @@
 //! exchanges, another run's client-side latencies, and the queueing delay of the packets that
 //! made no burst. A request is slow at 5x its series' median service time and 1 ms above it.
 //!
-//! Per series, channels are taken greedily: the one whose bursts hold the most slow requests
+//! Per series, channels (the 16 with the most burst bytes) are taken greedily: the one whose bursts hold the most slow requests
 //! first, then the next among the slow requests the chosen ones do not hold, and so on; a
 //! channel is taken when its bursts hold at least 3 slow requests, at least twice the share of
-//! all requests they hold, and more than chance would put there (binomial tail under 0.001).
+//! all requests they hold, and more than chance would put there (binomial tail under 0.001),
+//! and at least 5% of the requests they hold are slow.
 //! The chosen channels must hold at least half of the series' slow requests together. The
 //! capture's exchanges with a port whose flows made the bursts are not held against them (a
 //! bulk fetch is slow because it is bulk). Out: one finding per channel some series chose,
@@ -38,6 +39,10 @@ pub const DETECTOR: &str = "microburst";
 const MIN_SLOW: usize = 3;
 /// A channel is taken when its share of slow requests is this much above chance.
 const MAX_TAIL: f64 = 0.001;
+/// Share of the requests a channel's bursts hold that must be slow.
+const MIN_SLOW_AMONG_HELD: f64 = 0.05;
+/// Channels with bursts held against the requests, the busiest (by burst bytes) first.
+const MAX_CHANNELS: usize = 16;
 
 /// What one channel's bursts hold of one series.
 #[derive(Debug, Clone, Copy)]
@@ -70,9 +75,15 @@ struct Candidate<'a> {
 
 /// Runs the detector over every channel and every request series.
 pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Finding> {
-    let cands: Vec<Candidate<'_>> = channels(report)
+    let mut with_bursts: Vec<Channel<'_>> = channels(report)
         .into_iter()
         .filter(|c| !c.micro.is_empty())
+        .collect();
+    // Each channel costs a pass over every sample of every series: the busiest only.
+    with_bursts.sort_by_key(|c| std::cmp::Reverse(c.micro.iter().map(|b| b.bytes).sum::<u64>()));
+    with_bursts.truncate(MAX_CHANNELS);
+    let cands: Vec<Candidate<'_>> = with_bursts
+        .into_iter()
         .map(|channel| Candidate {
             spans: merged(channel.micro.iter().map(|b| span(b, report)).collect()),
             sources: sources(channel.micro.iter().copied()),
@@ -223,7 +234,9 @@ fn held(si: usize, p: &Prepared<'_>, inside: &[bool], before: &[bool]) -> Option
     }
     let base = all_in as f64 / all.max(1) as f64;
     let share = slow_in as f64 / slow.max(1) as f64;
-    if slow_in < MIN_SLOW || share < 2.0 * base {
+    // Bursts that hold a thousand requests of which three were slow are not what slows them.
+    let slow_among_held = slow_in as f64 / all_in.max(1) as f64;
+    if slow_in < MIN_SLOW || share < 2.0 * base || slow_among_held < MIN_SLOW_AMONG_HELD {
         return None;
     }
     let tail = binomial_tail(slow_in, slow, base);

@@ -12,9 +12,9 @@
 //! Fires for a channel when some series has at least 20 requests while the link was busy and
 //! 20 while it was not, and the busy ones' median service time is at least twice the others'
 //! and 0.5 ms above it; or, for the queue delays (a series that also holds packets which never
-//! crossed the full link, so its median says little), when at least 10 packets waited 2 ms or
-//! more while it was full, a share at least 4 times that of the other packets, beyond chance
-//! (binomial tail under 0.001). Out: one finding per such channel: how long the link was full,
+//! crossed the full link, so its median says little), when at least 10 packets and 5% of those
+//! measured while it was full waited 2 ms or more, a share at least 4 times that of the other
+//! packets, beyond chance (binomial tail under 0.001). Out: one finding per such channel: how long the link was full,
 //! the series' medians and p99s inside and outside, and every flow direction that filled it
 //! with its share of the bytes; the same link seen as traffic to one host and from another is
 //! one finding.
@@ -37,6 +37,9 @@ const MIN_EXTRA_NS: i64 = 500_000;
 /// Queue delays: delayed packets during the saturation, at least, and how many times the
 /// share of delayed ones outside it.
 const MIN_DELAYED: usize = 10;
+/// ... and at least this share of all the packets measured during it (a queue that made one
+/// packet in a hundred wait 2 ms is not what slowed anyone).
+const MIN_DELAYED_SHARE: f64 = 0.05;
 const MIN_DELAYED_RATIO: f64 = 4.0;
 const MAX_TAIL: f64 = 0.001;
 
@@ -82,6 +85,7 @@ impl Split {
         let rate_out = so as f64 / no.max(1) as f64;
         let p = ni as f64 / (ni + no).max(1) as f64;
         si >= MIN_DELAYED
+            && rate_in >= MIN_DELAYED_SHARE
             && rate_in >= MIN_DELAYED_RATIO * rate_out
             && binomial_tail(si, si + so, p) <= MAX_TAIL
     }

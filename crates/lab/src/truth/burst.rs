@@ -11,7 +11,8 @@
 //! times a second; far clients asking the cache's bulk server, the other direction) and the
 //! api client (500 small requests a second, TCP_NODELAY), whose requests wait in the far→cache
 //! queue behind the dbs' replies and whose replies wait in the cache→far queue behind the bulk
-//! server's. Sustained: one `tailhunt transfer` fills the far→cache direction for 60% of the run.
+//! server's. Sustained: one `tailhunt transfer` fills the far→cache direction for 60% of the run,
+//! its sender on Reno (loss-based, it fills the queue; BBR would keep it short).
 //!
 //! Views: `cache` (its interface: each direction's queue is upstream for what arrives and
 //! downstream for what leaves), `far` (the far host's interface toward the switch), and both
@@ -64,6 +65,14 @@ impl Net {
                 .run(&["ip", "addr", "add", &format!("{d}/24"), "dev", &net.b_if])?;
         }
         let queue = Duration::from_millis(200);
+        if s.sustained {
+            // The transfer's sender fills the queue as loss-based senders do (Reno: the only
+            // other one a namespace may choose here, `tcp_allowed_congestion_control`); with
+            // BBR, this host's default, the queue stays under a millisecond at 1 Gbit/s and
+            // nothing waits in it, which is not the saturation the case claims.
+            net.b
+                .run(&["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno"])?;
+        }
         net.shape_toward_a(s.rate_bps, queue)?;
         net.shape_toward_b(s.rate_bps, queue)?;
         Ok(Net { net, api, dbs })
