@@ -27,11 +27,11 @@
 use std::collections::BTreeMap;
 
 use tailhunt_model::evidence::capture::{Burst, CaptureReport};
-use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
+use tailhunt_model::Finding;
 
 use crate::channels::{
-    binomial_tail, channel_name, channels, describe_sources, distinct, eligible, merged, overlaps,
-    series_brief, sources, span, Channel, Prepared, Requests, Source,
+    binomial_tail, channels, distinct, eligible, merged, overlaps, sources, span, Channel,
+    Prepared, Requests, Source,
 };
 
 /// Name of the detector.
@@ -99,25 +99,16 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
     }
     let mut found: Vec<(usize, Held, Vec<Source>)> = chosen
         .into_iter()
-        .map(|(ci, helds)| {
-            let best = *helds
-                .iter()
-                .min_by(|a, b| {
-                    (a.with.is_some(), a.tail)
-                        .partial_cmp(&(b.with.is_some(), b.tail))
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                        .then(b.slow_in.cmp(&a.slow_in))
-                })
-                .expect("chosen by at least one series");
-            let c = &cands[ci];
-            let holding: Vec<&Burst> = c
-                .channel
-                .micro
-                .iter()
-                .copied()
-                .filter(|b| holds_slow(b, &prepared[best.series], report))
-                .collect();
-            (ci, best, sources(holding))
+        .filter_map(|(ci, helds)| {
+            // The strongest evidence: a channel chosen on its own before one coinciding.
+            let best = *helds.iter().min_by(|a, b| {
+                (a.with.is_some(), a.tail)
+                    .partial_cmp(&(b.with.is_some(), b.tail))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then(b.slow_in.cmp(&a.slow_in))
+            })?;
+            let held = holding(&cands[ci].channel.micro, &prepared[best.series], report);
+            Some((ci, best, sources(held)))
         })
         .collect();
     // The same queue seen twice (to the receiver, from each sender): one finding.
@@ -129,7 +120,7 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
         .filter(|(f, k)| *k && !f.2.is_empty())
         .map(|((ci, held, srcs), _)| {
             let with = held.with.map(|w| &cands[w].channel);
-            build(
+            finding::build(
                 &cands[ci],
                 with,
                 &prepared[held.series],
@@ -141,10 +132,40 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
         .collect()
 }
 
-/// Whether burst `b` holds a slow sample of `p`.
-fn holds_slow(b: &Burst, p: &Prepared<'_>, report: &CaptureReport) -> bool {
-    let s = [span(b, report)];
-    (0..p.samples.len()).any(|i| p.slow(i) && overlaps(&s, p.samples[i].0, p.samples[i].1))
+/// The bursts that hold a slow sample of `p`: each slow sample looked up among the bursts'
+/// spans (in time order, as a capture lists them).
+fn holding<'b>(bursts: &[&'b Burst], p: &Prepared<'_>, report: &CaptureReport) -> Vec<&'b Burst> {
+    let mut spans: Vec<((i64, i64), usize)> = bursts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (span(b, report), i))
+        .collect();
+    spans.sort_unstable();
+    // The latest end so far, so that a long span early on is not skipped.
+    let mut reach = Vec::with_capacity(spans.len());
+    let mut far = i64::MIN;
+    for ((_, end), _) in &spans {
+        far = far.max(*end);
+        reach.push(far);
+    }
+    let mut hit = vec![false; bursts.len()];
+    for i in (0..p.samples.len()).filter(|&i| p.slow(i)) {
+        let (start, end) = (p.samples[i].0, p.samples[i].1);
+        let from = reach.partition_point(|&r| r < start);
+        for &((s, e), k) in &spans[from..] {
+            if s > end {
+                break;
+            }
+            if e >= start {
+                hit[k] = true;
+            }
+        }
+    }
+    bursts
+        .iter()
+        .zip(hit)
+        .filter_map(|(b, h)| h.then_some(*b))
+        .collect()
 }
 
 /// The channels series `p` chooses, greedily (see the module docs).
@@ -250,114 +271,6 @@ fn held(si: usize, p: &Prepared<'_>, inside: &[bool], before: &[bool]) -> Option
     })
 }
 
-fn build(
-    c: &Candidate<'_>,
-    with: Option<&Channel<'_>>,
-    p: &Prepared<'_>,
-    held: Held,
-    srcs: &[Source],
-    report: &CaptureReport,
-) -> Finding {
-    let bursts = &c.channel.micro;
-    let name = channel_name(c.channel.dir, c.channel.host);
-    let peak = bursts
-        .iter()
-        .filter_map(|b| b.peak_utilisation)
-        .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
-    let second = bursts
-        .iter()
-        .filter_map(|b| b.second_utilisation)
-        .fold(None, |m: Option<f64>, u| Some(m.map_or(u, |m| m.max(u))));
-    let longest = bursts
-        .iter()
-        .map(|b| b.busy_until_ns(report.link_rate_bps) - b.start_ns)
-        .max()
-        .unwrap_or(0);
-    let hidden = match (peak, second) {
-        (Some(p), Some(s)) => format!(
-            " Bins reach {:.0}% of the link rate while the busiest one-second average is {:.0}%: a 1 s graph hides the bursts.",
-            p * 100.0,
-            s * 100.0
-        ),
-        _ => String::new(),
-    };
-    let mut values = BTreeMap::new();
-    values.insert("bursts".into(), bursts.len() as f64);
-    values.insert("longest_burst_ns".into(), longest as f64);
-    values.insert("slow_requests".into(), held.slow as f64);
-    values.insert("slow_in_bursts".into(), held.slow_in as f64);
-    values.insert("slow_share_in_bursts".into(), held.share());
-    values.insert("all_share_in_bursts".into(), held.base);
-    values.insert("chance".into(), held.tail);
-    values.insert("median_ns".into(), p.median as f64);
-    values.insert("slow_threshold_ns".into(), p.slow_at as f64);
-    values.insert("p99_ns".into(), p.p99 as f64);
-    values.insert("sources".into(), srcs.len() as f64);
-    if let Some(x) = peak {
-        values.insert("peak_utilisation".into(), x);
-    }
-    if let Some(x) = second {
-        values.insert("max_second_utilisation".into(), x);
-    }
-    let mut evidence = vec![Evidence {
-        series: p.requests.series.clone(),
-        range_ns: None,
-        values,
-        note: format!(
-            "{:.0}% of the {} {} (>= {}) that no other channel's bursts hold overlap these bursts, against {:.0}% of all.{hidden}",
-            held.share() * 100.0,
-            held.slow,
-            p.what(),
-            format_duration_ns(p.slow_at as f64),
-            held.base * 100.0
-        ),
-    }];
-    for b in bursts.iter().take(5) {
-        let mut v = BTreeMap::new();
-        v.insert("bytes".into(), b.bytes as f64);
-        v.insert("other_bytes".into(), b.other_bytes as f64);
-        v.insert("peak_bin_bytes".into(), b.peak_bin_bytes as f64);
-        if let Some(u) = b.peak_utilisation {
-            v.insert("peak_utilisation".into(), u);
-        }
-        evidence.push(Evidence {
-            series: format!("bytes{{dir={},host={}}}", b.dir.name(), b.host),
-            range_ns: Some((b.start_ns, b.busy_until_ns(report.link_rate_bps))),
-            values: v,
-            note: format!(
-                "burst {name} for {}, made by {}",
-                format_duration_ns((b.busy_until_ns(report.link_rate_bps) - b.start_ns) as f64),
-                describe_sources(&sources([*b]))
-            ),
-        });
-    }
-    let mut confidence = (0.5 + 0.5 * (held.share() - held.base)).clamp(0.5, 0.95);
-    let mut coinciding = String::new();
-    if let Some(w) = with {
-        // Named, but below medium confidence: the evidence fits either channel.
-        confidence = confidence.min(0.45);
-        coinciding = format!(
-            ", at the same times as the bursts {} (which of the two held them this capture cannot tell)",
-            channel_name(w.dir, w.host)
-        );
-    }
-    Finding {
-        detector: DETECTOR.into(),
-        verdict: Verdict::Detected,
-        confidence,
-        summary: format!(
-            "microbursts {name}: {} burst(s) up to {} long fill the link, and {:.0}% of {} ({}) coincide with them{coinciding}; behind the bursts: {}",
-            bursts.len(),
-            format_duration_ns(longest as f64),
-            held.share() * 100.0,
-            p.what(),
-            series_brief(p),
-            describe_sources(srcs)
-        ),
-        evidence,
-        fix: Some("move the bursty bulk traffic off the latency-sensitive path: a separate interface or a priority queue (e.g. an htb/prio class for small requests), or pace the scatter/gather responses; do not add hedged requests, which make bursts worse".into()),
-    }
-}
-
+mod finding;
 #[cfg(test)]
 mod tests;

@@ -27,7 +27,7 @@ use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 use crate::channels::{
     binomial_tail, channel_name, channels, describe_sources, distinct, eligible, merged, overlaps,
-    sources, span, Prepared, RequestKind, Requests, Source, MIN_SAMPLES,
+    sources, span, Channel, Prepared, RequestKind, Requests, Source, MIN_SAMPLES,
 };
 
 /// Name of the detector.
@@ -113,136 +113,23 @@ impl Split {
 /// Runs the detector over every channel and every request series.
 pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Finding> {
     let prepared: Vec<Prepared<'_>> = requests.iter().filter_map(Prepared::new).collect();
-    let span_ns = (report.last_ns - report.first_ns).max(1);
     let mut out: Vec<(Vec<Source>, Finding)> = Vec::new();
     for c in channels(report) {
-        if c.saturated.is_empty() {
+        let srcs = sources(c.saturated.iter().copied());
+        if srcs.is_empty() {
             continue;
         }
-        let srcs = sources(c.saturated.iter().copied());
         let spans = merged(c.saturated.iter().map(|b| span(b, report)).collect());
         let best = prepared
             .iter()
             .enumerate()
             .filter(|(_, p)| eligible(p.requests, &srcs))
-            .filter_map(|(si, p)| {
-                let (mut inside, mut outside) = (Vec::new(), Vec::new());
-                for &(s, e, lat) in &p.samples {
-                    if overlaps(&spans, s, e) {
-                        inside.push(lat);
-                    } else {
-                        outside.push(lat);
-                    }
-                }
-                inside.sort_unstable();
-                outside.sort_unstable();
-                let split = Split {
-                    series: si,
-                    inside,
-                    outside,
-                    slow_at: p.slow_at,
-                    queue_delay: p.requests.kind == RequestKind::QueueDelay,
-                };
-                let enough =
-                    split.inside.len() >= MIN_SAMPLES && split.outside.len() >= MIN_SAMPLES;
-                (enough && (split.median_moved() || split.delayed_more())).then_some(split)
-            })
+            .filter_map(|(si, p)| split(si, p, &spans))
             .max_by(|a, b| a.strength().total_cmp(&b.strength()));
-        let Some(split) = best else { continue };
-        if srcs.is_empty() {
-            continue;
+        if let Some(split) = best {
+            let finding = build(&c, &spans, &srcs, &split, &prepared[split.series], report);
+            out.push((srcs, finding));
         }
-        let busy: i64 = spans.iter().map(|(a, b)| b - a).sum();
-        let p = &prepared[split.series];
-        let (mi, mo) = split.medians();
-        let p99 = |v: &[i64]| of_sorted(v, 0.99).unwrap_or(0);
-        // The busiest one-second average the capture measured on the channel (a burst's own
-        // is that of the second it starts in, which a long one may barely touch).
-        let second = report
-            .channels
-            .iter()
-            .find(|s| s.dir == c.dir && s.host == c.host)
-            .and_then(|s| s.max_second_utilisation)
-            .into_iter()
-            .chain(c.saturated.iter().filter_map(|b| b.second_utilisation))
-            .fold(0.0f64, f64::max);
-        let name = channel_name(c.dir, c.host);
-        let mut values = BTreeMap::new();
-        values.insert("busy_ns".into(), busy as f64);
-        values.insert("busy_share".into(), busy as f64 / span_ns as f64);
-        values.insert("max_second_utilisation".into(), second);
-        values.insert("median_busy_ns".into(), mi as f64);
-        values.insert("median_quiet_ns".into(), mo as f64);
-        values.insert("p99_busy_ns".into(), p99(&split.inside) as f64);
-        values.insert("p99_quiet_ns".into(), p99(&split.outside) as f64);
-        values.insert("requests_busy".into(), split.inside.len() as f64);
-        values.insert("requests_quiet".into(), split.outside.len() as f64);
-        values.insert("sources".into(), srcs.len() as f64);
-        let first = spans.first().map_or(report.first_ns, |s| s.0);
-        let last = spans.last().map_or(report.last_ns, |s| s.1);
-        let evidence = vec![
-            Evidence {
-                series: p.requests.series.clone(),
-                range_ns: None,
-                values,
-                note: format!(
-                    "{} while the link was full: median {} (p99 {}); the other {}: median {} (p99 {})",
-                    split.inside.len(),
-                    format_duration_ns(mi as f64),
-                    format_duration_ns(p99(&split.inside) as f64),
-                    split.outside.len(),
-                    format_duration_ns(mo as f64),
-                    format_duration_ns(p99(&split.outside) as f64),
-                ),
-            },
-            Evidence {
-                series: format!("bytes{{dir={},host={}}}", c.dir.name(), c.host),
-                range_ns: Some((first, last)),
-                values: BTreeMap::new(),
-                note: format!(
-                    "{} episode(s) at the link rate, filled by {}",
-                    c.saturated.len(),
-                    describe_sources(&srcs)
-                ),
-            },
-        ];
-        let (si, so) = split.slow();
-        let share = |n: usize, of: usize| n as f64 * 100.0 / of.max(1) as f64;
-        let meanwhile = if split.median_moved() {
-            let what = match p.requests.kind {
-                RequestKind::QueueDelay => "packets of other flows waited",
-                _ => "requests took",
-            };
-            format!(
-                "{what} a median {} against {} otherwise",
-                format_duration_ns(mi as f64),
-                format_duration_ns(mo as f64)
-            )
-        } else {
-            format!(
-                "{:.1}% of the packets of other flows waited {} or more upstream against {:.1}% otherwise",
-                share(si, split.inside.len()),
-                format_duration_ns(split.slow_at as f64),
-                share(so, split.outside.len())
-            )
-        };
-        let finding = Finding {
-            detector: DETECTOR.into(),
-            verdict: Verdict::Detected,
-            confidence: (0.5 + 0.45 * (1.0 - 1.0 / split.strength())).clamp(0.5, 0.95),
-            summary: format!(
-                "link saturated {name}: at the link rate for {} of the {} capture ({:.0}%; busiest second {:.0}%), and meanwhile {meanwhile} ({}); filling it: {}",
-                format_duration_ns(busy as f64),
-                format_duration_ns(span_ns as f64),
-                busy as f64 * 100.0 / span_ns as f64,
-                second * 100.0,
-                p.requests.series,
-                describe_sources(&srcs)
-            ),
-            evidence,
-            fix: Some("the link is full, not bursty: give the latency-sensitive traffic its own queue or priority (an htb/prio class), rate-limit or pace the bulk transfer below the link rate, or add capacity".into()),
-        };
-        out.push((srcs, finding));
     }
     // The same full link seen as traffic to the receiver and from the sender: one finding.
     let lists: Vec<&[Source]> = out.iter().map(|(s, _)| s.as_slice()).collect();
@@ -252,6 +139,139 @@ pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<
         .filter(|(_, k)| *k)
         .map(|((_, f), _)| f)
         .collect()
+}
+
+/// Series `p` split by the busy spans, when it shows the link's effect.
+fn split(si: usize, p: &Prepared<'_>, spans: &[(i64, i64)]) -> Option<Split> {
+    let (mut inside, mut outside) = (Vec::new(), Vec::new());
+    for &(s, e, lat) in &p.samples {
+        if overlaps(spans, s, e) {
+            inside.push(lat);
+        } else {
+            outside.push(lat);
+        }
+    }
+    inside.sort_unstable();
+    outside.sort_unstable();
+    let split = Split {
+        series: si,
+        inside,
+        outside,
+        slow_at: p.slow_at,
+        queue_delay: p.requests.kind == RequestKind::QueueDelay,
+    };
+    let enough = split.inside.len() >= MIN_SAMPLES && split.outside.len() >= MIN_SAMPLES;
+    (enough && (split.median_moved() || split.delayed_more())).then_some(split)
+}
+
+fn build(
+    c: &Channel<'_>,
+    spans: &[(i64, i64)],
+    srcs: &[Source],
+    split: &Split,
+    p: &Prepared<'_>,
+    report: &CaptureReport,
+) -> Finding {
+    let span_ns = (report.last_ns - report.first_ns).max(1);
+    let busy: i64 = spans.iter().map(|(a, b)| b - a).sum();
+    let (mi, mo) = split.medians();
+    // The busiest one-second average the capture measured on the channel (a burst's own is
+    // that of the second it starts in, which a long one may barely touch).
+    let second = report
+        .channels
+        .iter()
+        .find(|s| s.dir == c.dir && s.host == c.host)
+        .and_then(|s| s.max_second_utilisation)
+        .into_iter()
+        .chain(c.saturated.iter().filter_map(|b| b.second_utilisation))
+        .fold(0.0f64, f64::max);
+    let (si, so) = split.slow();
+    let share = |n: usize, of: usize| n as f64 * 100.0 / of.max(1) as f64;
+    let meanwhile = if split.median_moved() {
+        let what = match p.requests.kind {
+            RequestKind::QueueDelay => "packets of other flows waited",
+            _ => "requests took",
+        };
+        format!(
+            "{what} a median {} against {} otherwise",
+            format_duration_ns(mi as f64),
+            format_duration_ns(mo as f64)
+        )
+    } else {
+        format!(
+            "{:.1}% of the packets of other flows waited {} or more upstream against {:.1}% otherwise",
+            share(si, split.inside.len()),
+            format_duration_ns(split.slow_at as f64),
+            share(so, split.outside.len())
+        )
+    };
+    let mut values = BTreeMap::new();
+    values.insert("busy_ns".into(), busy as f64);
+    values.insert("busy_share".into(), busy as f64 / span_ns as f64);
+    values.insert("max_second_utilisation".into(), second);
+    values.insert("sources".into(), srcs.len() as f64);
+    Finding {
+        detector: DETECTOR.into(),
+        verdict: Verdict::Detected,
+        confidence: (0.5 + 0.45 * (1.0 - 1.0 / split.strength())).clamp(0.5, 0.95),
+        summary: format!(
+            "link saturated {}: at the link rate for {} of the {} capture ({:.0}%; busiest second {:.0}%), and meanwhile {meanwhile} ({}); filling it: {}",
+            channel_name(c.dir, c.host),
+            format_duration_ns(busy as f64),
+            format_duration_ns(span_ns as f64),
+            busy as f64 * 100.0 / span_ns as f64,
+            second * 100.0,
+            p.requests.series,
+            describe_sources(srcs)
+        ),
+        evidence: vec![
+            split.evidence(p),
+            Evidence {
+                series: format!("bytes{{dir={},host={}}}", c.dir.name(), c.host),
+                range_ns: spans.first().zip(spans.last()).map(|(a, b)| (a.0, b.1)),
+                values,
+                note: format!(
+                    "{} episode(s) at the link rate, filled by {}",
+                    c.saturated.len(),
+                    describe_sources(srcs)
+                ),
+            },
+        ],
+        fix: Some("the link is full, not bursty: give the latency-sensitive traffic its own queue or priority (an htb/prio class), rate-limit or pace the bulk transfer below the link rate, or add capacity".into()),
+    }
+}
+
+impl Split {
+    /// The series' figures inside and outside the busy spans.
+    fn evidence(&self, p: &Prepared<'_>) -> Evidence {
+        let (mi, mo) = self.medians();
+        let p99 = |v: &[i64]| of_sorted(v, 0.99).unwrap_or(0);
+        let (si, so) = self.slow();
+        let mut values = BTreeMap::new();
+        values.insert("median_busy_ns".into(), mi as f64);
+        values.insert("median_quiet_ns".into(), mo as f64);
+        values.insert("p99_busy_ns".into(), p99(&self.inside) as f64);
+        values.insert("p99_quiet_ns".into(), p99(&self.outside) as f64);
+        values.insert("requests_busy".into(), self.inside.len() as f64);
+        values.insert("requests_quiet".into(), self.outside.len() as f64);
+        values.insert("slow_busy".into(), si as f64);
+        values.insert("slow_quiet".into(), so as f64);
+        values.insert("slow_threshold_ns".into(), self.slow_at as f64);
+        Evidence {
+            series: p.requests.series.clone(),
+            range_ns: None,
+            values,
+            note: format!(
+                "{} while the link was full: median {} (p99 {}); the other {}: median {} (p99 {})",
+                self.inside.len(),
+                format_duration_ns(mi as f64),
+                format_duration_ns(p99(&self.inside) as f64),
+                self.outside.len(),
+                format_duration_ns(mo as f64),
+                format_duration_ns(p99(&self.outside) as f64),
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
