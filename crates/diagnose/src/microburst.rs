@@ -97,38 +97,34 @@ pub fn microburst(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Find
             chosen.entry(ci).or_default().push(held);
         }
     }
-    let mut found: Vec<(usize, Held, Vec<Source>)> = chosen
+    let found: Vec<finding::Chosen<'_>> = chosen
         .into_iter()
-        .filter_map(|(ci, helds)| {
-            // The strongest evidence: a channel chosen on its own before one coinciding.
-            let best = *helds.iter().min_by(|a, b| {
+        .filter_map(|(ci, mut helds)| {
+            // The strongest evidence first: a channel chosen on its own before one coinciding.
+            helds.sort_by(|a, b| {
                 (a.with.is_some(), a.tail)
                     .partial_cmp(&(b.with.is_some(), b.tail))
                     .unwrap_or(std::cmp::Ordering::Equal)
                     .then(b.slow_in.cmp(&a.slow_in))
-            })?;
+            });
+            let best = *helds.first()?;
             let held = holding(&cands[ci].channel.micro, &prepared[best.series], report);
-            Some((ci, best, sources(held)))
+            Some(finding::Chosen {
+                cand: &cands[ci],
+                with: best.with.map(|w| &cands[w].channel),
+                series: helds.iter().map(|h| (&prepared[h.series], *h)).collect(),
+                sources: sources(held),
+            })
         })
         .collect();
     // The same queue seen twice (to the receiver, from each sender): one finding.
-    let lists: Vec<&[Source]> = found.iter().map(|f| f.2.as_slice()).collect();
+    let lists: Vec<&[Source]> = found.iter().map(|f| f.sources.as_slice()).collect();
     let keep = distinct(&lists);
     found
-        .drain(..)
+        .iter()
         .zip(keep)
-        .filter(|(f, k)| *k && !f.2.is_empty())
-        .map(|((ci, held, srcs), _)| {
-            let with = held.with.map(|w| &cands[w].channel);
-            finding::build(
-                &cands[ci],
-                with,
-                &prepared[held.series],
-                held,
-                &srcs,
-                report,
-            )
-        })
+        .filter(|(f, k)| *k && !f.sources.is_empty())
+        .map(|(f, _)| f.build(report))
         .collect()
 }
 

@@ -11,7 +11,45 @@ use crate::channels::{
     channel_name, describe_sources, series_brief, sources, Channel, Prepared, Source,
 };
 
-pub(super) fn build(
+/// A channel some series chose, with every series that chose it (the strongest first) and
+/// the sources of its bursts that held that series' slow requests.
+pub(super) struct Chosen<'a> {
+    pub(super) cand: &'a Candidate<'a>,
+    /// The chosen channel it coincides with, if that is all its evidence.
+    pub(super) with: Option<&'a Channel<'a>>,
+    pub(super) series: Vec<(&'a Prepared<'a>, Held)>,
+    pub(super) sources: Vec<Source>,
+}
+
+impl Chosen<'_> {
+    pub(super) fn build(&self, report: &CaptureReport) -> Finding {
+        let (p, held) = self.series[0];
+        let mut f = build(self.cand, self.with, p, held, &self.sources, report);
+        // The other series that chose the channel too (the capture's own exchanges and a
+        // client's log, say): each says the same of its own requests.
+        let also = self.series[1..].iter().map(|(p, h)| Evidence {
+            series: p.requests.series.clone(),
+            range_ns: None,
+            values: BTreeMap::from([
+                ("slow_requests".into(), h.slow as f64),
+                ("slow_in_bursts".into(), h.slow_in as f64),
+                ("all_share_in_bursts".into(), h.base),
+                ("chance".into(), h.tail),
+            ]),
+            note: format!(
+                "also {:.0}% of the {} {} of this series overlap these bursts, against {:.0}% of all",
+                h.share() * 100.0,
+                h.slow,
+                p.what(),
+                h.base * 100.0
+            ),
+        });
+        f.evidence.splice(1..1, also);
+        f
+    }
+}
+
+fn build(
     c: &Candidate<'_>,
     with: Option<&Channel<'_>>,
     p: &Prepared<'_>,

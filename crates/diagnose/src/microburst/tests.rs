@@ -229,3 +229,31 @@ fn bursts_at_the_same_times_in_both_directions_are_both_named() {
     assert!(f[0].confidence >= 0.5 && f[1].confidence < 0.5, "{f:#?}");
     assert!(s[1].contains(REV) && s[1].contains("cannot tell"), "{s:#?}");
 }
+
+/// Regression (issue 13): with `--requests` the best channel/series pair won and the other
+/// series was dropped. Every series that holds slow requests in a channel's bursts is cited.
+#[test]
+fn every_series_that_holds_slow_requests_is_cited() {
+    let r = both_directions();
+    let api = requests(4000, 2, api_latency);
+    let own = requests(4000, 3, api_latency);
+    let f = microburst(
+        &r,
+        &[
+            series(
+                "latency{server_port=7000}",
+                &own,
+                RequestKind::Exchanges { server_port: 7000 },
+            ),
+            series("client:latency", &api, RequestKind::External),
+        ],
+    );
+    assert_eq!(f.len(), 2, "{:#?}", summaries(&f));
+    for finding in &f {
+        let cited: Vec<&str> = finding.evidence.iter().map(|e| e.series.as_str()).collect();
+        assert!(
+            cited.contains(&"latency{server_port=7000}") && cited.contains(&"client:latency"),
+            "{cited:?}"
+        );
+    }
+}
