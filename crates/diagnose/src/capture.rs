@@ -4,14 +4,17 @@
 use tailhunt_model::evidence::capture::CaptureReport;
 use tailhunt_model::Finding;
 
-use crate::microburst::{microburst, Requests};
+use crate::channels::Requests;
+use crate::microburst::microburst;
 use crate::nagle_stall::nagle_stall;
+use crate::saturated::link_saturated;
 use crate::timeout::application_timeout;
 use crate::window::{receive_window_limited, WindowEvidence};
 
 /// Detectors run on captures.
-pub const DETECTORS: [&str; 4] = [
+pub const DETECTORS: [&str; 5] = [
     crate::microburst::DETECTOR,
+    crate::saturated::DETECTOR,
     crate::nagle_stall::DETECTOR,
     crate::window::WINDOW_DETECTOR,
     crate::timeout::TIMEOUT_DETECTOR,
@@ -20,7 +23,8 @@ pub const DETECTORS: [&str; 4] = [
 /// Runs the capture detectors.
 pub fn diagnose_capture(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(microburst(&report.bursts, requests, report.bin_ns));
+    out.extend(microburst(report, requests));
+    out.extend(link_saturated(report, requests));
     out.extend(nagle_stall(&report.flows, &report.stalls));
     let windows: Vec<WindowEvidence> = report
         .flows

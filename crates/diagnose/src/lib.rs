@@ -9,6 +9,8 @@
 //! - [`fragile`]: `fragile-percentile`, the analysis' gap warnings as findings.
 //! - [`capture`]: all capture detectors over one capture report.
 //! - [`microburst`]: `microburst`, slow requests that coincide with bins at link rate.
+//! - [`saturated`]: `link-saturated`, a link full for seconds and the requests slower then.
+//! - [`channels`]: what those two share (bursts per channel, request series, sources).
 //! - [`nagle_stall`]: `nagle-stall`, small segments held until a delayed ACK, in a capture.
 //! - [`runq`]: `noisy-neighbor` and `cpu-throttled`, from per-cgroup run-queue latency,
 //!   preemption attribution and throttling.
@@ -25,11 +27,13 @@
 #![deny(missing_docs)]
 
 pub mod capture;
+pub mod channels;
 pub mod fragile;
 pub mod microburst;
 pub mod nagle;
 pub mod nagle_stall;
 pub mod runq;
+pub mod saturated;
 pub mod sock;
 pub mod stored;
 pub mod timeout;

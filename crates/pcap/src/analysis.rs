@@ -5,7 +5,8 @@
 //! SYN on a closed connection's ports starts a new flow: port reuse) and advances the flow's
 //! state. Events (RTT samples, exchanges, Nagle stalls) collect in [`Analyzer::events`] for the
 //! caller to drain into series after each packet. [`Analyzer::finish`] ends every flow and
-//! builds the [`CaptureReport`].
+//! builds the [`CaptureReport`]; [`Analyzer::bystander_delays`] then gives the upstream
+//! queueing delay of the packets that were no burst's source (from their TCP timestamps).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -17,6 +18,7 @@ use tailhunt_model::evidence::capture::{
 use crate::bins::SparseBins;
 use crate::burst::{analyse_channel, BurstConfig, FlowBins};
 use crate::decode::{Decoded, Skip, Transport};
+use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
 use crate::tcp::{FlowEvents, TcpFlow};
@@ -147,6 +149,8 @@ pub struct Analyzer {
     flows: Vec<Flow>,
     index: FxHashMap<FlowKey, usize>,
     stalls: Vec<NagleStall>,
+    /// Each TCP flow's two directions' timestamps (by flow index).
+    delays: Vec<[DelayTrack; 2]>,
     /// Events of the packets pushed since the caller last drained them.
     pub events: FlowEvents,
 }
@@ -167,6 +171,7 @@ impl Analyzer {
             flows: Vec::new(),
             index: FxHashMap::default(),
             stalls: Vec::new(),
+            delays: Vec::new(),
             events: FlowEvents::default(),
         })
     }
@@ -221,6 +226,12 @@ impl Analyzer {
                 let new = &self.events.stalls[before..];
                 let room = MAX_STALLS_KEPT.saturating_sub(self.stalls.len());
                 self.stalls.extend_from_slice(&new[..room.min(new.len())]);
+                if let Some((tsval, _)) = tcp.options.timestamps {
+                    if self.delays.len() <= i {
+                        self.delays.resize_with(i + 1, Default::default);
+                    }
+                    self.delays[i][side].add(bin, p.ts_ns, tsval);
+                }
             }
             Transport::Udp(udp) => {
                 let src = SocketAddr::new(p.src, udp.src_port);
@@ -275,10 +286,13 @@ impl Analyzer {
 
     /// Frees the live state of connections that closed a while ago.
     fn compact_closed(&mut self, now: i64) {
-        for f in &mut self.flows {
+        for (i, f) in self.flows.iter_mut().enumerate() {
             if let Flow::Tcp(t) = f {
                 if t.can_compact(now) {
                     t.compact();
+                    if let Some(d) = self.delays.get_mut(i) {
+                        d.iter_mut().for_each(DelayTrack::shrink);
+                    }
                 }
             }
         }
@@ -306,6 +320,7 @@ impl Analyzer {
             })
             .map(|(name, k, side, f)| FlowBins {
                 name,
+                sender: k.endpoint(side).to_string(),
                 src: k.endpoint(side).ip(),
                 dst: k.endpoint(1 - side).ip(),
                 bins: &f.bins()[side],
@@ -346,6 +361,74 @@ impl Analyzer {
             flows,
             stalls: self.stalls.clone(),
         }
+    }
+
+    /// The upstream queueing delay of every packet that made no burst, one sample per flow
+    /// direction and bin (its most delayed packet): `intended = start` is when it would have
+    /// arrived without waiting, `end` when it did. A direction is left out while it is a
+    /// source of a burst (its wait is its own doing) and when its sender's timestamp clock
+    /// does not tick at 1 kHz ([`crate::delay`]); samples in time order.
+    pub fn bystander_delays(&self, report: &CaptureReport) -> Vec<tailhunt_model::Sample> {
+        let bin_ns = self.cfg.bin_ns;
+        // Where each flow direction was a source: `(flow name, sender) -> busy spans`.
+        let mut busy: BTreeMap<(&str, &str), Vec<(i64, i64)>> = BTreeMap::new();
+        for b in &report.bursts {
+            let span = (
+                b.start_ns - bin_ns,
+                b.busy_until_ns(report.link_rate_bps) + bin_ns,
+            );
+            for f in b.sources() {
+                busy.entry((f.flow.as_str(), f.sender.as_str()))
+                    .or_default()
+                    .push(span);
+            }
+        }
+        // A host whose long directions tick at 1 kHz vouches for its short ones.
+        let mut hosts: BTreeMap<IpAddr, (bool, bool)> = BTreeMap::new();
+        let mut checked = Vec::new();
+        for (i, tracks) in self.delays.iter().enumerate() {
+            for (side, t) in tracks.iter().enumerate() {
+                if t.is_empty() {
+                    continue;
+                }
+                let check = t.clock_check(bin_ns);
+                let host = self.flows[i].key().endpoint(side).ip();
+                let h = hosts.entry(host).or_default();
+                h.0 |= check == ClockCheck::Passed;
+                h.1 |= check == ClockCheck::Failed;
+                checked.push((i, side, check));
+            }
+        }
+        let mut out = Vec::new();
+        for (i, side, check) in checked {
+            let f = &self.flows[i];
+            let sender = f.key().endpoint(side);
+            let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
+            let usable = match check {
+                ClockCheck::Passed => true,
+                ClockCheck::Failed => false,
+                ClockCheck::TooShort => vouched,
+            };
+            if !usable {
+                continue;
+            }
+            let (name, sender) = (f.name().to_string(), sender.to_string());
+            let spans = busy.get(&(name.as_str(), sender.as_str()));
+            for (at, delay) in self.delays[i][side].delays() {
+                if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
+                    continue;
+                }
+                let sent = at - delay;
+                out.push(tailhunt_model::Sample::new(
+                    sent,
+                    sent,
+                    at,
+                    tailhunt_model::Outcome::Ok,
+                ));
+            }
+        }
+        out.sort_by_key(|s| (s.intended_ns, s.end_ns));
+        out
     }
 
     /// The bins of a channel (for storing as a series).

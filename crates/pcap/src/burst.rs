@@ -4,8 +4,11 @@
 //! are the two directions of its full-duplex link, which fill up independently. In: the sparse
 //! bins of each channel and of each flow direction. Out: a [`ChannelSummary`] per channel (peak
 //! bin, time above the threshold, the busiest second's average) and [`Burst`] episodes: runs of
-//! bins at or above `threshold` x link rate (gaps of one bin are bridged), each with the flows
-//! whose bytes made it.
+//! bins at or above `threshold` x link rate (gaps of two bins are bridged), each with its
+//! *sources*: the flow directions whose bytes in the burst's bins made it (the largest that
+//! together carry 90% of them, and any other with 10% or more). The small requests and ACKs
+//! that crossed the link meanwhile are counted apart (`other_bytes`): they waited behind the
+//! burst, they did not make it.
 //!
 //! Without `--link-rate` the capacity is unknown: channels still get their peaks and
 //! busiest seconds in bytes, but no bursts are reported (a capture cannot tell a 1 Gbit/s link
@@ -35,10 +38,12 @@ pub struct BurstConfig {
     pub threshold: f64,
 }
 
-/// A flow's bytes in one channel.
+/// One direction of a flow: its bytes per bin.
 pub struct FlowBins<'a> {
     /// The flow's display name.
     pub name: String,
+    /// The sending endpoint (`ip:port`).
+    pub sender: String,
     /// Sending host of this direction.
     pub src: IpAddr,
     /// Receiving host.
@@ -123,8 +128,12 @@ pub fn analyse_channel(
             peak_utilisation: utilisation(peak_bin),
             bytes: episode_bytes,
             second_utilisation: second_util(first),
-            flows: burst_flows(dir, host, flows, first, last, episode_bytes),
+            flows: Vec::new(),
+            other_bytes: 0,
+            other_flows: 0,
         });
+        let b = bursts.last_mut().expect("just pushed");
+        attribute(b, dir, host, flows, first, last);
         i = j + 1;
     }
     let summary = ChannelSummary {
@@ -142,15 +151,20 @@ pub fn analyse_channel(
     (summary, bursts)
 }
 
-fn burst_flows(
-    dir: Dir,
-    host: IpAddr,
-    flows: &[FlowBins<'_>],
-    first: i64,
-    last: i64,
-    total: u64,
-) -> Vec<BurstFlow> {
-    let mut out: Vec<BurstFlow> = flows
+/// Share of a burst's bytes its largest flow directions must reach together to be its
+/// sources.
+const SOURCES_COVER: f64 = 0.9;
+/// A flow direction with this share of a burst's bytes is a source however many larger ones
+/// there are.
+const SOURCE_SHARE: f64 = 0.1;
+
+/// Splits the bytes of a burst's bins among the flow directions that crossed the channel:
+/// the largest that together carry [`SOURCES_COVER`] of them, and any other carrying
+/// [`SOURCE_SHARE`], are its sources (never one under [`BurstFlow::MIN_SOURCE_SHARE`]); the
+/// rest (small requests, ACKs) are counted as others. A flow's two directions are apart: the
+/// ACKs of a bulk flow in the other direction are not a source.
+fn attribute(b: &mut Burst, dir: Dir, host: IpAddr, flows: &[FlowBins<'_>], first: i64, last: i64) {
+    let mut all: Vec<BurstFlow> = flows
         .iter()
         .filter(|f| match dir {
             Dir::To => f.dst == host,
@@ -160,14 +174,34 @@ fn burst_flows(
             let bytes = f.bins.bytes_between(first, last);
             (bytes > 0).then(|| BurstFlow {
                 flow: f.name.clone(),
+                sender: f.sender.clone(),
                 bytes,
-                share: bytes as f64 / total.max(1) as f64,
+                share: bytes as f64 / b.bytes.max(1) as f64,
             })
         })
         .collect();
-    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.flow.cmp(&b.flow)));
-    out.truncate(8);
-    out
+    all.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then_with(|| a.flow.cmp(&b.flow))
+            .then_with(|| a.sender.cmp(&b.sender))
+    });
+    let mut covered = 0.0;
+    let mut sources = Vec::new();
+    for f in all {
+        let needed = covered < SOURCES_COVER;
+        let source = f.share >= BurstFlow::MIN_SOURCE_SHARE
+            && (needed || f.share >= SOURCE_SHARE)
+            && sources.len() < Burst::MAX_SOURCES;
+        covered += f.share;
+        if source {
+            sources.push(f);
+        } else {
+            b.other_bytes += f.bytes;
+            b.other_flows += 1;
+        }
+    }
+    b.flows = sources;
 }
 
 #[cfg(test)]
@@ -203,18 +237,21 @@ mod tests {
         let flows = [
             FlowBins {
                 name: "db1".into(),
+                sender: "198.18.0.11:7100".into(),
                 src: db1,
                 dst: host,
                 bins: &f1,
             },
             FlowBins {
                 name: "db2".into(),
+                sender: "198.18.0.12:7100".into(),
                 src: db2,
                 dst: host,
                 bins: &f2,
             },
             FlowBins {
                 name: "api".into(),
+                sender: "198.18.0.20:40000".into(),
                 src: api,
                 dst: host,
                 bins: &f3,
@@ -231,10 +268,70 @@ mod tests {
         assert_eq!((b.start_ns, b.end_ns), (1_000_000_000, 1_009_999_000));
         assert!(b.peak_utilisation.unwrap() > 0.99);
         assert_eq!(b.flows[0].flow, "db1");
+        assert_eq!(b.flows[0].sender, "198.18.0.11:7100");
         assert_eq!(b.flows[1].flow, "db2");
+        // The background flow (5% of the burst) crossed the link, it did not fill it.
+        assert_eq!(b.flows.len(), 2, "{b:?}");
+        assert_eq!((b.other_flows, b.other_bytes), (1, 6250));
         assert!(b.second_utilisation.unwrap() < 0.2, "{b:?}");
         assert_eq!(summary.time_above_ns, 10_000_000);
         assert!(summary.max_second_utilisation.unwrap() < 0.2);
+    }
+
+    /// Regression (issue 13): a request flow and the ACKs of a bulk flow going the other way
+    /// were listed among a burst's flows at 0-1% of its bytes. Only the directions that carry
+    /// the burst are its sources; a flow's ACK direction is not, even when its data direction
+    /// is a source elsewhere.
+    #[test]
+    fn requests_and_acks_inside_a_burst_are_not_its_sources() {
+        let host: IpAddr = "198.18.0.1".parse().unwrap();
+        let (db, far, api): (IpAddr, IpAddr, IpAddr) = (
+            "198.18.0.11".parse().unwrap(),
+            "198.18.0.2".parse().unwrap(),
+            "198.18.0.20".parse().unwrap(),
+        );
+        let (mut chan, mut data, mut acks, mut req) = Default::default();
+        for i in 0..20i64 {
+            let t = i * 1_000_000;
+            SparseBins::add(&mut data, i, 12_000, t + 10);
+            SparseBins::add(&mut acks, i, 130, t + 20);
+            SparseBins::add(&mut req, i, 70, t + 30);
+            SparseBins::add(&mut chan, i, 12_200, t + 10);
+        }
+        let flows = [
+            FlowBins {
+                name: "tcp 198.18.0.1:5000 -> 198.18.0.11:7100".into(),
+                sender: "198.18.0.11:7100".into(),
+                src: db,
+                dst: host,
+                bins: &data,
+            },
+            FlowBins {
+                name: "tcp 198.18.0.2:6000 -> 198.18.0.1:7001".into(),
+                sender: "198.18.0.2:6000".into(),
+                src: far,
+                dst: host,
+                bins: &acks,
+            },
+            FlowBins {
+                name: "tcp 198.18.0.20:4000 -> 198.18.0.1:7000".into(),
+                sender: "198.18.0.20:4000".into(),
+                src: api,
+                dst: host,
+                bins: &req,
+            },
+        ];
+        let cfg = BurstConfig {
+            bin_ns: 1_000_000,
+            link_rate_bps: Some(100_000_000),
+            threshold: 0.8,
+        };
+        let (_, bursts) = analyse_channel(Dir::To, host, &chan, &flows, &cfg);
+        assert_eq!(bursts.len(), 1, "{bursts:?}");
+        let b = &bursts[0];
+        let named: Vec<&str> = b.flows.iter().map(|f| f.sender.as_str()).collect();
+        assert_eq!(named, ["198.18.0.11:7100"], "{b:?}");
+        assert_eq!((b.other_flows, b.other_bytes), (2, 20 * 200));
     }
 
     #[test]

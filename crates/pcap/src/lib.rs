@@ -12,7 +12,8 @@
 //! - [`analysis`] is the one pass over decoded packets: [`bins`] of bytes per channel and
 //!   [`burst`] episodes, connections named by [`flowkey`], [`tcp`] state per connection
 //!   (RTT, windows as the sender saw them, retransmissions, closes, sender states, request /
-//!   response turns, Nagle stalls);
+//!   response turns, Nagle stalls), and [`delay`], the upstream queueing delay of each packet
+//!   from its TCP timestamp;
 //! - [`record`] turns its events and bins into series, and [`run`] drives a set of sources
 //!   through it into a [`SeriesSink`](tailhunt_model::SeriesSink), recording in [`inputs`] what
 //!   became of each source.
@@ -35,6 +36,7 @@ pub mod bins;
 pub mod bins_csv;
 pub mod burst;
 pub mod decode;
+pub mod delay;
 pub mod flowkey;
 pub mod fxhash;
 pub mod inputs;

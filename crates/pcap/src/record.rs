@@ -5,6 +5,7 @@
 //! | `latency{server_port}` | samples | each request/response exchange: first request byte -> last response byte; unanswered requests are `timeout` samples ending at the flow's last packet |
 //! | `server_time{server_port}` | samples | last request segment -> first response segment, less the server leg's round trip |
 //! | `rtt{leg}` | samples | RTT samples of each leg (`server`: capture point -> server -> capture point) |
+//! | `queue_delay` | samples | the upstream queueing delay of packets that made no burst (their TCP timestamps against the capture clock): `start` when the packet would have arrived without waiting, `end` when it did; one per flow direction and bin, its most delayed packet |
 //! | `bytes{dir,host,bin}` | values | wire bytes per bin of the busiest channels (to/from a host) |
 //! | `inflight{flow}`, `window{flow}` | values | bytes in flight and the receiver's advertised window of the largest TCP flows, one point per bin |
 //!
@@ -27,6 +28,9 @@ pub const MAX_WINDOW_SERIES: usize = 8;
 /// Flows kept in a run's stored `capture` document; the report printed at the end of the pass
 /// holds every flow, and the stored copy says how many there were (`flows_total`).
 pub const MAX_STORED_FLOWS: usize = 5000;
+
+/// The series of bystanders' upstream queueing delays (see the table above).
+pub const QUEUE_DELAY_SERIES: &str = "queue_delay";
 
 /// Samples buffered per series before one push to the sink.
 const BATCH: usize = 4096;
@@ -153,6 +157,15 @@ impl<'a> Recorder<'a> {
     /// Writes the bins of the busiest channels and the window series of the largest flows.
     pub fn finish(&mut self, an: &Analyzer, report: &CaptureReport) -> Result<(), SinkError> {
         self.flush()?;
+        let delays = an.bystander_delays(report);
+        if !delays.is_empty() {
+            let h = self
+                .sink
+                .open_series(&SeriesMeta::latency(QUEUE_DELAY_SERIES))?;
+            for chunk in delays.chunks(BATCH) {
+                self.sink.push_samples(h, chunk)?;
+            }
+        }
         let bin = tailhunt_model::format_duration_ns(report.bin_ns as f64);
         for ch in report.channels.iter().take(MAX_CHANNEL_SERIES) {
             let Ok(host) = ch.host.parse() else { continue };

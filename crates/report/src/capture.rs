@@ -204,17 +204,19 @@ pub fn render_capture(d: &CaptureDoc) -> String {
                     format_duration_ns((b.end_ns - b.start_ns) as f64),
                     pct(b.peak_utilisation),
                     pct(b.second_utilisation),
-                    b.flows
-                        .iter()
-                        .take(3)
-                        .map(|f| format!("{} {:.0}%", f.flow, f.share * 100.0))
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                    burst_sources(b),
                 ]
             })
             .collect();
         out.push_str(&table(
-            &["start", "channel", "length", "peak", "its 1s avg", "flows"],
+            &[
+                "start",
+                "channel",
+                "length",
+                "peak",
+                "its 1s avg",
+                "sources (sender)",
+            ],
             &rows,
             "llrrrl",
         ));
@@ -461,4 +463,32 @@ fn render_matching(m: &MatchReport, top: usize, out: &mut String) {
     for n in &m.notes {
         let _ = writeln!(out, "note: {n}");
     }
+}
+
+/// A burst's sources for its table row: the three largest with their share and sending
+/// endpoint, then how many more and the other traffic that crossed the link meanwhile.
+fn burst_sources(b: &tailhunt_model::evidence::capture::Burst) -> String {
+    let sources: Vec<_> = b.sources().collect();
+    let mut parts: Vec<String> = sources
+        .iter()
+        .take(3)
+        .map(|f| {
+            if f.sender.is_empty() {
+                format!("{} {:.0}%", f.flow, f.share * 100.0)
+            } else {
+                format!("{} {:.0}% ({})", f.flow, f.share * 100.0, f.sender)
+            }
+        })
+        .collect();
+    if sources.len() > 3 {
+        parts.push(format!("{} more", sources.len() - 3));
+    }
+    if b.other_flows > 0 {
+        parts.push(format!(
+            "others {:.0}% in {} flow direction(s)",
+            b.other_bytes as f64 * 100.0 / b.bytes.max(1) as f64,
+            b.other_flows
+        ));
+    }
+    parts.join("; ")
 }

@@ -58,8 +58,8 @@ pub enum Command {
     Diagnose(DiagnoseArgs),
     /// Analyse packet captures in one streaming pass: bandwidth per millisecond and bursts,
     /// TCP flows (RTT, windows, retransmissions, closes), request latency from data turns,
-    /// and the capture detectors (microburst, nagle-stall, receive-window-limited,
-    /// application-timeout).
+    /// and the capture detectors (microburst, link-saturated, nagle-stall,
+    /// receive-window-limited, application-timeout).
     Pcap(PcapArgs),
     /// Capture from a live interface (libpcap), analyse on the fly like `pcap`, and optionally
     /// write the packets to a file.

@@ -6,20 +6,29 @@ use tailhunt_model::{Finding, Run, Sample, SeriesData};
 use tailhunt_store::Store;
 
 use super::DiagnoseError;
-use crate::microburst::Requests;
+use crate::channels::{RequestKind, Requests};
 
-/// Request latencies for the microburst detector: the capture's own `latency{server_port}`
-/// series and, when the run names one (`params.requests`, from `--requests`), another run's
-/// latency series with their times moved to epoch ns (the capture's clock).
+/// Request latencies for the microburst and link-saturated detectors: the capture's own
+/// `latency{server_port}` series, its `queue_delay` series (the upstream wait of packets that
+/// made no burst) and, when the run names one (`params.requests`, from `--requests`), another
+/// run's latency series with their times moved to epoch ns (the capture's clock); each with
+/// its [`RequestKind`].
 pub fn capture_requests(
     store: &Store,
     run: &Run,
-) -> Result<Vec<(String, Vec<Sample>)>, DiagnoseError> {
+) -> Result<Vec<(String, Vec<Sample>, RequestKind)>, DiagnoseError> {
     let mut out = Vec::new();
     for info in store.series(&run.id)? {
-        if info.name == "latency" && info.labels.contains_key("server_port") {
+        let port = info.labels.get("server_port").map(String::as_str);
+        let kind = Requests::kind_of(&info.name, port);
+        let own = match kind {
+            RequestKind::Exchanges { .. } => true,
+            RequestKind::QueueDelay => info.labels.is_empty(),
+            RequestKind::External => false,
+        };
+        if own {
             if let SeriesData::Samples(s) = store.load_series(&info)?.data {
-                out.push((info.display_name.clone(), s));
+                out.push((info.display_name.clone(), s, kind));
             }
         }
     }
@@ -51,7 +60,7 @@ pub fn requests_spec(store: &Store, spec: &str) -> Result<String, DiagnoseError>
 fn external_requests(
     store: &Store,
     spec: &str,
-) -> Result<Vec<(String, Vec<Sample>)>, DiagnoseError> {
+) -> Result<Vec<(String, Vec<Sample>, RequestKind)>, DiagnoseError> {
     let (run, series) = spec.split_once(':').unwrap_or((spec, "latency"));
     let reference = |reason: String| DiagnoseError::Reference {
         flag: "--requests",
@@ -77,7 +86,11 @@ fn external_requests(
                     )
                 })
                 .collect();
-            out.push((format!("{run}:{}", s.display_name), moved));
+            out.push((
+                format!("{run}:{}", s.display_name),
+                moved,
+                RequestKind::External,
+            ));
         }
     }
     if out.is_empty() {
@@ -101,9 +114,10 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
     let owned = capture_requests(store, run)?;
     let requests: Vec<Requests<'_>> = owned
         .iter()
-        .map(|(series, samples)| Requests {
+        .map(|(series, samples, kind)| Requests {
             series: series.clone(),
             samples,
+            kind: *kind,
         })
         .collect();
     Ok(crate::capture::diagnose_capture(&report, &requests))

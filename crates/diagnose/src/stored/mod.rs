@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `load` | the `sweep` document, the `latency` series per step | `latency-rises-as-load-falls`, `fragile-percentile` |
 //! | `import` (and unknown kinds) | every `latency` series | `fragile-percentile` |
-//! | `pcap`, `capture` | the `capture` document, the paired request latencies (and a `--requests` run's) | `microburst`, `nagle-stall`, `receive-window-limited`, `application-timeout` |
+//! | `pcap`, `capture` | the `capture` document, the paired request latencies and queue delays (and a `--requests` run's latencies) | `microburst`, `link-saturated`, `nagle-stall`, `receive-window-limited`, `application-timeout` |
 //! | `runq` | the `runq` document and the `runq_*`/`cpu_*` series (and the `--baseline` run's) | `noisy-neighbor`, `cpu-throttled` |
 //! | `transfer`, `sockets` | their report documents | `receive-window-limited`, `application-timeout` |
 

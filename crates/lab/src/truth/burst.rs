@@ -11,15 +11,17 @@
 //! times a second; far clients asking the cache's bulk server, the other direction) and the
 //! api client (500 small requests a second, TCP_NODELAY), whose requests wait in the far→cache
 //! queue behind the dbs' replies and whose replies wait in the cache→far queue behind the bulk
-//! server's. Sustained: one `tailhunt transfer` fills the far→cache direction for 60% of the run.
+//! server's. Sustained: one `tailhunt transfer` fills the far→cache direction for 60% of the run,
+//! its sender on Reno (loss-based, it fills the queue; BBR would keep it short).
 //!
 //! Views: `cache` (its interface: each direction's queue is upstream for what arrives and
 //! downstream for what leaves), `far` (the far host's interface toward the switch), and both
 //! again with `--requests` naming the api client's own run. Planted: `microburst` naming every
 //! source's flow, in each direction whose tbf held back at least 1% of the packets it sent (its
 //! `overlimits`; at 10 Gbit/s this machine cannot fill the link, and then nothing was planted
-//! there). The twin's
-//! sources answer 100 bytes.
+//! there); for the sustained case `link-saturated` naming the transfer (a link full for
+//! seconds is not a microburst: a one-second graph shows it). The twin's sources answer 100
+//! bytes.
 
 use std::time::Duration;
 
@@ -63,6 +65,14 @@ impl Net {
                 .run(&["ip", "addr", "add", &format!("{d}/24"), "dev", &net.b_if])?;
         }
         let queue = Duration::from_millis(200);
+        if s.sustained {
+            // The transfer's sender fills the queue as loss-based senders do (Reno: the only
+            // other one a namespace may choose here, `tcp_allowed_congestion_control`); with
+            // BBR, this host's default, the queue stays under a millisecond at 1 Gbit/s and
+            // nothing waits in it, which is not the saturation the case claims.
+            net.b
+                .run(&["sysctl", "-qw", "net.ipv4.tcp_congestion_control=reno"])?;
+        }
         net.shape_toward_a(s.rate_bps, queue)?;
         net.shape_toward_b(s.rate_bps, queue)?;
         Ok(Net { net, api, dbs })
@@ -100,8 +110,13 @@ pub(crate) fn run(
     let planted = planted(s, &n.net.a_addr, &n.dbs, &n.net.b_addr, case.twin);
     let base = ["--link-rate".to_string(), s.rate_bps.to_string()];
     let run_id = t.api.doc["run_id"].as_str().unwrap_or("").to_string();
-    let requests = ["--requests".to_string(), run_id];
+    let requests = ["--requests".to_string(), run_id.clone()];
     let mut views = analyse_all(ctx, &tapped, &base, Some(("+requests", &requests)))?;
+    let moved = if s.sustained {
+        Some(median_moved(ctx, &run_id, &t.transfer)?)
+    } else {
+        None
+    };
     let step = t.api.doc["steps"][0].clone();
     views.program(
         "api",
@@ -117,6 +132,8 @@ pub(crate) fn run(
     let facts = json!({
         "api_p50_ns": step["latency_ns"]["p50"], "api_p99_ns": step["latency_ns"]["p99"],
         "load_cpu_share": {"api": t.api.cpu_share},
+        "api_median_during_transfer_ns": moved.as_ref().map(|m| m.during_ns),
+        "api_median_outside_transfer_ns": moved.as_ref().map(|m| m.outside_ns),
     });
     let (mut truth, outputs) = Truth::of(case, planted, views, programs, facts);
     // A direction the machine could not fill planted nothing there.
@@ -129,7 +146,69 @@ pub(crate) fn run(
     if !held(&queues, "toward_b") {
         truth.set_aside(|p| !toward_cache(p), why);
     }
+    if let Some(m) = moved.filter(|m| !m.moved()) {
+        let why = format!(
+            "the api client's own median service time did not move while the transfer ran ({} during it, {} outside it, from its {} and {} requests; twice and 0.5 ms more is the claim): the queue stayed short",
+            ms(m.during_ns),
+            ms(m.outside_ns),
+            m.during,
+            m.outside
+        );
+        truth.set_aside(|p| p.detector == "link-saturated", &why);
+    }
     Ok((truth, outputs))
+}
+
+/// The api client's own median service time while the sustained transfer ran and outside
+/// it, from the two programs' records (the load run's samples, the transfer's time range;
+/// one monotonic clock).
+struct Moved {
+    during_ns: i64,
+    outside_ns: i64,
+    during: usize,
+    outside: usize,
+}
+
+impl Moved {
+    /// The saturation the case claims moves the median itself: at least twice as slow
+    /// during the transfer and half a millisecond more (below that the medians differ by
+    /// less than this host's scheduling noise), with 20 requests on each side to tell.
+    fn moved(&self) -> bool {
+        self.during >= 20
+            && self.outside >= 20
+            && self.during_ns >= 2 * self.outside_ns
+            && self.during_ns - self.outside_ns >= 500_000
+    }
+}
+
+fn median_moved(ctx: &Ctx, api_run: &str, transfer: &Value) -> Result<Moved, TruthError> {
+    let range = (
+        transfer["range_ns"][0].as_i64().unwrap_or(i64::MAX),
+        transfer["range_ns"][1].as_i64().unwrap_or(i64::MIN),
+    );
+    let (mut during, mut outside): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+    for (start, end) in ctx.samples(api_run)? {
+        if start <= range.1 && end >= range.0 {
+            during.push(end - start);
+        } else {
+            outside.push(end - start);
+        }
+    }
+    let median = |v: &mut Vec<i64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    Ok(Moved {
+        during_ns: median(&mut during),
+        outside_ns: median(&mut outside),
+        during: during.len(),
+        outside: outside.len(),
+    })
+}
+
+/// `1.234 ms` for a note.
+fn ms(ns: i64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
 }
 
 /// The servers: the api's and the bulk one on the cache, the dbs on the far host, and for a
@@ -281,12 +360,15 @@ fn planted(s: &BurstSpec, cache: &str, dbs: &[String], far: &str, twin: bool) ->
             "far clients fetching 10 ms replies from the cache 3 times a second, toward the far side".into()));
     }
     if s.sustained {
-        out.push(flow(
-            cache,
-            format!("{far}:7400"),
-            1,
-            "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into(),
-        ));
+        out.push(Planted {
+            detector: "link-saturated".into(),
+            ..flow(
+                cache,
+                format!("{far}:7400"),
+                1,
+                "a bulk transfer keeping the far-to-cache direction full for 60% of the run".into(),
+            )
+        });
     }
     out
 }

@@ -20,7 +20,8 @@
 //!   `tailhunt transfer client --timeout` (a transfer slower than the timeout), a server slower
 //!   than the timeout, and twins that finish in time; captured on both sides of a shaped queue;
 //! - `burst`: several bulk sources at once in both directions of a shaped link shared with
-//!   small requests, sustained saturation, and a twin whose sources answer small; captured on
+//!   small requests, sustained saturation (planted as `link-saturated`), and a twin whose
+//!   sources answer small; captured on
 //!   both sides of the queues, and analysed with and without the client's own latencies;
 //! - `nagle`: requests (or replies) written in two pieces without TCP_NODELAY, and a sweep of
 //!   rates; the twin sets TCP_NODELAY;
@@ -189,8 +190,8 @@ pub struct Planted {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ViewKind {
-    /// A packet capture (`tailhunt pcap`): microburst, nagle-stall, receive-window-limited,
-    /// application-timeout.
+    /// A packet capture (`tailhunt pcap`): microburst, link-saturated, nagle-stall,
+    /// receive-window-limited, application-timeout.
     Capture,
     /// A transfer's own TCP_INFO (`tailhunt transfer client`): receive-window-limited,
     /// application-timeout.
@@ -210,6 +211,7 @@ impl ViewKind {
         let on: &[&str] = match self {
             ViewKind::Capture => &[
                 "microburst",
+                "link-saturated",
                 "nagle-stall",
                 "receive-window-limited",
                 "application-timeout",

@@ -8,7 +8,8 @@
 //! truth.
 //!
 //! What a finding names is read from its text, per detector: the flows (`A:p -> B:q`) in the
-//! summary (`microburst`, `receive-window-limited`, `application-timeout`) or in the evidence
+//! summary (`microburst`, `link-saturated`, `receive-window-limited`, `application-timeout`)
+//! or in the evidence
 //! notes (`nagle-stall`, whose summary names none); for `noisy-neighbor` the cgroup before the
 //! summary's first `": "` and the neighbour in its attribution series (`runq_wait_ns{by=..}`);
 //! for `cpu-throttled` the cgroup; for `latency-rises-as-load-falls` the sweep's target.
@@ -34,8 +35,9 @@ use serde_json::Value;
 use super::Truth;
 
 /// The detectors scored.
-pub const DETECTORS: [&str; 7] = [
+pub const DETECTORS: [&str; 8] = [
     "microburst",
+    "link-saturated",
     "nagle-stall",
     "receive-window-limited",
     "application-timeout",

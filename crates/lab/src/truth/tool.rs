@@ -143,6 +143,40 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// A run's answered samples as `(start_ns, end_ns)` on its own clock, from `tailhunt
+    /// export RUN --format jsonl` (the client's record as it stored it, no analysis).
+    pub(crate) fn samples(&self, run: &str) -> Result<Vec<(i64, i64)>, TruthError> {
+        let argv = self.argv(&["export", run, "--format", "jsonl"]);
+        let what = format!("tailhunt export {run}");
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .map_err(|e| TruthError::Output {
+                what: what.clone(),
+                detail: e.to_string(),
+                stderr: String::new(),
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut v = Vec::new();
+        for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+            let x: Value = serde_json::from_str(line).map_err(|e| TruthError::Output {
+                what: what.clone(),
+                detail: format!("line '{line}': {e}"),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })?;
+            if let (Some(s), Some(e), Some("ok")) = (
+                x["start_ns"].as_i64(),
+                x["end_ns"].as_i64(),
+                x["outcome"].as_str(),
+            ) {
+                v.push((s, e));
+            }
+        }
+        Ok(v)
+    }
+}
+
 /// A `tailhunt load` run and how busy the client process was.
 pub(crate) struct LoadRun {
     /// Its document (`run_id`, `steps` with their warnings, `findings`).

@@ -5,8 +5,8 @@
 //! and the burst episodes per channel, every flow's summary with its TCP details, the Nagle
 //! stalls) and an [`InputReport`] per file. Out: the `capture` document of a `pcap` or
 //! `capture` run (flows capped for storage, see [`CaptureReport::flows_total`]), which the
-//! `microburst`, `nagle-stall`, `receive-window-limited` and `application-timeout` detectors
-//! and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
+//! `microburst`, `link-saturated`, `nagle-stall`, `receive-window-limited` and
+//! `application-timeout` detectors and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -117,15 +117,26 @@ pub struct ChannelSummary {
     pub threshold_basis: String,
 }
 
-/// A flow's part in a burst.
+/// A flow direction that made a burst: one of its *sources*.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BurstFlow {
-    /// Flow name.
+    /// Flow name (`tcp client -> server`).
     pub flow: String,
+    /// The endpoint (`ip:port`) that sent these bytes: which direction of the flow made the
+    /// burst (empty in documents stored before it was recorded).
+    #[serde(default)]
+    pub sender: String,
     /// Its bytes in this channel during the burst.
     pub bytes: u64,
     /// Share of the burst's bytes.
     pub share: f64,
+}
+
+impl BurstFlow {
+    /// Share of a burst's bytes a flow direction must carry to be named among its sources:
+    /// small requests and ACKs that crossed the link meanwhile carry well under it (they are
+    /// the bursts' victims, not their makers).
+    pub const MIN_SOURCE_SHARE: f64 = 0.01;
 }
 
 /// One burst episode.
@@ -148,8 +159,40 @@ pub struct Burst {
     /// Average utilisation of the one-second window holding the burst's start (when the link
     /// rate is known): how the burst looks on a 1 s graph.
     pub second_utilisation: Option<f64>,
-    /// The flows that made it, largest first (at most 8).
+    /// Its sources, largest first (at most [`Burst::MAX_SOURCES`]): the flow directions that
+    /// together carry 90% of its bytes, and any other carrying 5% or more, none under 1%.
+    /// (Documents stored before this rule list up to 8 flows of any share.)
     pub flows: Vec<BurstFlow>,
+    /// Bytes of the flow directions that are not among its sources (requests, ACKs and
+    /// other traffic that crossed the link during it).
+    #[serde(default)]
+    pub other_bytes: u64,
+    /// How many such flow directions.
+    #[serde(default)]
+    pub other_flows: u64,
+}
+
+impl Burst {
+    /// Sources listed per burst at most.
+    pub const MAX_SOURCES: usize = 16;
+
+    /// The sources carrying a share of its bytes worth naming (older documents listed every
+    /// flow with any byte in the burst).
+    pub fn sources(&self) -> impl Iterator<Item = &BurstFlow> {
+        self.flows
+            .iter()
+            .filter(|f| f.share >= BurstFlow::MIN_SOURCE_SHARE)
+    }
+
+    /// How long the link was busy with the burst's bytes, ns: at least its own span, and at
+    /// least the time the link needs to carry its bytes (a capture upstream of the queue sees
+    /// the bytes arrive faster than the link drains them).
+    pub fn busy_until_ns(&self, link_rate_bps: Option<u64>) -> i64 {
+        let drain = link_rate_bps
+            .filter(|&r| r > 0)
+            .map_or(0, |r| (self.bytes as f64 * 8e9 / r as f64) as i64);
+        self.end_ns.max(self.start_ns + drain)
+    }
 }
 
 /// A small segment held back until a late ACK (Nagle's algorithm meeting a delayed ACK).

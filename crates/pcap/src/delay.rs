@@ -1,0 +1,238 @@
+//! How long arriving packets waited in queues before the capture point, from their TCP
+//! timestamps.
+//!
+//! A sender stamps every segment with its timestamp clock (TSval, RFC 7323 section 5.4); on
+//! Linux (since 4.13), the BSDs and macOS that clock ticks once per millisecond. For one
+//! direction of a flow, `capture time - TSval x 1 ms` is a constant (the clocks' offset plus
+//! the path's fixed delay) plus whatever the packet waited on the way: in the sender's queue,
+//! in a shaper, behind a burst. The lower convex hull of those offsets over the direction's
+//! life is the undelayed baseline (it follows a slow drift between the clocks and stays under
+//! a saturation that lasts seconds); a packet's height above it is its upstream queueing
+//! delay, give or take the 1 ms tick.
+//!
+//! This is what a capture taken *downstream* of a queue can say about the wait: the requests
+//! arrive after they left the queue, so their exchanges look fast, but their timestamps say
+//! when they were sent.
+//!
+//! In: every TCP packet with a timestamp option, per flow direction ([`DelayTrack::add`]).
+//! Out: per direction, per bin, the largest delay and when that packet arrived
+//! ([`DelayTrack::delays`]); `None` for a direction whose clock does not tick at 1 kHz (the
+//! hull rises or falls by more than 1% of the time) or that is too short to tell and whose
+//! host has no long direction that passed the check.
+
+/// A direction must span this long for its clock rate to be checked.
+pub const MIN_CHECK_SPAN_NS: i64 = 1_000_000_000;
+/// The baseline may drift by this share of the time (a 1 kHz clock drifts by parts per
+/// million; a 250 Hz one would drift by 75%).
+const MAX_DRIFT: f64 = 0.01;
+/// One TSval tick, ns.
+const TICK_NS: i64 = 1_000_000;
+
+/// One bin of a direction's offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OffsetBin {
+    index: i64,
+    /// Smallest `capture time - TSval x tick` in the bin.
+    min: i64,
+    /// Largest.
+    max: i64,
+    /// Capture time of the packet with the largest.
+    max_at: i64,
+}
+
+/// The timestamps of one flow direction, per bin.
+#[derive(Debug, Clone, Default)]
+pub struct DelayTrack {
+    first_tsval: Option<u32>,
+    bins: Vec<OffsetBin>,
+}
+
+/// What a direction's clock check said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockCheck {
+    /// Spans long enough and its baseline stays flat: a 1 kHz clock.
+    Passed,
+    /// Spans long enough and its baseline drifts: another clock rate.
+    Failed,
+    /// Too short to tell.
+    TooShort,
+}
+
+impl DelayTrack {
+    /// Adds a packet seen at `ts_ns` in bin `index` with this TSval.
+    pub fn add(&mut self, index: i64, ts_ns: i64, tsval: u32) {
+        let first = *self.first_tsval.get_or_insert(tsval);
+        // Signed: a packet reordered before the first one gives a small negative count.
+        let ticks = tsval.wrapping_sub(first) as i32 as i64;
+        let off = ts_ns - ticks * TICK_NS;
+        let new = OffsetBin {
+            index,
+            min: off,
+            max: off,
+            max_at: ts_ns,
+        };
+        let merge = |b: &mut OffsetBin| {
+            b.min = b.min.min(off);
+            if off > b.max {
+                b.max = off;
+                b.max_at = ts_ns;
+            }
+        };
+        match self.bins.last_mut() {
+            Some(last) if last.index == index => merge(last),
+            Some(last) if last.index > index => {
+                match self.bins.binary_search_by_key(&index, |b| b.index) {
+                    Ok(i) => merge(&mut self.bins[i]),
+                    Err(i) => self.bins.insert(i, new),
+                }
+            }
+            _ => self.bins.push(new),
+        }
+    }
+
+    /// Gives back spare capacity.
+    pub fn shrink(&mut self) {
+        self.bins.shrink_to_fit();
+    }
+
+    /// Whether it holds any packet.
+    pub fn is_empty(&self) -> bool {
+        self.bins.is_empty()
+    }
+
+    /// Checks that the baseline is flat: the time-weighted median slope of the lower hull
+    /// within [`MAX_DRIFT`], over at least [`MIN_CHECK_SPAN_NS`].
+    pub fn clock_check(&self, bin_ns: i64) -> ClockCheck {
+        let (Some(first), Some(last)) = (self.bins.first(), self.bins.last()) else {
+            return ClockCheck::TooShort;
+        };
+        if (last.index - first.index) * bin_ns < MIN_CHECK_SPAN_NS {
+            return ClockCheck::TooShort;
+        }
+        let hull = self.hull();
+        let mut slopes: Vec<(f64, i64)> = hull
+            .windows(2)
+            .map(|w| {
+                let dt = (w[1].0 - w[0].0) * bin_ns;
+                ((w[1].1 - w[0].1) as f64 / dt as f64, dt)
+            })
+            .collect();
+        slopes.sort_by(|a, b| a.0.abs().total_cmp(&b.0.abs()));
+        let total: i64 = slopes.iter().map(|s| s.1).sum();
+        let mut acc = 0;
+        let median = slopes
+            .iter()
+            .find(|s| {
+                acc += s.1;
+                acc * 2 >= total
+            })
+            .map_or(0.0, |s| s.0);
+        if median.abs() <= MAX_DRIFT {
+            ClockCheck::Passed
+        } else {
+            ClockCheck::Failed
+        }
+    }
+
+    /// The lower convex hull of the bins' smallest offsets: `(bin index, offset)` points.
+    fn hull(&self) -> Vec<(i64, i64)> {
+        let mut h: Vec<(i64, i64)> = Vec::new();
+        for b in &self.bins {
+            let p = (b.index, b.min);
+            while h.len() >= 2 {
+                let (a, o) = (h[h.len() - 2], h[h.len() - 1]);
+                // Drop the middle point when it lies on or above the line from a to p.
+                let cross = (o.0 - a.0) as i128 * (p.1 - a.1) as i128
+                    - (o.1 - a.1) as i128 * (p.0 - a.0) as i128;
+                if cross <= 0 {
+                    h.pop();
+                } else {
+                    break;
+                }
+            }
+            h.push(p);
+        }
+        h
+    }
+
+    /// Per bin, the largest upstream delay and when that packet arrived: `(arrival ns, delay
+    /// ns)`, in time order.
+    pub fn delays(&self) -> Vec<(i64, i64)> {
+        let hull = self.hull();
+        let mut seg = 0;
+        self.bins
+            .iter()
+            .map(|b| {
+                while seg + 1 < hull.len() - 1 && hull[seg + 1].0 <= b.index {
+                    seg += 1;
+                }
+                let base = match (hull.get(seg), hull.get(seg + 1)) {
+                    (Some(&(x0, y0)), Some(&(x1, y1))) if x1 > x0 => {
+                        y0 + ((y1 - y0) as i128 * (b.index - x0) as i128 / (x1 - x0) as i128) as i64
+                    }
+                    (Some(&(_, y0)), _) => y0,
+                    _ => b.min,
+                };
+                (b.max_at, (b.max - base).max(0))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A sender's clock, a capture 3 s long, packets every 2 ms, and a queue that holds the
+    /// 20 packets sent at 1.000-1.038 s and lets them out 1 ms apart from 1.040 s (waits of
+    /// 40 down to 21 ms); the sender is quiet while it drains.
+    fn track(clock_hz: i64, drift_ppm: i64) -> DelayTrack {
+        let mut t = DelayTrack::default();
+        let start = 1_700_000_000 * 1_000_000_000i64;
+        for k in (0..1500i64).filter(|k| !(520..540).contains(k)) {
+            let sent = start + k * 2 * MS;
+            let queued = if (500..520).contains(&k) {
+                (1040 + (k - 500)) * MS - k * 2 * MS
+            } else {
+                0
+            };
+            let at = sent + 150_000 + queued + (k * 2 * MS) * drift_ppm / 1_000_000;
+            let tsval = (1_000_000 + (k * 2 * MS) * clock_hz / 1_000_000_000) as u32;
+            t.add(at.div_euclid(MS), at, tsval);
+        }
+        t
+    }
+
+    #[test]
+    fn a_queue_upstream_shows_as_delay_above_the_baseline() {
+        let t = track(1000, 0);
+        assert_eq!(t.clock_check(MS), ClockCheck::Passed);
+        let d = t.delays();
+        let max = d.iter().map(|x| x.1).max().unwrap();
+        assert!((39 * MS..=41 * MS).contains(&max), "{max}");
+        let late: Vec<i64> = d.iter().filter(|x| x.1 >= 2 * MS).map(|x| x.1).collect();
+        assert_eq!(late.len(), 20, "{late:?}");
+        assert!(late.iter().all(|&l| l >= 20 * MS), "{late:?}");
+        assert!(d.iter().all(|x| x.1 <= 41 * MS));
+    }
+
+    #[test]
+    fn a_slow_drift_between_the_clocks_is_not_delay() {
+        let t = track(1000, 200);
+        assert_eq!(t.clock_check(MS), ClockCheck::Passed);
+        let late = t.delays().iter().filter(|x| x.1 >= 2 * MS).count();
+        assert!(late <= 20, "{late}");
+    }
+
+    #[test]
+    fn a_clock_that_does_not_tick_at_1khz_is_refused() {
+        assert_eq!(track(250, 0).clock_check(MS), ClockCheck::Failed);
+        assert_eq!(track(10_000, 0).clock_check(MS), ClockCheck::Failed);
+        let mut short = DelayTrack::default();
+        short.add(0, 0, 5);
+        short.add(100, 100 * MS, 105);
+        assert_eq!(short.clock_check(MS), ClockCheck::TooShort);
+    }
+}
