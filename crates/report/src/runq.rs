@@ -20,9 +20,9 @@ pub struct ByRow {
     pub cgroup: String,
     /// Preemptions of this cgroup's tasks in its favour.
     pub preemptions: u64,
-    /// Waits that ended right after it ran.
+    /// Waits during which it ran on the waiter's CPU.
     pub waits: u64,
-    /// Their total, ns.
+    /// How long it ran during them, ns: its part of the wait time.
     pub wait_ns: u64,
 }
 
@@ -47,7 +47,7 @@ pub struct CgroupRow {
     pub max_ns: Option<u64>,
     /// Mean, ns (exact).
     pub mean_ns: Option<f64>,
-    /// Whom it waited behind and was preempted by, most wait first.
+    /// Who ran while it waited (and for how long), and who preempted it, most wait first.
     pub by: Vec<ByRow>,
     /// Periods throttled by its CPU quota.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -306,7 +306,7 @@ fn opt_duration(ns: Option<u64>) -> String {
     ns.map_or_else(|| "-".into(), render_duration)
 }
 
-/// "neighbour 412/s 88%": the other cgroups with the most wait time behind them.
+/// "neighbour 88% (412 preempt/s)": the other cgroups that ran for most of the wait time.
 fn render_by(row: &CgroupRow, seconds: f64) -> String {
     let total: u64 = row.by.iter().map(|b| b.wait_ns).sum();
     let parts: Vec<String> = row
@@ -496,6 +496,13 @@ pub fn render_runq(d: &RunqDoc, top: usize) -> String {
             c.pairs_full,
             c.timestamps_full
         );
+        if c.beyond_history > 0 {
+            let _ = writeln!(
+                out,
+                "{} wait(s) reached back past their CPU's remembered history of who ran: that part is charged to `unattributed`",
+                thousands(c.beyond_history)
+            );
+        }
     }
     if d.findings.is_empty() && d.mode == "bpf" {
         let _ = writeln!(out, "\nno noisy neighbour or CPU throttling found");

@@ -12,6 +12,7 @@ use tailhunt_histogram::Histogram;
 
 use tailhunt_model::evidence::runq::{
     kernel_layout, Attribution, CgroupInterval, CgroupRef, Counters, Hierarchy, Mounts, Throttling,
+    UNATTRIBUTED_ID,
 };
 
 use crate::cgroups::CgroupIndex;
@@ -114,6 +115,9 @@ impl Reader {
     pub(crate) fn cgroup(&mut self, id: u64) -> CgroupRef {
         if id == 0 {
             return CgroupRef::idle();
+        }
+        if id == UNATTRIBUTED_ID {
+            return CgroupRef::unattributed();
         }
         self.charged
             .find(id)
@@ -417,7 +421,7 @@ fn read_pairs(maps: &Maps) -> Result<HashMap<(u64, u64), RawPair>, SchedError> {
 }
 
 fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
-    let mut slots = [0u64; 6];
+    let mut slots = [0u64; 7];
     for (i, slot) in slots.iter_mut().enumerate() {
         let key = (i as u32).to_ne_bytes();
         if let Some(per_cpu) = maps

@@ -75,6 +75,7 @@ pub fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>, Dia
                 .collect(),
             cgroup,
             steps: per.into_values().collect(),
+            wait_charge: record.wait_charge,
         })
         .collect())
 }
