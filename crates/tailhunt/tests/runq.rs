@@ -125,6 +125,20 @@ fn neighbour_run(
     (doc, calm, hog)
 }
 
+/// Each cgroup's share of `me`'s wait time over some rows (itself and idle included).
+fn wait_shares(rows: &[Option<&Value>]) -> std::collections::BTreeMap<String, f64> {
+    let mut by: std::collections::BTreeMap<String, f64> = Default::default();
+    for r in rows.iter().flatten() {
+        for b in r["by"].as_array().unwrap() {
+            *by.entry(b["cgroup"].as_str().unwrap().to_string())
+                .or_default() += b["wait_ns"].as_f64().unwrap();
+        }
+    }
+    let total: f64 = by.values().sum::<f64>().max(1.0);
+    by.values_mut().for_each(|v| *v /= total);
+    by
+}
+
 /// The checks both neighbour scenarios share: a >10x rise, the attribution and the finding.
 fn neighbour_checks(
     doc: &Value,
@@ -176,6 +190,30 @@ fn root_runq_names_the_noisy_neighbour_cgroup() {
         let (doc, calm, hog) = neighbour_run(&mut cg, &env, Some("neighbour"));
         let neighbour = cg.display("neighbour");
         neighbour_checks(&doc, &cg, calm, hog, &neighbour, &neighbour);
+        // The hogs mostly wait behind each other: a wait is charged to whoever ran during it,
+        // not to the sleeper that sits in most hand-overs between them (it runs 5% of the time).
+        let hogs = wait_shares(&rows(&doc, &neighbour)[6..10]);
+        let victim = cg.display("victim");
+        let behind_sleeper = hogs.get(&victim).copied().unwrap_or(0.0);
+        let behind_each_other = hogs.get(&neighbour).copied().unwrap_or(0.0);
+        assert!(
+            behind_sleeper < 0.25 && behind_each_other > 0.5,
+            "the hogs' wait by who ran: {hogs:?}"
+        );
+        // And all of a wait is charged: the parts add up to the histogram's sum.
+        for r in rows(&doc, &victim).into_iter().flatten() {
+            let parts: f64 = r["by"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| b["wait_ns"].as_f64().unwrap())
+                .sum();
+            let sum = r["mean_ns"].as_f64().unwrap() * r["waits"].as_f64().unwrap();
+            assert!(
+                (parts - sum).abs() <= 0.01 * sum + 1e6,
+                "charged {parts} ns of {sum} ns: {r}"
+            );
+        }
         // The stored run diagnoses the same way.
         let again = env.json("diagnose", &["diagnose", doc["run_id"].as_str().unwrap()]);
         let stored = again["findings"].as_array().unwrap();
