@@ -47,6 +47,9 @@ pub struct CgroupRow {
     pub max_ns: Option<u64>,
     /// Mean, ns (exact).
     pub mean_ns: Option<f64>,
+    /// Time its tasks ran, on all CPUs, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_ns: Option<u64>,
     /// Who ran while it waited (and for how long), and who preempted it, most wait first.
     pub by: Vec<ByRow>,
     /// Periods throttled by its CPU quota.
@@ -75,6 +78,7 @@ impl CgroupRow {
             p99_ns: h.quantile(0.99),
             max_ns: h.max(),
             mean_ns: h.mean(),
+            run_ns: None,
             by: Vec::new(),
             throttled_periods: None,
             throttled_ns: None,
@@ -96,6 +100,7 @@ impl CgroupRow {
                     wait_ns: a.wait_ns,
                 })
                 .collect(),
+            run_ns: c.run_ns,
             throttled_periods: c.throttling.map(|t| t.throttled_periods),
             throttled_ns: c.throttling.map(|t| t.throttled_ns),
             pressure_some_ns: c.pressure_some_us.map(|u| u.saturating_mul(1000)),
@@ -269,6 +274,7 @@ impl Totals {
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             };
             let row = &mut e.3;
+            row.run_ns = sum(row.run_ns, c.run_ns);
             row.throttled_periods = sum(
                 row.throttled_periods,
                 c.throttling.map(|t| t.throttled_periods),
@@ -289,6 +295,7 @@ impl Totals {
                 by.sort_by_key(|b| std::cmp::Reverse(b.wait_ns));
                 CgroupRow {
                     by,
+                    run_ns: acc.run_ns,
                     throttled_periods: acc.throttled_periods,
                     throttled_ns: acc.throttled_ns,
                     pressure_some_ns: acc.pressure_some_ns,

@@ -3,6 +3,7 @@
 //! | series | kind | labels |
 //! |---|---|---|
 //! | `runq_latency` | interval histograms, ns | `cgroup` |
+//! | `runq_run_ns` | values per interval: time its tasks ran, all CPUs | `cgroup` |
 //! | `runq_preemptions` | values per interval, count | `cgroup`, `by` (itself, `idle`, `unattributed`, the 8 others with the most wait time, `other cgroups` for the rest) |
 //! | `runq_waits`, `runq_wait_ns` | values per interval: waits during which `by` ran on the waiter's CPU, and how long it ran | `cgroup`, `by` |
 //! | `cpu_periods`, `cpu_throttled_periods`, `cpu_throttled_ns` | values per interval | `cgroup` |
@@ -214,6 +215,9 @@ impl Observer for Recorder<'_> {
                 }
             }
             let l = labels(&[("cgroup", name)]);
+            if let Some(run) = cg.run_ns.filter(|&r| r > 0) {
+                self.point("runq_run_ns", l.clone(), Unit::Nanoseconds, t, run)?;
+            }
             if let Some(th) = cg.throttling {
                 self.point("cpu_periods", l.clone(), Unit::Count, t, th.periods)?;
                 self.point(

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use tailhunt_analyze::quantiles::{ci_ranks, normal_quantile};
 use tailhunt_histogram::Histogram;
-use tailhunt_model::evidence::runq::{CgroupTimeline, RunqStep};
+use tailhunt_model::evidence::runq::{CgroupTimeline, RunqStep, WaitCharge};
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
 mod neighbour;
@@ -69,10 +69,59 @@ pub const MIN_ELEVATED: usize = 2;
 /// there is compared with that whole run instead of its own calm intervals, so a run that is
 /// slow from its first second can still be judged.
 pub fn diagnose(timelines: &[CgroupTimeline], baseline: &[CgroupTimeline]) -> Vec<Finding> {
+    let now = Activity::of(timelines);
+    let before = Activity::of(baseline);
     timelines
         .iter()
-        .filter_map(|t| diagnose_one(t, baseline.iter().find(|b| b.cgroup == t.cgroup)))
+        .filter_map(|t| {
+            let base = baseline.iter().find(|b| b.cgroup == t.cgroup);
+            diagnose_one(t, base, &now, &before)
+        })
         .collect()
+}
+
+/// Each cgroup's own run time per interval of one run (its activity, whoever waited), by
+/// interval end.
+pub(crate) struct Activity<'a> {
+    /// Whether the run recorded run time (runs that split waits by who ran do; a missing
+    /// interval is then zero).
+    known: bool,
+    by: BTreeMap<&'a str, BTreeMap<i64, u64>>,
+}
+
+impl<'a> Activity<'a> {
+    fn of(timelines: &'a [CgroupTimeline]) -> Activity<'a> {
+        Activity {
+            known: timelines
+                .iter()
+                .any(|t| t.wait_charge == WaitCharge::RanDuring),
+            by: timelines
+                .iter()
+                .map(|t| {
+                    let runs = t
+                        .steps
+                        .iter()
+                        .map(|s| (s.end_ns, s.run_ns.unwrap_or(0)))
+                        .collect();
+                    (t.cgroup.as_str(), runs)
+                })
+                .collect(),
+        }
+    }
+
+    /// CPUs' worth of time `name`'s tasks ran over the intervals of `steps` (which belong to
+    /// this run); None when the run did not record it.
+    pub(crate) fn cpus(&self, name: &str, steps: &[&RunqStep]) -> Option<f64> {
+        if !self.known {
+            return None;
+        }
+        let runs = self.by.get(name);
+        let ns: u64 = steps
+            .iter()
+            .map(|s| runs.and_then(|r| r.get(&s.end_ns)).copied().unwrap_or(0))
+            .sum();
+        Some(ns as f64 / (secs(steps) * 1e9).max(1.0))
+    }
 }
 
 /// Intervals with enough waits to say something about a p99.
@@ -125,17 +174,25 @@ struct Calm<'a> {
     source: &'static str,
     /// Whether they are the run's own (so "rose" has a before).
     own: bool,
+    /// The activity of the run they come from.
+    activity: &'a Activity<'a>,
 }
 
 /// The baseline run's usable intervals, else the run's own calm ones; None when they hold too
 /// few waits to give a p99.
-fn calm_of<'a>(usable: &[&'a RunqStep], base: Option<&'a CgroupTimeline>) -> Option<Calm<'a>> {
+fn calm_of<'a>(
+    usable: &[&'a RunqStep],
+    base: Option<&'a CgroupTimeline>,
+    now: &'a Activity<'a>,
+    before: &'a Activity<'a>,
+) -> Option<Calm<'a>> {
     let from_baseline = base.map(usable_steps).unwrap_or_default();
     let calm = if !from_baseline.is_empty() {
         Calm {
             steps: from_baseline,
             source: "in the baseline run",
             own: false,
+            activity: before,
         }
     } else {
         let lowest = usable.iter().map(|s| p99(&s.latency)).min().unwrap_or(0);
@@ -148,19 +205,25 @@ fn calm_of<'a>(usable: &[&'a RunqStep], base: Option<&'a CgroupTimeline>) -> Opt
             steps,
             source: "when calm",
             own: true,
+            activity: now,
         }
     };
     let waits: u64 = calm.steps.iter().map(|s| s.latency.count()).sum();
     (waits >= MIN_CALM_WAITS).then_some(calm)
 }
 
-fn diagnose_one(t: &CgroupTimeline, base: Option<&CgroupTimeline>) -> Option<Finding> {
+fn diagnose_one<'a>(
+    t: &'a CgroupTimeline,
+    base: Option<&'a CgroupTimeline>,
+    now: &'a Activity<'a>,
+    before: &'a Activity<'a>,
+) -> Option<Finding> {
     let usable = usable_steps(t);
     if usable.is_empty() {
         return None;
     }
     let throttled = |s: &&RunqStep| s.throttled_periods.unwrap_or(0) > 0;
-    if let Some(calm) = calm_of(&usable, base) {
+    if let Some(calm) = calm_of(&usable, base, now, before) {
         let baseline = p99(&merged(calm.steps.iter().copied()));
         let threshold = ((baseline as f64 * RISE) as u64).max(FLOOR_NS);
         let elevated: Vec<&RunqStep> = usable
@@ -172,7 +235,7 @@ fn diagnose_one(t: &CgroupTimeline, base: Option<&CgroupTimeline>) -> Option<Fin
             if elevated.iter().filter(|s| throttled(s)).count() * 2 >= elevated.len() {
                 return Some(throttled_finding(t, &elevated, Some(&calm)));
             }
-            return neighbour::finding(t, &elevated, &calm);
+            return neighbour::finding(t, &elevated, &calm, now);
         }
     }
     // Nothing stands out (or no calm part to compare with): the whole run may be throttled.

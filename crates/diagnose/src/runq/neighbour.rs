@@ -13,12 +13,18 @@
 //! - its share of the wait did not shrink below [`SHARE_KEPT`] of its calm share: a cgroup
 //!   that ran beside the victim all along holds more of a longer wait without causing it, and
 //!   then the cgroup that does takes a growing part;
+//! - its own activity rose: its tasks ran at least [`MIN_ACTIVITY_RISE`] times as much (all
+//!   CPUs, whoever waited) as in the calm intervals (taken as at least [`MIN_CALM_CPUS`]). A
+//!   cgroup running as much as ever did not start taking the CPU; the victim's waits simply
+//!   overlapped more of it. (Runs recorded before run time was kept skip this test.)
 //! - it was *there* in at least [`MIN_COINCIDENCE`] of the elevated intervals (and in
 //!   [`MIN_ELEVATED`] of them): in each, it held [`MIN_STEP_SHARE`] of the wait at more than
 //!   its risen rate. Slow intervals from before it existed do not count for it.
 //!
 //! `system` (the root cgroup: every host process, the tracer too) is named only when it held
-//! [`SYSTEM_MIN_SHARE`] of the wait and its hold rose [`SYSTEM_MIN_TAKE_RISE`] times. The
+//! [`SYSTEM_MIN_SHARE`] of the wait, its hold rose [`SYSTEM_MIN_TAKE_RISE`] times and it was
+//! there in [`SYSTEM_MIN_INTERVALS`] intervals (the host's own bursts of work are short), and a
+//! finding that names only `system` is at most [`SYSTEM_MAX_CONFIDENCE`] sure. The
 //! finding's intervals are the longest unbroken run of elevated intervals in which a named
 //! neighbour was there (an earlier slow second of another cause is not part of the story), and
 //! it names the neighbours there in most of that run.
@@ -30,7 +36,7 @@ use tailhunt_model::evidence::runq::{
 };
 use tailhunt_model::{format_duration_ns, Evidence, Finding, Verdict};
 
-use super::{latency_evidence, secs, span, Calm, MIN_ELEVATED, NOISY_DETECTOR};
+use super::{latency_evidence, secs, span, Activity, Calm, MIN_ELEVATED, NOISY_DETECTOR};
 
 /// Share of the elevated wait that must have been spent while other cgroups ran.
 pub const MIN_OTHERS_SHARE: f64 = 0.5;
@@ -48,6 +54,14 @@ pub const MIN_STEP_SHARE: f64 = 0.1;
 pub const MIN_COINCIDENCE: f64 = 0.5;
 /// A neighbour's share of the elevated wait must be at least this part of its calm share.
 pub const SHARE_KEPT: f64 = 0.75;
+/// A neighbour's own run time must rise at least this much over the calm intervals' ...
+pub const MIN_ACTIVITY_RISE: f64 = 1.5;
+/// ... taken as at least this many CPUs' worth.
+pub const MIN_CALM_CPUS: f64 = 0.1;
+/// `system` must be there in at least this many of the slow intervals ...
+pub const SYSTEM_MIN_INTERVALS: usize = 3;
+/// ... and a finding naming only it is at most this sure.
+pub const SYSTEM_MAX_CONFIDENCE: f64 = 0.8;
 /// Calm rates are taken as at least 1 ms of wait per second: a neighbour absent when calm has
 /// not risen infinitely by taking a little.
 const MIN_CALM_WAIT_RATE: f64 = 1e6;
@@ -73,12 +87,37 @@ fn wait_total(by: &BTreeMap<String, Share>) -> u64 {
     by.values().map(|s| s.wait_ns).sum()
 }
 
-/// The bar a neighbour must clear: (share of the wait, rise of its hold).
-fn bar(name: &str) -> (f64, f64) {
+/// The bar a neighbour must clear: (share of the wait, rise of its hold, intervals there).
+fn bar(name: &str) -> (f64, f64, usize) {
     if name == SYSTEM {
-        (SYSTEM_MIN_SHARE, SYSTEM_MIN_TAKE_RISE)
+        (SYSTEM_MIN_SHARE, SYSTEM_MIN_TAKE_RISE, SYSTEM_MIN_INTERVALS)
     } else {
-        (MIN_NEIGHBOUR_SHARE, MIN_TAKE_RISE)
+        (MIN_NEIGHBOUR_SHARE, MIN_TAKE_RISE, MIN_ELEVATED)
+    }
+}
+
+/// A cgroup's own activity in some intervals against the calm ones: CPUs' worth of run time
+/// in each (None where the runs did not record it).
+#[derive(Debug, Clone, Copy)]
+struct Busy {
+    cpus: Option<f64>,
+    calm_cpus: Option<f64>,
+}
+
+impl Busy {
+    fn of(name: &str, steps: &[&RunqStep], calm: &Calm, activity: &Activity) -> Busy {
+        Busy {
+            cpus: activity.cpus(name, steps),
+            calm_cpus: calm.activity.cpus(name, &calm.steps),
+        }
+    }
+
+    /// Whether it rose enough, or cannot be told.
+    fn rose(&self) -> bool {
+        match (self.cpus, self.calm_cpus) {
+            (Some(c), Some(calm)) => c >= MIN_ACTIVITY_RISE * calm.max(MIN_CALM_CPUS),
+            _ => true,
+        }
     }
 }
 
@@ -146,7 +185,12 @@ struct Named<'a> {
 }
 
 /// The finding for cgroup `t` over its elevated intervals, when neighbours explain them.
-pub(super) fn finding(t: &CgroupTimeline, elevated: &[&RunqStep], calm: &Calm) -> Option<Finding> {
+pub(super) fn finding(
+    t: &CgroupTimeline,
+    elevated: &[&RunqStep],
+    calm: &Calm,
+    activity: &Activity,
+) -> Option<Finding> {
     let is_other = |name: &str| name != t.cgroup && name != "idle" && name != UNATTRIBUTED;
     let by = totals(elevated);
     let all = wait_total(&by);
@@ -166,12 +210,13 @@ pub(super) fn finding(t: &CgroupTimeline, elevated: &[&RunqStep], calm: &Calm) -
             let there: Vec<usize> = (0..elevated.len())
                 .filter(|&i| there_in(name, elevated[i], &hold))
                 .collect();
-            let (min_share, min_rise) = bar(name);
+            let (min_share, min_rise, min_there) = bar(name);
             let coincide = there.len() as f64 >= MIN_COINCIDENCE * elevated.len() as f64;
             (hold.share >= min_share
                 && hold.share >= SHARE_KEPT * hold.calm_share
                 && hold.rise() >= min_rise
-                && there.len() >= MIN_ELEVATED
+                && Busy::of(name, elevated, calm, activity).rose()
+                && there.len() >= min_there
                 && coincide)
                 .then_some(Named { name, there })
         })
@@ -180,16 +225,19 @@ pub(super) fn finding(t: &CgroupTimeline, elevated: &[&RunqStep], calm: &Calm) -
     if run.len() < MIN_ELEVATED {
         return None;
     }
-    // The neighbours of that run: there in most of it.
+    // The neighbours of that run: there in most of it (and `system` in enough of it).
     let named: Vec<Named> = named
         .into_iter()
         .filter(|n| {
             let inside = run.iter().filter(|i| n.there.contains(i)).count();
-            inside as f64 >= MIN_COINCIDENCE * run.len() as f64
+            inside as f64 >= MIN_COINCIDENCE * run.len() as f64 && inside >= bar(n.name).2
         })
         .collect();
+    if named.is_empty() {
+        return None;
+    }
     let bad: Vec<&RunqStep> = run.iter().map(|&i| elevated[i]).collect();
-    Some(write(t, &bad, elevated.len(), &named, calm))
+    Some(write(t, &bad, elevated.len(), &named, calm, activity))
 }
 
 /// The longest run of adjacent intervals (each starting where the previous ended, within half
@@ -238,6 +286,7 @@ fn write(
     elevated: usize,
     named: &[Named],
     calm: &Calm,
+    activity: &Activity,
 ) -> Finding {
     let (lat, bad_p99, calm_p99) = latency_evidence(t, bad, Some(calm));
     let calm_p99 = calm_p99.unwrap_or(0);
@@ -260,6 +309,7 @@ fn write(
     let mut named_share = 0.0;
     for n in named {
         let h = Hold::of(n.name, bad, &calm.steps);
+        let busy = Busy::of(n.name, bad, calm, activity);
         named_share += h.share;
         let threads: Vec<String> = t
             .blockers
@@ -281,9 +331,13 @@ fn write(
                 ("baseline_preemptions_per_s".to_string(), h.calm_preempt_rate),
                 ("intervals_there".to_string(), n.there.len() as f64),
                 ("elevated_intervals".to_string(), elevated as f64),
-            ]),
+            ])
+            .into_iter()
+            .chain(busy.cpus.map(|c| ("neighbour_cpus".to_string(), c)))
+            .chain(busy.calm_cpus.map(|c| ("baseline_neighbour_cpus".to_string(), c)))
+            .collect(),
             note: format!(
-                "{:.0}% of its wait time in those intervals {ran} {}{ran_tail} ({:.0}% while any other cgroup did): {}/s against {}/s {}; {} preemption(s) of it, {:.0}/s against {:.0}/s; there in {} of its {elevated} slow interval(s){}",
+                "{:.0}% of its wait time in those intervals {ran} {}{ran_tail} ({:.0}% while any other cgroup did): {}/s against {}/s {}; {} preemption(s) of it, {:.0}/s against {:.0}/s; there in {} of its {elevated} slow interval(s){}{}",
                 h.share * 100.0,
                 n.name,
                 others as f64 / all * 100.0,
@@ -294,6 +348,10 @@ fn write(
                 h.preempt_rate,
                 h.calm_preempt_rate,
                 n.there.len(),
+                match (busy.cpus, busy.calm_cpus) {
+                    (Some(c), Some(b)) => format!("; its tasks ran {c:.2} CPUs against {b:.2}"),
+                    _ => String::new(),
+                },
                 if threads.is_empty() { String::new() } else { format!("; threads: {}", threads.join(", ")) }
             ),
         });
@@ -322,6 +380,11 @@ fn write(
         )
     };
     let strength = ((bad.len() - 1) as f64 / 3.0).min(1.0);
+    let cap = if named.iter().all(|n| n.name == SYSTEM) {
+        SYSTEM_MAX_CONFIDENCE
+    } else {
+        0.95
+    };
     Finding {
         detector: NOISY_DETECTOR.into(),
         verdict: Verdict::Detected,
@@ -329,7 +392,7 @@ fn write(
             + 0.3 * named_share.min(1.0)
             + 0.15 * (rise / 20.0).min(1.0)
             + 0.15 * strength)
-            .min(0.95),
+            .min(cap),
         summary: format!("{}: {change} while {whom} took its CPU", t.cgroup),
         evidence,
         fix: Some(format!(

@@ -20,6 +20,7 @@ fn interval(
         start_ns: i * 1_000_000_000,
         end_ns: (i + 1) * 1_000_000_000,
         latency: h,
+        run_ns: None,
         by: by
             .iter()
             .map(|(n, p, w)| {
@@ -72,6 +73,32 @@ fn calm(i: i64) -> RunqStep {
     )
 }
 
+/// `name`'s own activity: CPUs' worth of run time in each interval `0..cpus.len()`.
+fn ran(name: &str, cpus: &[f64]) -> CgroupTimeline {
+    let steps = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, c)| RunqStep {
+            start_ns: i as i64 * 1_000_000_000,
+            run_ns: Some((c * 1e9) as u64),
+            ..RunqStep::empty((i as i64 + 1) * 1_000_000_000)
+        })
+        .collect();
+    CgroupTimeline {
+        cgroup: name.into(),
+        steps,
+        quota: None,
+        blockers: Vec::new(),
+        wait_charge: WaitCharge::RanDuring,
+    }
+}
+
+/// `name` idle until interval `from`, then running a CPU, over `n` intervals.
+fn starts(name: &str, from: usize, n: usize) -> CgroupTimeline {
+    let cpus: Vec<f64> = (0..n).map(|i| if i >= from { 1.0 } else { 0.0 }).collect();
+    ran(name, &cpus)
+}
+
 /// Four calm intervals, then `hot` ones from 4 on.
 fn calm_then(hot: impl Fn(i64) -> RunqStep) -> Vec<RunqStep> {
     (0..4).map(calm).chain((4..8).map(hot)).collect()
@@ -100,7 +127,7 @@ fn a_neighbour_that_takes_the_cpu_is_named() {
             Some(0),
         )
     });
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(&[timeline(steps), starts("/t/neighbour", 4, 8)], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].detector, NOISY_DETECTOR);
     assert!(f[0].summary.contains("rose") && f[0].summary.contains("/t/neighbour took"));
@@ -170,7 +197,7 @@ fn waiting_behind_a_hog_counts_without_preemptions_even_when_it_ran_most_of_the_
     // A sleeper is rarely preempted: it waits behind whoever runs when it wakes.
     let mut steps: Vec<RunqStep> = (0..2).map(calm).collect();
     steps.extend((2..10).map(|i| step(i, 4_000_000, &[("/t/neighbour", 0, 150_000_000)], Some(0))));
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(&[timeline(steps), starts("/t/neighbour", 2, 10)], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].detector, NOISY_DETECTOR);
     assert!(f[0].evidence[1].values["wait_behind_neighbour_rise"] > 10.0);
@@ -187,7 +214,7 @@ fn a_run_slow_from_the_start_is_judged_against_a_baseline_run() {
     // On its own: no calm interval, not throttled, so nothing to say.
     assert!(diagnose(&[timeline(slow())], &[]).is_empty());
     let before = timeline((0..5).map(calm).collect());
-    let f = diagnose(&[timeline(slow())], &[before]);
+    let f = diagnose(&[timeline(slow()), starts("/t/neighbour", 0, 6)], &[before]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].detector, NOISY_DETECTOR);
     assert!(
@@ -198,7 +225,7 @@ fn a_run_slow_from_the_start_is_judged_against_a_baseline_run() {
     // A baseline of another cgroup does not count.
     let mut other = timeline((0..5).map(calm).collect());
     other.cgroup = "/t/other".into();
-    assert!(diagnose(&[timeline(slow())], &[other]).is_empty());
+    assert!(diagnose(&[timeline(slow()), starts("/t/neighbour", 0, 6)], &[other]).is_empty());
 }
 
 // Issue 13: the verdicts the truth harness found wrong.
@@ -206,12 +233,16 @@ fn a_run_slow_from_the_start_is_judged_against_a_baseline_run() {
 #[test]
 fn one_slow_wait_in_a_small_interval_does_not_make_it_slow() {
     // The equal-shares control: intervals of 31-255 waits, the p99 of the small ones is their
-    // largest wait; a third of the wait behind a neighbour with no preemptions.
-    let by = [("/t/neighbour", 0, 3_000_000), ("/t/victim", 0, 6_000_000)];
+    // largest wait, spent while a neighbour ran that never preempted it.
     let steps: Vec<RunqStep> = (0..10)
         .map(|i| {
             let waits = [31, 255, 40, 31, 120, 255, 33, 31, 90, 60][i as usize];
             let one_slow = [0, 0, 1, 1, 0, 0, 1, 1, 0, 1][i as usize];
+            let by = [
+                ("/t/neighbour", 0, 1_000_000 + one_slow * 8_000_000),
+                ("system", 0, 1_000_000),
+                ("/t/victim", 0, 2_000_000),
+            ];
             interval(i, waits, one_slow, 4_000_000, &by, Some(0))
         })
         .collect();
@@ -242,7 +273,7 @@ fn slow_intervals_from_before_the_neighbour_existed_are_not_its() {
             .chain((arrives..10).map(|i| step(i, 3_000_000, &with, Some(0))))
             .collect()
     };
-    let f = diagnose(&[timeline(run(6))], &[]);
+    let f = diagnose(&[timeline(run(6)), starts("/t/neighbour", 6, 10)], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(blamed(&f[0]), ["/t/neighbour"]);
     // The finding's intervals are the neighbour's.
@@ -252,7 +283,7 @@ fn slow_intervals_from_before_the_neighbour_existed_are_not_its() {
     );
     assert!(f[0].evidence[1].note.contains("there in 4 of its 6 slow"));
     // There in only a third of the slow intervals: it does not explain them.
-    let f = diagnose(&[timeline(run(8))], &[]);
+    let f = diagnose(&[timeline(run(8)), starts("/t/neighbour", 8, 10)], &[]);
     assert!(noisy(&f).is_empty(), "{f:#?}");
 }
 
@@ -270,7 +301,14 @@ fn two_equal_neighbours_are_both_named() {
             Some(0),
         )
     });
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(
+        &[
+            timeline(steps),
+            starts("/t/n1", 4, 8),
+            starts("/t/n2", 4, 8),
+        ],
+        &[],
+    );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(blamed(&f[0]), ["/t/n1", "/t/n2"]);
     assert!(
@@ -309,43 +347,51 @@ fn system_needs_a_higher_bar_than_a_container() {
             .chain((4..8).map(hot(name)))
             .collect()
     };
-    let f = diagnose(&[timeline(run("/t/neighbour"))], &[]);
+    let f = diagnose(
+        &[timeline(run("/t/neighbour")), starts("/t/neighbour", 4, 8)],
+        &[],
+    );
     assert_eq!(noisy(&f).len(), 1, "{f:#?}");
     // ... not for the host's own processes, which hold the tracer and everything else.
-    let f = diagnose(&[timeline(run("system"))], &[]);
+    let f = diagnose(&[timeline(run("system")), starts("system", 4, 8)], &[]);
     assert!(noisy(&f).is_empty(), "{f:#?}");
     // Five times its calm rate and most of the wait: named, in people's words.
     let steps = calm_then(|i| step(i, 3_000_000, &[("system", 40, 120_000_000)], Some(0)));
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(&[timeline(steps), starts("system", 4, 8)], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].summary.contains("system services"), "{}", f[0].summary);
 }
 
 #[test]
 fn on_a_busy_host_the_neighbour_that_started_is_named_not_the_host() {
+    // As measured on the busy-host case: the host's half-duty load ran during more of the long
+    // waits than the neighbour did, but held all of the short ones before.
     let mut steps: Vec<RunqStep> = (0..4)
         .map(|i| {
             step(
                 i,
-                400_000,
-                &[("system", 100, 30_000_000), ("/t/victim", 0, 1_000_000)],
+                3_300_000,
+                &[("system", 1, 102_000_000), ("idle", 0, 1_000_000)],
                 Some(0),
             )
         })
         .collect();
-    steps.extend((4..8).map(|i| {
+    steps.extend((4..10).map(|i| {
         step(
             i,
-            5_000_000,
-            &[
-                ("system", 110, 45_000_000),
-                ("/t/neighbour", 300, 150_000_000),
-                ("/t/victim", 0, 2_000_000),
-            ],
+            43_000_000,
+            &[("system", 3, 547_000_000), ("/t/neighbour", 0, 409_000_000)],
             Some(0),
         )
     }));
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(
+        &[
+            timeline(steps),
+            ran("system", &[1.0; 10]),
+            starts("/t/neighbour", 4, 10),
+        ],
+        &[],
+    );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(blamed(&f[0]), ["/t/neighbour"]);
 }
@@ -365,7 +411,14 @@ fn a_co_runner_whose_share_of_longer_waits_shrank_is_not_a_cause() {
             )
         }))
         .collect();
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(
+        &[
+            timeline(steps),
+            ran("system", &[1.0; 8]),
+            starts("/t/neighbour", 4, 8),
+        ],
+        &[],
+    );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(blamed(&f[0]), ["/t/neighbour"]);
 }
@@ -379,7 +432,11 @@ fn a_slow_second_long_before_the_episode_is_not_part_of_it() {
     for i in 5..10 {
         steps[i as usize] = step(i, 12_000_000, &by, Some(0));
     }
-    let f = diagnose(&[timeline(steps)], &[]);
+    let neighbour = ran(
+        "/t/neighbour",
+        &[1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    );
+    let f = diagnose(&[timeline(steps), neighbour], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(
         f[0].evidence[0].range_ns,
@@ -390,13 +447,63 @@ fn a_slow_second_long_before_the_episode_is_not_part_of_it() {
 
 #[test]
 fn one_slow_second_is_not_a_verdict() {
+    let slow = |i| {
+        step(
+            i,
+            20_000_000,
+            &[("/t/neighbour", 300, 400_000_000)],
+            Some(0),
+        )
+    };
+    let neighbour = || ran("/t/neighbour", &[0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0]);
     let mut steps: Vec<RunqStep> = (0..8).map(calm).collect();
-    steps[5] = step(5, 20_000_000, &[("system", 300, 400_000_000)], Some(0));
-    assert!(diagnose(&[timeline(steps.clone())], &[]).is_empty());
-    steps[6] = step(6, 20_000_000, &[("system", 300, 400_000_000)], Some(0));
-    let f = diagnose(&[timeline(steps)], &[]);
+    steps[5] = slow(5);
+    assert!(diagnose(&[timeline(steps.clone()), neighbour()], &[]).is_empty());
+    steps[6] = slow(6);
+    let f = diagnose(&[timeline(steps), neighbour()], &[]);
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(f[0].confidence < 0.95, "{}", f[0].confidence);
+}
+
+#[test]
+fn the_host_needs_three_slow_seconds() {
+    // Two seconds of the host's own work: short, as its bursts are.
+    let slow = |i| step(i, 20_000_000, &[("system", 300, 400_000_000)], Some(0));
+    let host = ran(
+        "system",
+        &[0.1, 0.1, 0.1, 0.1, 0.1, 1.0, 1.0, 1.0, 0.1, 0.1],
+    );
+    let mut steps: Vec<RunqStep> = (0..10).map(calm).collect();
+    steps[5] = slow(5);
+    steps[6] = slow(6);
+    assert!(diagnose(&[timeline(steps.clone()), host.clone()], &[]).is_empty());
+    steps[7] = slow(7);
+    let f = diagnose(&[timeline(steps), host], &[]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].confidence <= 0.8, "{}", f[0].confidence);
+}
+
+#[test]
+fn a_co_runner_running_as_much_as_ever_is_not_named() {
+    // The host's half-duty load all along; the sleeper's luck with it varies from second to
+    // second, and its slow seconds are spent behind that load alone.
+    let steps: Vec<RunqStep> = (0..10)
+        .map(|i| {
+            if [0, 1, 5].contains(&i) {
+                step(i, 40_000, &[("system", 0, 20_000_000)], Some(0))
+            } else {
+                step(i, 2_700_000, &[("system", 0, 150_000_000)], Some(0))
+            }
+        })
+        .collect();
+    let steady = ran("system", &[1.0; 10]);
+    assert!(diagnose(&[timeline(steps.clone()), steady], &[]).is_empty());
+    // Had the host's own work grown in those seconds, it would be named.
+    let growing: Vec<f64> = (0..10)
+        .map(|i| if [0, 1, 5].contains(&i) { 0.2 } else { 1.0 })
+        .collect();
+    let f = diagnose(&[timeline(steps), ran("system", &growing)], &[]);
+    assert_eq!(noisy(&f).len(), 1, "{f:#?}");
 }
 
 #[test]
@@ -405,7 +512,13 @@ fn a_slowdown_before_the_calm_is_not_called_a_rise() {
         .map(|i| step(i, 3_000_000, &[("/t/neighbour", 400, 90_000_000)], Some(0)))
         .collect();
     steps.extend((4..8).map(calm));
-    let f = diagnose(&[timeline(steps)], &[]);
+    let f = diagnose(
+        &[
+            timeline(steps),
+            ran("/t/neighbour", &[1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]),
+        ],
+        &[],
+    );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert!(
         f[0].summary.contains("was") && !f[0].summary.contains("rose"),

@@ -315,6 +315,8 @@ pub struct CgroupInterval {
     pub cgroup: CgroupRef,
     /// Run-queue latency of its tasks, ns ([`kernel_layout`]).
     pub latency: Histogram,
+    /// Time its tasks ran, on all CPUs, ns (None where not measured).
+    pub run_ns: Option<u64>,
     /// Whom it waited behind and was preempted by, largest wait first.
     pub by: Vec<Attribution>,
     /// Throttling in the interval (its cpu controller's `cpu.stat`), when readable.
@@ -528,6 +530,9 @@ pub struct RunqStep {
     pub end_ns: i64,
     /// Run-queue latency, ns.
     pub latency: Histogram,
+    /// Time its tasks ran, on all CPUs, ns: its own activity (None in runs that did not
+    /// record it).
+    pub run_ns: Option<u64>,
     /// Other cgroups by name (`idle` for an idle CPU).
     pub by: BTreeMap<String, Share>,
     /// Periods throttled in the interval (None: not readable).
@@ -543,6 +548,7 @@ impl RunqStep {
             start_ns: end_ns,
             end_ns,
             latency: Histogram::with_layout(kernel_layout()),
+            run_ns: None,
             by: BTreeMap::new(),
             throttled_periods: None,
             throttled_ns: None,

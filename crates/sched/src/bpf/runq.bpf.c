@@ -123,6 +123,8 @@ struct runq_hist empty_hist = {};
 /* Never written: it puts struct runq_event into the skeleton's generated types, so a Rust unit
  * test can check its size against the decoder's. */
 struct runq_event unused_event_layout = {};
+/* Likewise for the timelines that user space reads. */
+struct runq_timeline unused_timeline_layout = {};
 
 /* Field reads: direct for tp_btf (the verifier knows the types), probe reads for raw_tp.
  * `btf` is a literal at every call site, so clang keeps one arm. */
@@ -505,8 +507,14 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			emit(now, delta, next_cg, prev_cg, next, prev, btf);
 		}
 	}
-	/* The CPU's history: a new segment when the running cgroup changes. */
+	/* The CPU's history: a new segment when the running cgroup changes. The one that ends is
+	 * added to its cgroup's run time (its activity, whoever waited). */
 	if (!cur || cur->cgroup != next_cg) {
+		if (cur && cur->cgroup && now > cur->start_ns) {
+			struct runq_hist *rh = hist_of(cur->cgroup, prev, btf);
+			if (rh)
+				__sync_fetch_and_add(&rh->run_ns, now - cur->start_ns);
+		}
 		struct runq_segment *sg = &tl->seg[head & (RUNQ_SEGMENTS - 1)];
 		sg->start_ns = now;
 		sg->cgroup = next_cg;

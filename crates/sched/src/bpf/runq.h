@@ -61,6 +61,9 @@ struct runq_hist {
 	__u64 sum_ns;
 	/* The v1 cpu controller's cgroup of the first task counted (0 without one). */
 	__u64 cpu_cgroup_id;
+	/* Time its tasks ran, all CPUs, counted when a CPU's running cgroup changes (so a CPU's
+	 * current stretch is not in it yet: user space adds it from the timelines). */
+	__u64 run_ns;
 	/* The first RUNQ_OTHERS other cgroups it waited behind or was preempted by: kept here so
 	 * the common case costs no second hash lookup. */
 	struct runq_other others[RUNQ_OTHERS];
