@@ -80,8 +80,10 @@ pub fn diagnose(timelines: &[CgroupTimeline], baseline: &[CgroupTimeline]) -> Ve
         .collect()
 }
 
-/// Each cgroup's own run time per interval of one run (its activity, whoever waited), by
-/// interval end.
+/// Each cgroup's own demand for CPU per interval of one run: the time its tasks ran plus the
+/// time they waited to run (all CPUs, ns), by interval end. Divided by the interval, it is how
+/// many of its tasks were runnable on average: it rises with a new hog even on a saturated host
+/// where the hog's CPU time can only come out of others'.
 pub(crate) struct Activity<'a> {
     /// Whether the run recorded run time (runs that split waits by who ran do; a missing
     /// interval is then zero).
@@ -98,20 +100,23 @@ impl<'a> Activity<'a> {
             by: timelines
                 .iter()
                 .map(|t| {
-                    let runs = t
+                    let runnable = t
                         .steps
                         .iter()
-                        .map(|s| (s.end_ns, s.run_ns.unwrap_or(0)))
+                        .map(|s| {
+                            let waited = u64::try_from(s.latency.sum()).unwrap_or(u64::MAX);
+                            (s.end_ns, s.run_ns.unwrap_or(0).saturating_add(waited))
+                        })
                         .collect();
-                    (t.cgroup.as_str(), runs)
+                    (t.cgroup.as_str(), runnable)
                 })
                 .collect(),
         }
     }
 
-    /// CPUs' worth of time `name`'s tasks ran over the intervals of `steps` (which belong to
-    /// this run); None when the run did not record it.
-    pub(crate) fn cpus(&self, name: &str, steps: &[&RunqStep]) -> Option<f64> {
+    /// How many of `name`'s tasks were runnable on average over the intervals of `steps`
+    /// (which belong to this run); None when the run did not record run time.
+    pub(crate) fn runnable(&self, name: &str, steps: &[&RunqStep]) -> Option<f64> {
         if !self.known {
             return None;
         }

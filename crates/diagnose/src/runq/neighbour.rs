@@ -13,13 +13,14 @@
 //! - its share of the wait did not shrink below [`SHARE_KEPT`] of its calm share: a cgroup
 //!   that ran beside the victim all along holds more of a longer wait without causing it, and
 //!   then the cgroup that does takes a growing part;
-//! - its own activity rose: its tasks ran at least [`MIN_ACTIVITY_RISE`] times as much (all
-//!   CPUs, whoever waited) as in the calm intervals (taken as at least [`MIN_CALM_CPUS`]). A
-//!   cgroup running as much as ever did not start taking the CPU; the victim's waits simply
-//!   overlapped more of it. (Runs recorded before run time was kept skip this test.)
+//! - its own demand for CPU rose: on average at least [`MIN_DEMAND_GAIN`] more of its tasks
+//!   were runnable (running or waiting to, all CPUs) than in the calm intervals, and at least
+//!   [`MIN_DEMAND_RISE`] times as many. A cgroup as busy as ever did not start taking the CPU;
+//!   the victim's waits simply overlapped more of it. (Runs recorded before run time was kept
+//!   skip this test.)
 //! - it was *there* in at least [`MIN_COINCIDENCE`] of the elevated intervals (and in
-//!   [`MIN_ELEVATED`] of them): in each, it held [`MIN_STEP_SHARE`] of the wait at more than
-//!   its risen rate. Slow intervals from before it existed do not count for it.
+//!   [`MIN_ELEVATED`] of them): in each, it held [`MIN_STEP_SHARE`] of the wait, at
+//!   [`MIN_TAKE_RISE`] times its calm rate or more. Slow intervals from before it existed do not count for it.
 //!
 //! `system` (the root cgroup: every host process, the tracer too) is named only when it held
 //! [`SYSTEM_MIN_SHARE`] of the wait, its hold rose [`SYSTEM_MIN_TAKE_RISE`] times and it was
@@ -47,17 +48,17 @@ pub const MIN_TAKE_RISE: f64 = 2.0;
 /// `system` must hold this share of the elevated wait ...
 pub const SYSTEM_MIN_SHARE: f64 = 0.5;
 /// ... and its hold must rise this much.
-pub const SYSTEM_MIN_TAKE_RISE: f64 = 4.0;
+pub const SYSTEM_MIN_TAKE_RISE: f64 = 3.0;
 /// In an elevated interval a neighbour is there when it held at least this share of the wait.
 pub const MIN_STEP_SHARE: f64 = 0.1;
 /// Share of the elevated intervals a neighbour must be there in.
 pub const MIN_COINCIDENCE: f64 = 0.5;
 /// A neighbour's share of the elevated wait must be at least this part of its calm share.
 pub const SHARE_KEPT: f64 = 0.75;
-/// A neighbour's own run time must rise at least this much over the calm intervals' ...
-pub const MIN_ACTIVITY_RISE: f64 = 1.5;
-/// ... taken as at least this many CPUs' worth.
-pub const MIN_CALM_CPUS: f64 = 0.1;
+/// A neighbour's runnable tasks must be at least this many more than in the calm intervals ...
+pub const MIN_DEMAND_GAIN: f64 = 0.5;
+/// ... and at least this many times as many.
+pub const MIN_DEMAND_RISE: f64 = 1.25;
 /// `system` must be there in at least this many of the slow intervals ...
 pub const SYSTEM_MIN_INTERVALS: usize = 3;
 /// ... and a finding naming only it is at most this sure.
@@ -96,26 +97,26 @@ fn bar(name: &str) -> (f64, f64, usize) {
     }
 }
 
-/// A cgroup's own activity in some intervals against the calm ones: CPUs' worth of run time
-/// in each (None where the runs did not record it).
+/// A cgroup's own demand in some intervals against the calm ones: its runnable tasks on
+/// average in each (None where the runs did not record it).
 #[derive(Debug, Clone, Copy)]
-struct Busy {
-    cpus: Option<f64>,
-    calm_cpus: Option<f64>,
+struct Demand {
+    runnable: Option<f64>,
+    calm_runnable: Option<f64>,
 }
 
-impl Busy {
-    fn of(name: &str, steps: &[&RunqStep], calm: &Calm, activity: &Activity) -> Busy {
-        Busy {
-            cpus: activity.cpus(name, steps),
-            calm_cpus: calm.activity.cpus(name, &calm.steps),
+impl Demand {
+    fn of(name: &str, steps: &[&RunqStep], calm: &Calm, activity: &Activity) -> Demand {
+        Demand {
+            runnable: activity.runnable(name, steps),
+            calm_runnable: calm.activity.runnable(name, &calm.steps),
         }
     }
 
     /// Whether it rose enough, or cannot be told.
     fn rose(&self) -> bool {
-        match (self.cpus, self.calm_cpus) {
-            (Some(c), Some(calm)) => c >= MIN_ACTIVITY_RISE * calm.max(MIN_CALM_CPUS),
+        match (self.runnable, self.calm_runnable) {
+            (Some(r), Some(calm)) => r >= calm + MIN_DEMAND_GAIN && r >= MIN_DEMAND_RISE * calm,
             _ => true,
         }
     }
@@ -167,14 +168,14 @@ impl Hold {
     }
 }
 
-/// Whether `name` was there in one elevated interval: it held a real part of the wait, at more
-/// than its risen calm rate.
+/// Whether `name` was there in one elevated interval: it held a real part of the wait, at
+/// [`MIN_TAKE_RISE`] times its calm rate or more (the higher bar of `system` is for the whole).
 fn there_in(name: &str, step: &RunqStep, calm: &Hold) -> bool {
     let by = &step.by;
     let took = by.get(name).map_or(0, |s| s.wait_ns) as f64;
     let total = by.values().map(|s| s.wait_ns).sum::<u64>() as f64;
     let secs = ((step.end_ns - step.start_ns).max(1) as f64) / 1e9;
-    let rate_bar = calm.calm_wait_rate.max(MIN_CALM_WAIT_RATE) * bar(name).1;
+    let rate_bar = calm.calm_wait_rate.max(MIN_CALM_WAIT_RATE) * MIN_TAKE_RISE;
     took >= MIN_STEP_SHARE * total && took / secs >= rate_bar
 }
 
@@ -215,7 +216,7 @@ pub(super) fn finding(
             (hold.share >= min_share
                 && hold.share >= SHARE_KEPT * hold.calm_share
                 && hold.rise() >= min_rise
-                && Busy::of(name, elevated, calm, activity).rose()
+                && Demand::of(name, elevated, calm, activity).rose()
                 && there.len() >= min_there
                 && coincide)
                 .then_some(Named { name, there })
@@ -309,7 +310,7 @@ fn write(
     let mut named_share = 0.0;
     for n in named {
         let h = Hold::of(n.name, bad, &calm.steps);
-        let busy = Busy::of(n.name, bad, calm, activity);
+        let demand = Demand::of(n.name, bad, calm, activity);
         named_share += h.share;
         let threads: Vec<String> = t
             .blockers
@@ -333,8 +334,12 @@ fn write(
                 ("elevated_intervals".to_string(), elevated as f64),
             ])
             .into_iter()
-            .chain(busy.cpus.map(|c| ("neighbour_cpus".to_string(), c)))
-            .chain(busy.calm_cpus.map(|c| ("baseline_neighbour_cpus".to_string(), c)))
+            .chain(demand.runnable.map(|r| ("neighbour_runnable_tasks".to_string(), r)))
+            .chain(
+                demand
+                    .calm_runnable
+                    .map(|r| ("baseline_neighbour_runnable_tasks".to_string(), r)),
+            )
             .collect(),
             note: format!(
                 "{:.0}% of its wait time in those intervals {ran} {}{ran_tail} ({:.0}% while any other cgroup did): {}/s against {}/s {}; {} preemption(s) of it, {:.0}/s against {:.0}/s; there in {} of its {elevated} slow interval(s){}{}",
@@ -348,8 +353,8 @@ fn write(
                 h.preempt_rate,
                 h.calm_preempt_rate,
                 n.there.len(),
-                match (busy.cpus, busy.calm_cpus) {
-                    (Some(c), Some(b)) => format!("; its tasks ran {c:.2} CPUs against {b:.2}"),
+                match (demand.runnable, demand.calm_runnable) {
+                    (Some(r), Some(b)) => format!("; {r:.1} of its tasks runnable on average against {b:.1}"),
                     _ => String::new(),
                 },
                 if threads.is_empty() { String::new() } else { format!("; threads: {}", threads.join(", ")) }

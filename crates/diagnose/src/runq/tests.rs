@@ -320,13 +320,13 @@ fn two_equal_neighbours_are_both_named() {
 
 #[test]
 fn system_needs_a_higher_bar_than_a_container() {
-    // Held 80% of the slow wait, three times its calm rate: enough for a container ...
+    // Held 77% of the slow wait, two and a half times its calm rate: enough for a container ...
     let hot = |name: &'static str| {
         move |i| {
             step(
                 i,
                 3_000_000,
-                &[(name, 20, 60_000_000), ("/t/victim", 0, 15_000_000)],
+                &[(name, 20, 50_000_000), ("/t/victim", 0, 15_000_000)],
                 Some(0),
             )
         }
@@ -336,7 +336,7 @@ fn system_needs_a_higher_bar_than_a_container() {
             step(
                 i,
                 60_000,
-                &[(name, 5, 20_000_000), ("/t/victim", 0, 2_000_000)],
+                &[(name, 10, 20_000_000), ("/t/victim", 0, 2_000_000)],
                 Some(0),
             )
         }
