@@ -343,7 +343,6 @@ fn a_client_that_gave_up_names_its_window_and_its_timeout_root() {
 }
 
 #[test]
-#[ignore = "on a quiet host the case's hogs do not slow the sleeper (lateness p99 0.09 ms before and after): the case is being reworked with the run-queue detector"]
 fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {
     let Some(tools) = tools("a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root") else {
         return;

@@ -20,9 +20,9 @@ pub struct ByRow {
     pub cgroup: String,
     /// Preemptions of this cgroup's tasks in its favour.
     pub preemptions: u64,
-    /// Waits that ended right after it ran.
+    /// Waits during which it ran on the waiter's CPU.
     pub waits: u64,
-    /// Their total, ns.
+    /// How long it ran during them, ns: its part of the wait time.
     pub wait_ns: u64,
 }
 
@@ -47,7 +47,10 @@ pub struct CgroupRow {
     pub max_ns: Option<u64>,
     /// Mean, ns (exact).
     pub mean_ns: Option<f64>,
-    /// Whom it waited behind and was preempted by, most wait first.
+    /// Time its tasks ran, on all CPUs, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_ns: Option<u64>,
+    /// Who ran while it waited (and for how long), and who preempted it, most wait first.
     pub by: Vec<ByRow>,
     /// Periods throttled by its CPU quota.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,6 +78,7 @@ impl CgroupRow {
             p99_ns: h.quantile(0.99),
             max_ns: h.max(),
             mean_ns: h.mean(),
+            run_ns: None,
             by: Vec::new(),
             throttled_periods: None,
             throttled_ns: None,
@@ -96,6 +100,7 @@ impl CgroupRow {
                     wait_ns: a.wait_ns,
                 })
                 .collect(),
+            run_ns: c.run_ns,
             throttled_periods: c.throttling.map(|t| t.throttled_periods),
             throttled_ns: c.throttling.map(|t| t.throttled_ns),
             pressure_some_ns: c.pressure_some_us.map(|u| u.saturating_mul(1000)),
@@ -269,6 +274,7 @@ impl Totals {
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             };
             let row = &mut e.3;
+            row.run_ns = sum(row.run_ns, c.run_ns);
             row.throttled_periods = sum(
                 row.throttled_periods,
                 c.throttling.map(|t| t.throttled_periods),
@@ -289,6 +295,7 @@ impl Totals {
                 by.sort_by_key(|b| std::cmp::Reverse(b.wait_ns));
                 CgroupRow {
                     by,
+                    run_ns: acc.run_ns,
                     throttled_periods: acc.throttled_periods,
                     throttled_ns: acc.throttled_ns,
                     pressure_some_ns: acc.pressure_some_ns,
@@ -306,7 +313,7 @@ fn opt_duration(ns: Option<u64>) -> String {
     ns.map_or_else(|| "-".into(), render_duration)
 }
 
-/// "neighbour 412/s 88%": the other cgroups with the most wait time behind them.
+/// "neighbour 88% (412 preempt/s)": the other cgroups that ran for most of the wait time.
 fn render_by(row: &CgroupRow, seconds: f64) -> String {
     let total: u64 = row.by.iter().map(|b| b.wait_ns).sum();
     let parts: Vec<String> = row
@@ -496,6 +503,13 @@ pub fn render_runq(d: &RunqDoc, top: usize) -> String {
             c.pairs_full,
             c.timestamps_full
         );
+        if c.beyond_history > 0 {
+            let _ = writeln!(
+                out,
+                "{} wait(s) reached back past their CPU's remembered history of who ran: that part is charged to `unattributed`",
+                thousands(c.beyond_history)
+            );
+        }
     }
     if d.findings.is_empty() && d.mode == "bpf" {
         let _ = writeln!(out, "\nno noisy neighbour or CPU throttling found");

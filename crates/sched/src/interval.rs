@@ -15,6 +15,7 @@ pub fn counters_from_slots(s: &[u64]) -> Counters {
         cgroups_full: at(3),
         pairs_full: at(4),
         timestamps_full: at(5),
+        beyond_history: at(6),
     }
 }
 

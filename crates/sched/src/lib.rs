@@ -10,7 +10,9 @@
 //! - per cgroup, a histogram of those latencies with the bucket layout of `crates/histogram`
 //!   at 4 sub-bucket bits (buckets at most 6.25% wide; [`interval::kernel_layout`]);
 //! - per (victim cgroup, other cgroup), the involuntary switches of the victim's tasks in favour
-//!   of the other's (preemptions), and the waits that ended right after the other ran;
+//!   of the other's (preemptions), and how long the other ran on the victim's CPU while the
+//!   victim's tasks waited (each wait split among everyone who ran during it, from each CPU's
+//!   recent history of which cgroup ran when);
 //! - rate-limited outlier events through a ring buffer (every wait with
 //!   [`TracerConfig::all_events`]), with the task and the one it waited behind.
 //!

@@ -3,8 +3,9 @@
 //! | series | kind | labels |
 //! |---|---|---|
 //! | `runq_latency` | interval histograms, ns | `cgroup` |
-//! | `runq_preemptions` | values per interval, count | `cgroup`, `by` (itself, `idle`, the 8 others with the most wait time, `other cgroups` for the rest) |
-//! | `runq_waits`, `runq_wait_ns` | values per interval | `cgroup`, `by` |
+//! | `runq_run_ns` | values per interval: time its tasks ran, all CPUs | `cgroup` |
+//! | `runq_preemptions` | values per interval, count | `cgroup`, `by` (itself, `idle`, `unattributed`, the 8 others with the most wait time, `other cgroups` for the rest) |
+//! | `runq_waits`, `runq_wait_ns` | values per interval: waits during which `by` ran on the waiter's CPU, and how long it ran | `cgroup`, `by` |
 //! | `cpu_periods`, `cpu_throttled_periods`, `cpu_throttled_ns` | values per interval | `cgroup` |
 //! | `cpu_pressure_some_ns` | values per interval | `cgroup` |
 //! | `runq_event` | raw samples (woken -> on CPU) | `cgroup` |
@@ -17,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use tailhunt_model::evidence::runq::{
     Attribution, Blocker, CgroupInfo, CgroupKind, CgroupRef, Counters, DegradedInterval,
-    ProgramCost, RunqMode, RunqRecord, TracerSetup,
+    ProgramCost, RunqMode, RunqRecord, TracerSetup, WaitCharge,
 };
 use tailhunt_model::{
     IntervalHistogram, Labels, Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink,
@@ -113,6 +114,7 @@ impl<'s> Recorder<'s> {
             blockers,
             counters: self.counters,
             programs: self.programs.clone(),
+            wait_charge: WaitCharge::RanDuring,
             ..RunqRecord::default()
         }
     }
@@ -124,7 +126,7 @@ impl<'s> Recorder<'s> {
 pub const MAX_STORED_OTHERS: usize = 8;
 
 /// Name of the entry the attributions beyond [`MAX_STORED_OTHERS`] are summed into.
-pub const OTHER_CGROUPS: &str = "other cgroups";
+pub use tailhunt_model::evidence::runq::OTHER_CGROUPS;
 
 /// The attributions worth a series: the cgroup itself, the idle CPU, and the
 /// [`MAX_STORED_OTHERS`] other cgroups with the most wait time; the rest summed.
@@ -135,7 +137,8 @@ fn stored_attributions(me: &CgroupRef, by: &[Attribution]) -> Vec<Attribution> {
     let mut sorted: Vec<&Attribution> = by.iter().collect();
     sorted.sort_by_key(|a| std::cmp::Reverse(a.wait_ns));
     for a in sorted {
-        let special = a.other.id == me.id || a.other.kind == CgroupKind::Idle;
+        let special = a.other.id == me.id
+            || matches!(a.other.kind, CgroupKind::Idle | CgroupKind::Unattributed);
         if special || others < MAX_STORED_OTHERS {
             others += usize::from(!special);
             kept.push(a.clone());
@@ -212,6 +215,9 @@ impl Observer for Recorder<'_> {
                 }
             }
             let l = labels(&[("cgroup", name)]);
+            if let Some(run) = cg.run_ns.filter(|&r| r > 0) {
+                self.point("runq_run_ns", l.clone(), Unit::Nanoseconds, t, run)?;
+            }
             if let Some(th) = cg.throttling {
                 self.point("cpu_periods", l.clone(), Unit::Count, t, th.periods)?;
                 self.point(

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 use libbpf_rs::{MapCore, MapFlags, MapMut};
 use tailhunt_histogram::Histogram;
+use tailhunt_model::ClockOrigin;
 
 use tailhunt_model::evidence::runq::{
     kernel_layout, Attribution, CgroupInterval, CgroupRef, Counters, Hierarchy, Mounts, Throttling,
+    UNATTRIBUTED_ID,
 };
 
 use crate::cgroups::CgroupIndex;
@@ -24,6 +26,11 @@ use crate::interval::counters_from_slots;
 const BUCKETS: usize = 976;
 /// Inline attribution slots per histogram (`RUNQ_OTHERS`).
 const OTHERS: usize = 8;
+/// Segments of a CPU's timeline (`RUNQ_SEGMENTS`).
+const SEGMENTS: usize = 64;
+/// Words of a histogram entry before its inline attribution slots: the buckets, `sum_ns`,
+/// `cpu_cgroup_id`, `run_ns`.
+const HEAD_WORDS: usize = BUCKETS + 3;
 
 /// One cgroup's `struct runq_hist`, cumulative.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +38,8 @@ struct RawHist {
     slots: Vec<u64>,
     sum_ns: u64,
     cpu_cgroup_id: u64,
+    /// Time its tasks ran, in the stretches that have ended.
+    run_ns: u64,
     /// Its inline `struct runq_other` slots in use: (other cgroup id, [preemptions, waits, wait_ns]).
     others: Vec<(u64, RawPair)>,
 }
@@ -50,6 +59,7 @@ pub(crate) struct Maps<'a, 'obj> {
     pub counters: &'a MapMut<'obj>,
     pub budgets: &'a MapMut<'obj>,
     pub filter: &'a MapMut<'obj>,
+    pub timelines: &'a MapMut<'obj>,
 }
 
 /// Turns readings into intervals; keeps the previous reading and the cgroup indexes.
@@ -61,6 +71,8 @@ pub(crate) struct Reader {
     hists: HashMap<u64, RawHist>,
     pairs: HashMap<(u64, u64), RawPair>,
     counters: Counters,
+    /// Each cgroup's run time in the CPUs' current stretches at the last reading.
+    running: HashMap<u64, u64>,
     throttling: HashMap<PathBuf, Throttling>,
     pressure: HashMap<PathBuf, u64>,
     filter_roots: Vec<PathBuf>,
@@ -84,6 +96,7 @@ impl Reader {
             hists: HashMap::new(),
             pairs: HashMap::new(),
             counters: Counters::default(),
+            running: HashMap::new(),
             throttling: HashMap::new(),
             pressure: HashMap::new(),
             filter_roots,
@@ -114,6 +127,9 @@ impl Reader {
     pub(crate) fn cgroup(&mut self, id: u64) -> CgroupRef {
         if id == 0 {
             return CgroupRef::idle();
+        }
+        if id == UNATTRIBUTED_ID {
+            return CgroupRef::unattributed();
         }
         self.charged
             .find(id)
@@ -162,6 +178,7 @@ impl Reader {
             }
         }
         let counters = read_counters(maps)?;
+        let running = read_running(maps, ClockOrigin::now().mono_ns)?;
 
         // New cgroups since the last interval are found by one walk per hierarchy at most.
         self.charged.expire();
@@ -195,10 +212,17 @@ impl Reader {
             let sum = now.sum_ns.saturating_sub(before.map_or(0, |b| b.sum_ns));
             let latency = Histogram::from_bucket_counts(kernel_layout(), &slots, u128::from(sum));
             let attributions = by.remove(&id).unwrap_or_default();
-            if latency.is_empty() && attributions.is_empty() {
+            // Ended stretches since the last reading, plus the current ones' growth: a
+            // stretch that ended moved from `running` into `run_ns` whole.
+            let run_ns = (now.run_ns + running.get(&id).copied().unwrap_or(0)).saturating_sub(
+                before.map_or(0, |b| b.run_ns) + self.running.get(&id).copied().unwrap_or(0),
+            );
+            if latency.is_empty() && attributions.is_empty() && run_ns == 0 {
                 continue;
             }
-            out.push(self.cgroup_interval(id, now.cpu_cgroup_id, latency, attributions));
+            let mut iv = self.cgroup_interval(id, now.cpu_cgroup_id, latency, attributions);
+            iv.run_ns = Some(run_ns);
+            out.push(iv);
         }
         // Cgroups that were preempted but never waited to completion in the interval.
         for (id, attributions) in by.into_iter().collect::<Vec<_>>() {
@@ -218,6 +242,7 @@ impl Reader {
         });
 
         let delta = counters.since(&self.counters);
+        self.running = running;
         self.hists = hists;
         self.pairs = pairs;
         self.counters = counters;
@@ -262,6 +287,7 @@ impl Reader {
         CgroupInterval {
             cgroup,
             latency,
+            run_ns: None,
             by,
             throttling,
             quota,
@@ -380,10 +406,10 @@ fn read_hists(maps: &Maps) -> Result<HashMap<u64, RawHist>, SchedError> {
         };
         let id = u64s(&key).next().unwrap_or(0);
         let words: Vec<u64> = u64s(&v).collect();
-        if words.len() < BUCKETS + 2 + 4 * OTHERS {
+        if words.len() < HEAD_WORDS + 4 * OTHERS {
             continue;
         }
-        let others = words[BUCKETS + 2..BUCKETS + 2 + 4 * OTHERS]
+        let others = words[HEAD_WORDS..HEAD_WORDS + 4 * OTHERS]
             .chunks_exact(4)
             .filter(|o| o[0] != 0)
             .map(|o| (o[0] - 1, [o[1], o[2], o[3]]))
@@ -394,6 +420,7 @@ fn read_hists(maps: &Maps) -> Result<HashMap<u64, RawHist>, SchedError> {
                 slots: words[..BUCKETS].to_vec(),
                 sum_ns: words[BUCKETS],
                 cpu_cgroup_id: words[BUCKETS + 1],
+                run_ns: words[BUCKETS + 2],
                 others,
             },
         );
@@ -416,8 +443,39 @@ fn read_pairs(maps: &Maps) -> Result<HashMap<(u64, u64), RawPair>, SchedError> {
     Ok(out)
 }
 
+/// Per cgroup, how long the stretches running on the CPUs now have lasted at `now_ns` (the
+/// monotonic clock, as the kernel's timestamps): each CPU's newest timeline segment.
+fn read_running(maps: &Maps, now_ns: i64) -> Result<HashMap<u64, u64>, SchedError> {
+    let mut out = HashMap::new();
+    let Some(per_cpu) = maps
+        .timelines
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+        .map_err(read_err)?
+    else {
+        return Ok(out);
+    };
+    let now = u64::try_from(now_ns).unwrap_or(0);
+    for value in per_cpu {
+        let words: Vec<u64> = u64s(&value).collect();
+        let Some(&head) = words.first() else {
+            continue;
+        };
+        if head == 0 {
+            continue;
+        }
+        let at = 1 + 2 * ((head as usize - 1) % SEGMENTS);
+        let (Some(&start), Some(&cgroup)) = (words.get(at), words.get(at + 1)) else {
+            continue;
+        };
+        if cgroup != 0 {
+            *out.entry(cgroup).or_default() += now.saturating_sub(start);
+        }
+    }
+    Ok(out)
+}
+
 fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
-    let mut slots = [0u64; 6];
+    let mut slots = [0u64; 7];
     for (i, slot) in slots.iter_mut().enumerate() {
         let key = (i as u32).to_ne_bytes();
         if let Some(per_cpu) = maps
@@ -433,7 +491,7 @@ fn read_counters(maps: &Maps) -> Result<Counters, SchedError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{BUCKETS, OTHERS};
+    use super::{BUCKETS, HEAD_WORDS, OTHERS, SEGMENTS};
     use crate::bpf::types;
     use crate::event::RunqEvent;
     use tailhunt_model::evidence::runq::kernel_layout;
@@ -443,7 +501,11 @@ mod tests {
         assert_eq!(BUCKETS, kernel_layout().bucket_count());
         assert_eq!(
             std::mem::size_of::<types::runq_hist>(),
-            (BUCKETS + 2 + 4 * OTHERS) * 8
+            (HEAD_WORDS + 4 * OTHERS) * 8
+        );
+        assert_eq!(
+            std::mem::size_of::<types::runq_timeline>(),
+            (1 + 2 * SEGMENTS + 2 * 6) * 8
         );
         assert_eq!(std::mem::size_of::<types::runq_pair>(), 3 * 8);
         assert_eq!(std::mem::size_of::<types::runq_pair_key>(), 2 * 8);

@@ -285,6 +285,7 @@ fn run(
         counters: &skel.maps.counters,
         budgets: &skel.maps.budgets,
         filter: &skel.maps.cgroup_filter,
+        timelines: &skel.maps.timelines,
     };
     let mut reader = Reader::new(&setup.mounts, cfg.hierarchy, setup.filter_roots);
     reader.update_filter(&maps)?;

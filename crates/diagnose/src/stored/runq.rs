@@ -10,8 +10,9 @@ use tailhunt_store::Store;
 use super::DiagnoseError;
 
 /// What the detectors read; outlier events and pressure are not loaded.
-const USED: [&str; 6] = [
+const USED: [&str; 7] = [
     "runq_latency",
+    "runq_run_ns",
     "runq_preemptions",
     "runq_waits",
     "runq_wait_ns",
@@ -54,6 +55,7 @@ pub fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>, Dia
                         }
                         ("runq_waits", Some(b)) => s.by.entry(b.clone()).or_default().waits = v,
                         ("runq_wait_ns", Some(b)) => s.by.entry(b.clone()).or_default().wait_ns = v,
+                        ("runq_run_ns", _) => s.run_ns = Some(v),
                         ("cpu_throttled_periods", _) => s.throttled_periods = Some(v),
                         ("cpu_throttled_ns", _) => s.throttled_ns = Some(v),
                         _ => {}
@@ -75,6 +77,7 @@ pub fn timelines(store: &Store, run_id: &str) -> Result<Vec<CgroupTimeline>, Dia
                 .collect(),
             cgroup,
             steps: per.into_values().collect(),
+            wait_charge: record.wait_charge,
         })
         .collect())
 }

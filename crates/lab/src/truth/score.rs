@@ -11,7 +11,7 @@
 //! summary (`microburst`, `link-saturated`, `receive-window-limited`, `application-timeout`)
 //! or in the evidence
 //! notes (`nagle-stall`, whose summary names none); for `noisy-neighbor` the cgroup before the
-//! summary's first `": "` and the neighbour in its attribution series (`runq_wait_ns{by=..}`);
+//! summary's first `": "` and each neighbour in its attribution series (`runq_wait_ns{by=..}`);
 //! for `cpu-throttled` the cgroup; for `latency-rises-as-load-falls` the sweep's target.
 //!
 //! A flow a `microburst` finding lists behind the bursts with ~0% of their bytes (under 1%) is
@@ -425,16 +425,18 @@ fn named(det: &str, f: &Value, target: Option<&str>) -> Vec<Named> {
             dedup(notes.iter().flat_map(|n| flows_in(n)).collect())
         }
         "noisy-neighbor" => {
-            let by = f["evidence"].as_array().and_then(|e| {
-                e.iter()
+            let Some(victim) = head() else {
+                return Vec::new();
+            };
+            let by = f["evidence"].as_array().cloned().unwrap_or_default();
+            dedup(
+                by.iter()
                     .filter_map(|e| e["series"].as_str())
-                    .find_map(|s| s.strip_prefix("runq_wait_ns{by="))
+                    .filter_map(|s| s.strip_prefix("runq_wait_ns{by="))
                     .map(|s| s.split(",cgroup=").next().unwrap_or(s).to_string())
-            });
-            match (head(), by) {
-                (Some(v), Some(n)) => vec![Named::Pair(v, n)],
-                _ => Vec::new(),
-            }
+                    .map(|n| Named::Pair(victim.clone(), n))
+                    .collect(),
+            )
         }
         "cpu-throttled" => head().map(Named::Cgroup).into_iter().collect(),
         "latency-rises-as-load-falls" => target
@@ -543,19 +545,18 @@ fn contradictions(truth: &Truth, det: &str, f: &Value, origin: Option<(i64, i64)
     }
     if det == "noisy-neighbor" {
         let start = elevated_start(f, origin);
-        let neighbour = match named(det, f, None).pop() {
-            Some(Named::Pair(_, n)) => Some(n),
-            _ => None,
-        };
-        let since = neighbour
-            .as_ref()
-            .and_then(|n| truth.takers.iter().find(|(c, _)| c == n));
-        if let (Some(start), Some((neighbour, since))) = (start, since) {
-            if start + 1_000_000_000 < *since {
-                out.push(format!(
-                    "its slow intervals begin {:.1} s before {neighbour} started",
-                    (since - start) as f64 / 1e9
-                ));
+        for n in named(det, f, None) {
+            let Named::Pair(_, neighbour) = n else {
+                continue;
+            };
+            let since = truth.takers.iter().find(|(c, _)| *c == neighbour);
+            if let (Some(start), Some((_, since))) = (start, since) {
+                if start + 1_000_000_000 < *since {
+                    out.push(format!(
+                        "its slow intervals begin {:.1} s before {neighbour} started",
+                        (since - start) as f64 / 1e9
+                    ));
+                }
             }
         }
     }
@@ -694,6 +695,29 @@ mod tests {
             .collect();
         assert_eq!(judged, ["tp", "side-effect", "fp", "fp"]);
         assert_eq!(s.outcomes[0].contradictions.len(), 1, "{s:#?}");
+    }
+
+    #[test]
+    fn a_finding_naming_two_neighbours_names_both() {
+        let pair = |n: &str| Planted {
+            detector: "noisy-neighbor".into(),
+            unit: Unit::Pair {
+                victim: "/t/victim".into(),
+                neighbour: n.into(),
+            },
+            count: 1,
+            note: String::new(),
+        };
+        let doc = json!({"findings": [{"detector": "noisy-neighbor", "confidence": 0.9,
+            "summary": "/t/victim: run-queue p99 rose 50x (1ms -> 50ms) while /t/n1 and /t/n2 took its CPU",
+            "evidence": [{"series": "runq_latency{cgroup=/t/victim}"},
+                         {"series": "runq_wait_ns{by=/t/n1,cgroup=/t/victim}"},
+                         {"series": "runq_wait_ns{by=/t/n2,cgroup=/t/victim}"}]}]});
+        let mut t = truth(vec![pair("/t/n1"), pair("/t/n2")], false);
+        t.views[0].kind = crate::truth::ViewKind::Runq;
+        let s = score(&t, &[("v".into(), doc)]);
+        let c = s.counts["noisy-neighbor"];
+        assert_eq!((c.tp, c.fp, c.fn_), (2, 0, 0), "{s:#?}");
     }
 
     #[test]

@@ -135,7 +135,7 @@ pub struct NagleSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunqVariant {
-    /// Three hogs in one cgroup with 8x the victim's weight join the victim's CPU.
+    /// Three hogs in one cgroup with 32x the victim's weight (8192 against 64) join its CPU.
     Unequal,
     /// Two cgroups of two hogs each, the victim's weight, join its CPU.
     Equal,

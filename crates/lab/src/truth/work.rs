@@ -1,7 +1,8 @@
 //! CPU workloads for the run-queue cases, and what they record about themselves.
 //!
-//! In: a [`WorkSpec`] (kind, seconds, CPU, cgroup directories). The process moves itself into
-//! the cgroups (before doing any work), pins itself to the CPU, works, and returns a record
+//! In: a [`WorkSpec`] (kind, seconds, CPU, cgroup directories). The process starts a session
+//! of its own, moves itself into the cgroups (before doing any work), pins itself to the CPU,
+//! works, and returns a record
 //! ([`run`]): its start and end (realtime clock, epoch ns), CPU time and run-queue wait from the
 //! kernel's own `/proc/self/schedstat`, and for the sleeper, its lateness per second —
 //! the victim's own view of what it suffered, independent of any tracer.
@@ -78,6 +79,11 @@ pub struct WorkSpec {
 /// Runs the workload in this process and returns its record.
 pub fn run(spec: &WorkSpec) -> Result<Value, TruthError> {
     let me = std::process::id();
+    // A session of its own, as a host daemon has: with autogroup scheduling on (the default
+    // of many distributions, and this machine's), workloads left in the root cgroup would
+    // otherwise share their parent's autogroup and weigh as one task together, not as one
+    // each. (Already a session leader: nothing to do.)
+    let _ = rustix::process::setsid();
     for dir in &spec.cgroups {
         let procs = dir.join("cgroup.procs");
         std::fs::write(&procs, me.to_string()).map_err(|source| TruthError::Cgroup {

@@ -53,7 +53,19 @@ pub enum CgroupKind {
     Cgroup,
     /// Not a cgroup: the CPU was idle (the other side of a wait or preemption).
     Idle,
+    /// Not a cgroup: the part of a wait older than its CPU's remembered history, whose
+    /// runners are unknown.
+    Unattributed,
 }
+
+/// The `by` name under which a run stores the attributions beyond the busiest few others,
+/// summed (`tailhunt-sched`'s recorder).
+pub const OTHER_CGROUPS: &str = "other cgroups";
+
+/// The name of [`CgroupRef::unattributed`].
+pub const UNATTRIBUTED: &str = "unattributed";
+/// The id the kernel side gives it (`RUNQ_UNATTRIBUTED` in `crates/sched/src/bpf/runq.h`).
+pub const UNATTRIBUTED_ID: u64 = u64::MAX - 1;
 
 /// A cgroup as reported: id, path in its hierarchy and a readable name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +89,16 @@ impl CgroupRef {
             path: String::new(),
             name: "idle".into(),
             kind: CgroupKind::Idle,
+        }
+    }
+
+    /// The other side of the part of a wait older than its CPU's remembered history.
+    pub fn unattributed() -> CgroupRef {
+        CgroupRef {
+            id: UNATTRIBUTED_ID,
+            path: String::new(),
+            name: UNATTRIBUTED.into(),
+            kind: CgroupKind::Unattributed,
         }
     }
 
@@ -193,6 +215,10 @@ pub struct Counters {
     pub pairs_full: u64,
     /// Wakeups not timed because the timestamp store was full.
     pub timestamps_full: u64,
+    /// Waits that reached back past their CPU's remembered history of who ran (its last 64
+    /// changes of running cgroup): that part of them is charged to `unattributed`.
+    #[serde(default)]
+    pub beyond_history: u64,
 }
 
 impl Counters {
@@ -205,6 +231,7 @@ impl Counters {
             cgroups_full: self.cgroups_full.saturating_sub(e.cgroups_full),
             pairs_full: self.pairs_full.saturating_sub(e.pairs_full),
             timestamps_full: self.timestamps_full.saturating_sub(e.timestamps_full),
+            beyond_history: self.beyond_history.saturating_sub(e.beyond_history),
         }
     }
 
@@ -225,6 +252,7 @@ impl std::ops::Add for Counters {
             cgroups_full: self.cgroups_full + b.cgroups_full,
             pairs_full: self.pairs_full + b.pairs_full,
             timestamps_full: self.timestamps_full + b.timestamps_full,
+            beyond_history: self.beyond_history + b.beyond_history,
         }
     }
 }
@@ -254,16 +282,30 @@ pub fn mean_ns_per_hook(programs: &[ProgramCost]) -> Option<f64> {
     (runs > 0).then(|| ns as f64 / runs as f64)
 }
 
+/// How a run charged each wait to the cgroups it waited behind ([`Attribution`], [`Share`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitCharge {
+    /// Runs recorded before the split: the whole wait went to the task that held the CPU just
+    /// before the waiter got it (a task sitting in every hand-over took the blame).
+    #[default]
+    LastRunner,
+    /// The wait is split among the cgroups that ran on the waiter's CPU while it waited, in
+    /// proportion to how long each ran.
+    RanDuring,
+}
+
 /// Another cgroup's share in one cgroup's waits and preemptions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Attribution {
-    /// The other cgroup (kind `idle` when the CPU was idle).
+    /// The other cgroup (kind `idle` when the CPU was idle, `unattributed` for what is older
+    /// than the CPU's remembered history).
     pub other: CgroupRef,
     /// Times a task of this cgroup, still runnable, was switched out for one of `other`.
     pub preemptions: u64,
-    /// Waits of this cgroup's tasks that ended right after a task of `other` ran.
+    /// Waits of this cgroup's tasks during which tasks of `other` ran on their CPU.
     pub waits: u64,
-    /// Their total length, ns.
+    /// How long `other` ran during them, ns: its part of their wait time.
     pub wait_ns: u64,
 }
 
@@ -274,6 +316,8 @@ pub struct CgroupInterval {
     pub cgroup: CgroupRef,
     /// Run-queue latency of its tasks, ns ([`kernel_layout`]).
     pub latency: Histogram,
+    /// Time its tasks ran, on all CPUs, ns (None where not measured).
+    pub run_ns: Option<u64>,
     /// Whom it waited behind and was preempted by, largest wait first.
     pub by: Vec<Attribution>,
     /// Throttling in the interval (its cpu controller's `cpu.stat`), when readable.
@@ -441,6 +485,10 @@ pub struct RunqRecord {
     /// An earlier calm run to compare with (`--baseline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_run: Option<String>,
+    /// How its waits were charged to other cgroups (runs without the field: to the last
+    /// runner).
+    #[serde(default)]
+    pub wait_charge: WaitCharge,
 }
 
 impl Document for RunqRecord {
@@ -462,14 +510,17 @@ impl Document for RunqRecord {
     }
 }
 
-/// Another cgroup's part in one cgroup's waits over one interval, as the detectors read it.
+/// Another cgroup's part in one cgroup's waits over one interval, as the detectors read it
+/// (what the numbers mean depends on the run's [`WaitCharge`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Share {
     /// Preemptions of this cgroup's tasks by the other's.
     pub preemptions: u64,
-    /// Waits that ended right after the other ran.
+    /// Waits during which the other ran on the waiter's CPU ([`WaitCharge::LastRunner`]: waits
+    /// that ended right after it ran).
     pub waits: u64,
-    /// Their total length, ns.
+    /// How long the other ran during them, ns ([`WaitCharge::LastRunner`]: the whole length
+    /// of those waits).
     pub wait_ns: u64,
 }
 
@@ -482,6 +533,9 @@ pub struct RunqStep {
     pub end_ns: i64,
     /// Run-queue latency, ns.
     pub latency: Histogram,
+    /// Time its tasks ran, on all CPUs, ns: its own activity (None in runs that did not
+    /// record it).
+    pub run_ns: Option<u64>,
     /// Other cgroups by name (`idle` for an idle CPU).
     pub by: BTreeMap<String, Share>,
     /// Periods throttled in the interval (None: not readable).
@@ -497,6 +551,7 @@ impl RunqStep {
             start_ns: end_ns,
             end_ns,
             latency: Histogram::with_layout(kernel_layout()),
+            run_ns: None,
             by: BTreeMap::new(),
             throttled_periods: None,
             throttled_ns: None,
@@ -515,4 +570,6 @@ pub struct CgroupTimeline {
     pub quota: Option<Quota>,
     /// Threads its outliers waited behind, most first.
     pub blockers: Vec<Blocker>,
+    /// How the run charged its waits to others.
+    pub wait_charge: WaitCharge,
 }

@@ -6,9 +6,13 @@
  * switched out while still runnable: preempted) and ends when sched_switch puts it on a CPU.
  * Each wait is charged to the cgroup of the task that waited — read from the task in the
  * tracepoint's arguments, never from `current` — into a log-linear histogram with the bucket
- * layout of crates/histogram (runq.h). Each wait is also charged to the cgroup of the task
- * that held the CPU just before (the one the victim waited behind), and each involuntary
- * switch to the pair (preempted cgroup, preempting cgroup).
+ * layout of crates/histogram (runq.h). Its time is also split among the cgroups that ran on
+ * that CPU while it waited, in proportion to how long each ran: every CPU keeps its recent
+ * history (which cgroup ran from when: a new segment whenever the running cgroup changes), and
+ * the switch that ends a wait walks it back to the wakeup. (Charging the whole wait to the task
+ * that ran just before would blame a task that merely sits in every hand-over: a 1 kHz sleeper
+ * between CPU hogs.) Each involuntary switch is counted apart, for the pair (preempted cgroup,
+ * preempting cgroup).
  *
  * Every program exists twice: tp_btf (direct, BTF-checked reads) and a raw_tp fallback
  * (BPF_CORE_READ through bpf_probe_read_kernel); the loader picks one set. Filters and
@@ -82,6 +86,14 @@ struct {
 	__type(value, u8);
 } cgroup_filter SEC(".maps");
 
+/* Each CPU's recent history of which cgroup ran (runq.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct runq_timeline);
+} timelines SEC(".maps");
+
 struct runq_budget {
 	u64 last_ns;
 	u64 tokens;
@@ -111,6 +123,8 @@ struct runq_hist empty_hist = {};
 /* Never written: it puts struct runq_event into the skeleton's generated types, so a Rust unit
  * test can check its size against the decoder's. */
 struct runq_event unused_event_layout = {};
+/* Likewise for the timelines that user space reads. */
+struct runq_timeline unused_timeline_layout = {};
 
 /* Field reads: direct for tp_btf (the verifier knows the types), probe reads for raw_tp.
  * `btf` is a literal at every call site, so clang keeps one arm. */
@@ -381,49 +395,131 @@ static __always_inline int on_wakeup(struct task_struct *p, const bool btf)
 	return 0;
 }
 
+/* Overflow of gather(): charged as met (a noinline subprogram keeps the walk's loop small). */
+static __noinline void charge_now(struct runq_hist *h, u64 victim, u64 other, u64 ns)
+{
+	if (h)
+		record_other(h, victim, other, false, ns);
+}
+
+/* The time a wait spent behind one cgroup, added to the wait's gathered charges. */
+static __always_inline void gather(struct runq_timeline *tl, struct runq_hist *h, u64 victim,
+				   u64 other, u64 t)
+{
+#pragma unroll
+	for (int k = 0; k < RUNQ_GATHER; k++) {
+		if (tl->gather_ns[k] && tl->gather_cg[k] == other) {
+			tl->gather_ns[k] += t;
+			return;
+		}
+		if (!tl->gather_ns[k]) {
+			tl->gather_cg[k] = other;
+			tl->gather_ns[k] = t;
+			return;
+		}
+	}
+	charge_now(h, victim, other, t);
+}
+
+/*
+ * Splits a wait [ts, now) of cgroup `victim` (histogram entry h) among the cgroups that ran on
+ * this CPU meanwhile: the timeline's segments from the newest back to the one in which the wait
+ * began. The walk costs one step per change of running cgroup during the wait (one, usually).
+ */
+static __always_inline void charge_wait(struct runq_hist *h, u64 victim,
+					struct runq_timeline *tl, u64 head, u64 ts, u64 now)
+{
+	u64 end = now;
+#pragma unroll
+	for (int k = 0; k < RUNQ_GATHER; k++)
+		tl->gather_ns[k] = 0;
+	bool whole = false;
+#pragma clang loop unroll(disable)
+	for (u32 i = 0; i < RUNQ_SEGMENTS; i++) {
+		if (i >= head)
+			break;
+		struct runq_segment *sg = &tl->seg[(head - 1 - i) & (RUNQ_SEGMENTS - 1)];
+		u64 start = sg->start_ns;
+		u64 from = start > ts ? start : ts;
+		if (end > from)
+			gather(tl, h, victim, sg->cgroup, end - from);
+		if (start <= ts) {
+			whole = true;
+			break;
+		}
+		end = start;
+	}
+	if (!whole && end > ts) {
+		gather(tl, h, victim, RUNQ_UNATTRIBUTED, end - ts);
+		count(RUNQ_BEYOND_HISTORY);
+	}
+#pragma unroll
+	for (int k = 0; k < RUNQ_GATHER; k++) {
+		if (tl->gather_ns[k])
+			record_other(h, victim, tl->gather_cg[k], false, tl->gather_ns[k]);
+	}
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state,
 				     const bool btf)
 {
 	u64 now = bpf_ktime_get_ns();
+	u32 zero = 0;
+	struct runq_timeline *tl = bpf_map_lookup_elem(&timelines, &zero);
+	if (!tl)
+		return 0;
 	u32 prev_pid = READ(btf, prev, pid);
 	u32 next_pid = READ(btf, next, pid);
-	/* Cgroups are read only when needed: each is four dependent loads. The idle task's
-	 * "cgroup" is 0: it belongs to no container. */
+	u64 head = tl->head;
+	struct runq_segment *cur = head ? &tl->seg[(head - 1) & (RUNQ_SEGMENTS - 1)] : NULL;
+	/* The idle task's "cgroup" is 0: it belongs to no container. The task switched out is the
+	 * one this CPU's newest segment began with (or one of its cgroup), so its cgroup is known
+	 * without the four dependent loads of reading it. */
 	u64 prev_cg = 0, next_cg = 0;
-	bool prev_known = !prev_pid, next_known = !next_pid;
+	if (prev_pid && cur) {
+		prev_cg = cur->cgroup;
+		/* Keeps clang from merging this load with the task's, which the verifier refuses
+		 * (one instruction, two kinds of pointer). */
+		barrier_var(prev_cg);
+	} else if (prev_pid) {
+		prev_cg = task_cgroup(prev, btf);
+	}
+	if (next_pid)
+		next_cg = task_cgroup(next, btf);
 
 	/* Still runnable when switched out: preempted (or yielded); its next wait starts now. */
-	if (prev_pid && (preempt || prev_state == TASK_RUNNING)) {
-		prev_cg = task_cgroup(prev, btf);
-		prev_known = true;
-		if (wanted(prev, prev_cg, btf)) {
-			store_ts(prev, prev_pid, now, btf);
-			if (!next_known) {
-				next_cg = task_cgroup(next, btf);
-				next_known = true;
+	if (prev_pid && (preempt || prev_state == TASK_RUNNING) && wanted(prev, prev_cg, btf)) {
+		store_ts(prev, prev_pid, now, btf);
+		struct runq_hist *ph = hist_of(prev_cg, prev, btf);
+		if (ph)
+			record_other(ph, prev_cg, next_cg, true, 0);
+	}
+	if (next_pid) {
+		u64 ts = take_ts(next, next_pid, btf);
+		if (ts && now >= ts) {
+			u64 delta = now - ts;
+			struct runq_hist *h = hist_of(next_cg, next, btf);
+			if (h) {
+				record_wait(h, delta);
+				charge_wait(h, next_cg, tl, head, ts, now);
 			}
-			struct runq_hist *ph = hist_of(prev_cg, prev, btf);
-			if (ph)
-				record_other(ph, prev_cg, next_cg, true, 0);
+			emit(now, delta, next_cg, prev_cg, next, prev, btf);
 		}
 	}
-	if (!next_pid)
-		return 0;
-	u64 ts = take_ts(next, next_pid, btf);
-	if (!ts || now < ts)
-		return 0;
-	u64 delta = now - ts;
-	if (!prev_known)
-		prev_cg = task_cgroup(prev, btf);
-	if (!next_known)
-		next_cg = task_cgroup(next, btf);
-	struct runq_hist *h = hist_of(next_cg, next, btf);
-	if (h) {
-		record_wait(h, delta);
-		record_other(h, next_cg, prev_cg, false, delta);
+	/* The CPU's history: a new segment when the running cgroup changes. The one that ends is
+	 * added to its cgroup's run time (its activity, whoever waited). */
+	if (!cur || cur->cgroup != next_cg) {
+		if (cur && cur->cgroup && now > cur->start_ns) {
+			struct runq_hist *rh = hist_of(cur->cgroup, prev, btf);
+			if (rh)
+				__sync_fetch_and_add(&rh->run_ns, now - cur->start_ns);
+		}
+		struct runq_segment *sg = &tl->seg[head & (RUNQ_SEGMENTS - 1)];
+		sg->start_ns = now;
+		sg->cgroup = next_cg;
+		tl->head = head + 1;
 	}
-	emit(now, delta, next_cg, prev_cg, next, prev, btf);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
- * Types shared by runq.bpf.c and the Rust loader (crates/sched/src/bpf_types.rs mirrors them
- * field for field; a test there checks the sizes).
+ * Types shared by runq.bpf.c and the Rust loader (crates/sched/src/snapshot.rs reads them
+ * field for field; a test there checks the sizes against the generated skeleton's).
  *
  * Histogram bucket layout: the one in crates/histogram (Layout::index) with SUB_BITS = 4:
  * 16 buckets per power of two, each at most 1/16 = 6.25% wide, values below 16 ns exact.
@@ -18,12 +18,40 @@
 /* How many other cgroups a cgroup's histogram entry tracks inline; more go to the pairs map. */
 #define RUNQ_OTHERS 8
 
+/*
+ * How far back each CPU remembers who ran on it: its last RUNQ_SEGMENTS stretches of one
+ * cgroup each (a power of two). A wait that reaches back further has its older part charged to
+ * RUNQ_UNATTRIBUTED.
+ */
+#define RUNQ_SEGMENTS 64
+/* The other "cgroup" of the part of a wait older than its CPU's remembered history. */
+#define RUNQ_UNATTRIBUTED ((__u64)-2)
+/* Cgroups one wait's charges are gathered for before they are written (more: written as met). */
+#define RUNQ_GATHER 6
+
+/* One stretch of a CPU's time during which tasks of one cgroup ran (0: the idle task). */
+struct runq_segment {
+	__u64 start_ns;
+	__u64 cgroup;
+};
+
+/* A CPU's recent history: segment i is seg[i % RUNQ_SEGMENTS]; `head` counts every segment
+ * started, so the newest is head - 1, and it lasts until now. The gather_* arrays are scratch
+ * space for the wait being charged (in the map rather than on the stack: the verifier then
+ * does not follow each slot's contents through every step of the walk). */
+struct runq_timeline {
+	__u64 head;
+	struct runq_segment seg[RUNQ_SEGMENTS];
+	__u64 gather_cg[RUNQ_GATHER];
+	__u64 gather_ns[RUNQ_GATHER];
+};
+
 /* Another cgroup's part in this one's waits and preemptions (cumulative). */
 struct runq_other {
 	__u64 key;          /* the other cgroup's id + 1 (so the idle task's 0 is 1); 0 = free slot */
 	__u64 preemptions;
-	__u64 waits;
-	__u64 wait_ns;
+	__u64 waits;        /* waits during which it ran on the waiter's CPU */
+	__u64 wait_ns;      /* the time it ran during them */
 };
 
 /* Per-cgroup run-queue latency histogram: cumulative since load (user space takes deltas). */
@@ -33,6 +61,9 @@ struct runq_hist {
 	__u64 sum_ns;
 	/* The v1 cpu controller's cgroup of the first task counted (0 without one). */
 	__u64 cpu_cgroup_id;
+	/* Time its tasks ran, all CPUs, counted when a CPU's running cgroup changes (so a CPU's
+	 * current stretch is not in it yet: user space adds it from the timelines). */
+	__u64 run_ns;
 	/* The first RUNQ_OTHERS other cgroups it waited behind or was preempted by: kept here so
 	 * the common case costs no second hash lookup. */
 	struct runq_other others[RUNQ_OTHERS];
@@ -49,7 +80,7 @@ struct runq_pair_key {
 struct runq_pair {
 	/* Involuntary switches: a victim task still runnable was switched out for the other. */
 	__u64 preemptions;
-	/* Waits: the victim got the CPU right after the other task ran. */
+	/* Waits of the victim during which the other ran on its CPU, and how long it ran. */
 	__u64 waits;
 	__u64 wait_ns;
 };
@@ -76,7 +107,8 @@ enum runq_counter {
 	RUNQ_HIST_FULL = 3,     /* waits not counted: the cgroup map was full */
 	RUNQ_PAIR_FULL = 4,     /* attributions not counted: the pair map was full */
 	RUNQ_TS_FULL = 5,       /* wakeups not timed: the timestamp store was full */
-	RUNQ_NR_COUNTERS = 6,
+	RUNQ_BEYOND_HISTORY = 6, /* waits reaching back past their CPU's remembered history */
+	RUNQ_NR_COUNTERS = 7,
 };
 
 /* Where the wakeup timestamp of a task waits for its switch-in. */

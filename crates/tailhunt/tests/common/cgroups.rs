@@ -116,6 +116,12 @@ impl Cgroups {
         format!("/{}/{group}", self.name)
     }
 
+    /// Writes a v1 cpu controller file of the test's own top group.
+    pub fn set_top_v1(&self, file: &str, value: &str) {
+        fs::write(self.v1.join(file), value)
+            .unwrap_or_else(|e| panic!("write {file}={value}: {e}"));
+    }
+
     /// Writes a v1 cpu controller file of a group (`cpu.shares`, `cpu.cfs_quota_us`).
     pub fn set_v1(&self, group: &str, file: &str, value: &str) {
         fs::write(self.v1.join(group).join(file), value)
