@@ -310,7 +310,11 @@ mod tests {
         let names: Vec<&str> = f.iter().map(|f| f.detector.as_str()).collect();
         assert_eq!(names, ["receive-window-limited", "application-timeout"]);
         assert_eq!(f[0].evidence[0].series, "window (tcp_info_receiver)");
-        assert!(f[1].summary.contains("close to window/RTT"), "{}", f[1].summary);
+        assert!(
+            f[1].summary.contains("close to window/RTT"),
+            "{}",
+            f[1].summary
+        );
         // An autotuned download held by the path's rate: the window is not named, and the
         // timeout's need is the achieved rate's.
         r.tcp.receiver_window_share = Some(0.04);

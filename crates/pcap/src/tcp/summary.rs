@@ -1,6 +1,8 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
-use tailhunt_model::evidence::capture::{Handshake, RttSummary, SenderRtt, SideSummary, TcpSummary};
+use tailhunt_model::evidence::capture::{
+    Handshake, RttSummary, SenderRtt, SideSummary, TcpSummary,
+};
 
 use super::flow::TcpFlow;
 use super::rtt::RttStats;
