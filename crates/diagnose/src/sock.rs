@@ -86,9 +86,6 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
         };
         out.extend(receive_window_limited(&[evidence]));
     }
-    // The transfer's need is measured at window/RTT only when the window was found to be the
-    // limit; otherwise whatever held it (the path's rate, a queue) is in the achieved rate.
-    let window_limited = !out.is_empty();
     if r.role == "client" && r.outcome == TransferOutcome::Timeout {
         if let Some(timeout_ns) = r.timeout_ns {
             let (start, end) = r.range_ns;
@@ -101,7 +98,7 @@ pub fn diagnose_transfer(r: &TransferReport) -> Vec<Finding> {
                 bytes_received: r.bytes_transferred,
                 first_byte_ns: r.first_byte_ns.map(|t| (t - start).max(0) as u64),
                 quiet_before_close_ns: r.last_byte_ns.map(|t| (end - t).max(0) as u64),
-                window_bound_bps: r.window_bound_bps.filter(|_| window_limited),
+                window_bound_bps: r.window_bound_bps,
                 range_ns: Some(r.range_ns),
             }));
         }
