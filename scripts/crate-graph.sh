@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The workspace's crate graph, read from the Cargo.toml files (through `cargo metadata`), so the
-# README's Layout section cannot drift from the code.
+# layout page (docs/layout.md) cannot drift from the code.
 #
 #   scripts/crate-graph.sh            print the graph (one line per crate: what it depends on)
-#   scripts/crate-graph.sh --check    also fail when the README's copy differs, or when a layer
+#   scripts/crate-graph.sh --check    also fail when docs/layout.md's copy differs, or when a layer
 #                                     rule of DESIGN.md is broken (analysis, detectors and
 #                                     outputs depend on no source crate)
 set -euo pipefail
@@ -52,9 +52,9 @@ while read -r crate _ rest; do
     esac
 done <<<"$graph"
 
-readme=$(sed -n '/<!-- crate-graph:begin -->/,/<!-- crate-graph:end -->/p' README.md | sed '1,2d;$d' | sed '$d')
+readme=$(sed -n '/<!-- crate-graph:begin -->/,/<!-- crate-graph:end -->/p' docs/layout.md | sed '1,2d;$d' | sed '$d')
 if [[ "$readme" != "$graph" ]]; then
-    echo "crate-graph: the README's Layout graph is out of date; paste this between its markers:" >&2
+    echo "crate-graph: docs/layout.md's graph is out of date; paste this between its markers:" >&2
     printf '%s\n' "$graph" >&2
     fail=1
 fi

@@ -2,7 +2,7 @@
 //!
 //! In: the [`CaseScore`]s of a matrix (and the cases that could not run). Out: a [`Summary`],
 //! the detectors below a target ([`Summary::below`]), and the Markdown that
-//! `bench/results/detectors.md` holds ([`markdown`]).
+//! `bench/results/detectors-*.md` hold ([`markdown`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
