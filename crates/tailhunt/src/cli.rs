@@ -193,6 +193,28 @@ pub enum LabCommand {
     /// their veth/TUN devices and qdiscs, cgroups and processes), found by the lab's own
     /// naming and state files under /run/tailhunt-lab.
     Clean,
+    /// One CPU workload of the run-queue scenarios (started by `lab run`).
+    #[command(hide = true)]
+    Work(LabWorkArgs),
+}
+
+/// `tailhunt lab work` (internal).
+#[derive(Debug, Args)]
+pub struct LabWorkArgs {
+    /// hog, half-hog, sleeper or worker.
+    pub kind: String,
+    /// How long, seconds.
+    #[arg(long)]
+    pub seconds: f64,
+    /// CPU to pin to.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Cgroup directory to join first (repeatable).
+    #[arg(long)]
+    pub cgroup: Vec<PathBuf>,
+    /// Where to write its record (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// `tailhunt lab run`.

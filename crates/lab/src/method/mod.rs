@@ -17,6 +17,7 @@
 
 mod judge;
 mod nagle;
+mod noisy;
 mod rcvbuf;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,12 @@ pub struct ScenarioInfo {
 /// Every scenario, in the order `all` runs them.
 pub fn catalogue() -> Vec<ScenarioInfo> {
     let net = vec!["root (network namespaces, link emulator)"];
+    let cpu = vec![
+        "root",
+        "BPF (tailhunt runq)",
+        "cgroup2 + v1 cpu controller",
+        "2 CPUs",
+    ];
     vec![
         ScenarioInfo {
             name: "nagle",
@@ -92,6 +99,33 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             needs: net.clone(),
             quick_s: 20,
             full_s: 45,
+        },
+        ScenarioInfo {
+            name: "noisy-neighbor",
+            planted: "three CPU hogs in a heavier cgroup joining a 1 kHz sleeper's CPU: noisy-neighbor naming the neighbour",
+            measures: "tailhunt runq (whole host, 1 s intervals): the victim's run-queue p99",
+            fix: "cpuset isolation (the hogs on the other CPU): the victim's run-queue p99 returns to its calm baseline",
+            needs: cpu.clone(),
+            quick_s: 45,
+            full_s: 80,
+        },
+        ScenarioInfo {
+            name: "noisy-neighbor-system-service",
+            planted: "three CPU hogs in the root cgroup (system services) on the sleeper's CPU: noisy-neighbor naming system",
+            measures: "tailhunt runq: the victim's run-queue p99",
+            fix: "cpuset isolation (the services on the other CPU): the victim's run-queue p99 returns to its baseline",
+            needs: cpu.clone(),
+            quick_s: 45,
+            full_s: 80,
+        },
+        ScenarioInfo {
+            name: "noisy-neighbor-cpu-quota",
+            planted: "the victim's own CPU quota cut to 10 ms per 100 ms: cpu-throttled, no neighbour blamed",
+            measures: "tailhunt runq: the victim's run-queue p99 and throttling",
+            fix: "the quota raised (removed): the victim's run-queue p99 returns to its baseline",
+            needs: cpu,
+            quick_s: 45,
+            full_s: 80,
         },
         ScenarioInfo {
             name: "healthy",
@@ -281,6 +315,9 @@ pub fn run_one(
         "nagle" => nagle::run(&ctx, opts, &say),
         "rcvbuf" => rcvbuf::run(&ctx, opts, &say),
         "healthy" => healthy(&ctx, opts, &say),
+        "noisy-neighbor" => noisy::run(&ctx, opts, noisy::Variant::Neighbour, &say),
+        "noisy-neighbor-system-service" => noisy::run(&ctx, opts, noisy::Variant::System, &say),
+        "noisy-neighbor-cpu-quota" => noisy::run(&ctx, opts, noisy::Variant::Quota, &say),
         other => Err(TruthError::Work(format!("no scenario '{other}'"))),
     };
     match r {

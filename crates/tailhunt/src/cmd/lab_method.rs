@@ -10,7 +10,7 @@ use tailhunt_lab::state::{self, Cleaned};
 use tailhunt_lab::truth::Tools;
 use tailhunt_report::terminal::table;
 
-use crate::cli::{Cli, LabRunArgs, LabScale};
+use crate::cli::{Cli, LabRunArgs, LabScale, LabWorkArgs};
 use crate::output;
 
 /// `lab run` finished (or was interrupted) and a scenario did not pass: exit status 1 (the
@@ -80,7 +80,9 @@ pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
         store,
         work_dir: work_dir.clone(),
     };
-    let tools = Tools::locate(std::env::current_exe().ok())?;
+    let mut tools = Tools::locate(std::env::current_exe().ok())?;
+    // The run-queue scenarios' CPU workloads are this binary's own `lab work`.
+    tools.worker = Some(tools.tailhunt.clone());
     tailhunt_lab::truth::stop_on_signals().context("installing the signal handlers")?;
     let progress = |s: &str| eprintln!("lab: {s}");
     let report = method::run(&names, &opts, &tools, &progress)?;
@@ -137,6 +139,26 @@ pub fn clean(cli: &Cli) -> Result<()> {
             c.failures.len()
         );
     }
+    Ok(())
+}
+
+/// One CPU workload of the run-queue scenarios; its record goes to `--out`.
+pub fn work(a: &LabWorkArgs) -> Result<()> {
+    use tailhunt_lab::truth::work::{self, WorkKind, WorkSpec};
+    let kind = WorkKind::from_name(&a.kind).with_context(|| {
+        format!(
+            "unknown workload '{}': hog, half-hog, sleeper or worker",
+            a.kind
+        )
+    })?;
+    let record = work::run(&WorkSpec {
+        kind,
+        seconds: a.seconds,
+        cpu: a.cpu,
+        cgroups: a.cgroup.clone(),
+    })?;
+    std::fs::write(&a.out, record.to_string())
+        .with_context(|| format!("writing '{}'", a.out.display()))?;
     Ok(())
 }
 

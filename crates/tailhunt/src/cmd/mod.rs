@@ -41,6 +41,7 @@ pub fn run(cli: &Cli) -> Result<()> {
             LabCommand::List => lab_method::list(cli),
             LabCommand::Run(a) => lab_method::run(cli, a),
             LabCommand::Clean => lab_method::clean(cli),
+            LabCommand::Work(a) => lab_method::work(a),
         },
         Command::Transfer(a) => transfer::run(cli, a),
         Command::Sockets(a) => sockets::run(cli, a),
