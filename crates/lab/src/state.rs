@@ -97,6 +97,8 @@ pub struct Cleaned {
     pub namespaces: Vec<String>,
     /// Cgroups removed.
     pub cgroups: Vec<String>,
+    /// TUN devices removed (left in this namespace).
+    pub devices: Vec<String>,
     /// What could not be removed, with why.
     pub failures: Vec<String>,
 }
@@ -168,6 +170,31 @@ fn clean_run(dir: &Path, owner: u32, out: &mut Cleaned) {
     for top in lab_cgroups(owner) {
         remove_cgroup_tree(&top, out);
     }
+    // The link emulator's TUN devices (`tl<pid>-<n><role>`) close with the process that held
+    // them; one still in this namespace is removed by name.
+    for dev in lab_tun_devices(owner) {
+        let r = Command::new("ip").args(["link", "delete", &dev]).output();
+        match r {
+            Ok(o) if o.status.success() => out.devices.push(dev),
+            _ => out.failures.push(format!("TUN device {dev}")),
+        }
+    }
+}
+
+fn lab_tun_devices(owner: u32) -> Vec<String> {
+    let Ok(o) = Command::new("ip")
+        .args(["-o", "link", "show", "type", "tun"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let prefix = format!("tl{}-", owner % 10_000_000);
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
 }
 
 /// The namespaces the run with pid `owner` created: `th-<role>-<owner>-<n>`.
@@ -266,9 +293,21 @@ fn remove_cgroup_tree(dir: &Path, out: &mut Cleaned) {
         .push(format!("cgroup {}: still busy after 2 s", dir.display()));
 }
 
+/// Sends SIGKILL to `pid` and waits (up to 2 s) until it is gone or a zombie: SIGKILL is
+/// delivered asynchronously, and a namespace or cgroup is only free once its processes exited.
 fn kill(pid: u32) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+    for _ in 0..200 {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
+        if matches!(state, None | Some("Z") | Some("X")) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -86,7 +86,7 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             name: "nagle",
             planted: "a client writing each request in two pieces without TCP_NODELAY, server likewise: latency-rises-as-load-falls and nagle-stall",
             measures: "tailhunt load --sweep over a 4 ms round trip, captured at the client (tailhunt pcap): p99 at the lowest rate",
-            fix: "TCP_NODELAY on both ends: the low-rate p99 falls to the network floor (within 2x the round trip)",
+            fix: "TCP_NODELAY on both ends: the low-rate p99 falls to the network floor (within 3x the round trip)",
             needs: net.clone(),
             quick_s: 25,
             full_s: 70,

@@ -109,7 +109,11 @@ pub(crate) fn run(
     if !before.timed_out {
         notes.push("the planted timeout did not fire: application-timeout cannot be".into());
     }
-    Ok(judge::judge(
+    // The window finding must name the buffer that was pinned (and so the process that set it).
+    let named = findings
+        .iter()
+        .any(|f| f.detector == "receive-window-limited" && f.summary.contains("SO_RCVBUF"));
+    let mut r = judge::judge(
         "rcvbuf",
         &["receive-window-limited", "application-timeout"],
         findings,
@@ -117,7 +121,13 @@ pub(crate) fn run(
         noise,
         ev.runs,
         notes,
-    ))
+    );
+    if !named && r.verdict == judge::Verdict::Pass {
+        r.verdict = judge::Verdict::Fail {
+            why: "receive-window-limited does not name the SO_RCVBUF that was set".into(),
+        };
+    }
+    Ok(r)
 }
 
 /// An autotuned download slower than 3x the path's limit: the emulator or the host lagged.
