@@ -29,6 +29,7 @@ fn lab_list_names_every_scenario_with_its_cause_fix_and_needs() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     for want in [
+        "microburst",
         "nagle",
         "rcvbuf",
         "noisy-neighbor",
@@ -161,7 +162,7 @@ fn lab_run_network_scenarios_root() {
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    run_and_check(&["nagle", "rcvbuf", "healthy"]);
+    run_and_check(&["microburst", "nagle", "rcvbuf", "healthy"]);
 }
 
 #[test]

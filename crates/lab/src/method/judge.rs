@@ -194,11 +194,11 @@ fn findings_verdict(planted: &[&str], findings: &[FindingRef]) -> Result<(), Str
 }
 
 /// A scenario that could not run to its end.
-pub(crate) fn failed(name: &str, why: String) -> ScenarioResult {
+pub(crate) fn failed(name: &str, planted: &[&str], why: String) -> ScenarioResult {
     ScenarioResult {
         scenario: name.to_string(),
         attempt: 1,
-        planted: Vec::new(),
+        planted: planted.iter().map(|s| s.to_string()).collect(),
         top: None,
         others: Vec::new(),
         figure: None,

@@ -16,6 +16,7 @@
 //! started, so `tailhunt lab clean` can do the same after this run is killed.
 
 mod judge;
+mod microburst;
 mod nagle;
 mod noisy;
 mod rcvbuf;
@@ -82,6 +83,15 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
         "2 CPUs",
     ];
     vec![
+        ScenarioInfo {
+            name: "microburst",
+            planted: "three dbs answering a cache at once (10 ms of link time each, 3 times a second) over the 100 Mbit/s link an api client's small requests cross: microburst naming the db flows",
+            measures: "tailhunt load (the api client, 500 req/s) and tailhunt pcap --requests at the cache: the api p99",
+            fix: "the db traffic over a second interface: the api p99 below 1 ms (or 2x its median)",
+            needs: net.clone(),
+            quick_s: 20,
+            full_s: 20,
+        },
         ScenarioInfo {
             name: "nagle",
             planted: "a client writing each request in two pieces without TCP_NODELAY, server likewise: latency-rises-as-load-falls and nagle-stall",
@@ -307,11 +317,13 @@ pub fn run_one(
     let dir = opts.work_dir.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return judge::failed(name, format!("cannot create '{}': {e}", dir.display()));
+        let why = format!("cannot create '{}': {e}", dir.display());
+        return judge::failed(name, planted_of(name), why);
     }
     let ctx = tools.for_lab(&dir, &opts.store, name);
     let say = |s: &str| progress(&format!("{name}: {s}"));
     let r = match name {
+        "microburst" => microburst::run(&ctx, opts, &say),
         "nagle" => nagle::run(&ctx, opts, &say),
         "rcvbuf" => rcvbuf::run(&ctx, opts, &say),
         "healthy" => healthy(&ctx, opts, &say),
@@ -320,10 +332,24 @@ pub fn run_one(
         "noisy-neighbor-cpu-quota" => noisy::run(&ctx, opts, noisy::Variant::Quota, &say),
         other => Err(TruthError::Work(format!("no scenario '{other}'"))),
     };
+    let planted = planted_of(name);
     match r {
         Ok(r) => r,
-        Err(TruthError::Interrupted) => judge::failed(name, "interrupted".into()),
-        Err(e) => judge::failed(name, e.to_string()),
+        // A wait cut short by the stop request reads as a timeout: say what happened.
+        Err(_) if crate::truth::stopping() => judge::failed(name, planted, "interrupted".into()),
+        Err(e) => judge::failed(name, planted, e.to_string()),
+    }
+}
+
+/// The causes a scenario plants (detector names).
+pub(crate) fn planted_of(name: &str) -> &'static [&'static str] {
+    match name {
+        "microburst" => &["microburst"],
+        "nagle" => &["latency-rises-as-load-falls", "nagle-stall"],
+        "rcvbuf" => &["receive-window-limited", "application-timeout"],
+        "noisy-neighbor" | "noisy-neighbor-system-service" => &["noisy-neighbor"],
+        "noisy-neighbor-cpu-quota" => &["cpu-throttled"],
+        _ => &[],
     }
 }
 

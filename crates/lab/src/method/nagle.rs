@@ -81,7 +81,7 @@ pub(crate) fn run(
     let noise = after.as_ref().and_then(noise);
     Ok(judge::judge(
         "nagle",
-        &["latency-rises-as-load-falls", "nagle-stall"],
+        super::planted_of("nagle"),
         findings,
         Some((figure, check)),
         noise,

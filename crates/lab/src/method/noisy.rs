@@ -123,10 +123,7 @@ pub(crate) fn run(
         calm.map_or("-".into(), |c| format!("{c:.3}")),
         after_calm.map_or("-".into(), |c| format!("{c:.3}"))
     )];
-    let planted: &[&str] = match v {
-        Variant::Quota => &["cpu-throttled"],
-        _ => &["noisy-neighbor"],
-    };
+    let planted = super::planted_of(&name);
     let mut r = judge::judge(
         &name,
         planted,

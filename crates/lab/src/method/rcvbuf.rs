@@ -115,7 +115,7 @@ pub(crate) fn run(
         .any(|f| f.detector == "receive-window-limited" && f.summary.contains("SO_RCVBUF"));
     let mut r = judge::judge(
         "rcvbuf",
-        &["receive-window-limited", "application-timeout"],
+        super::planted_of("rcvbuf"),
         findings,
         Some((figure, check)),
         noise,

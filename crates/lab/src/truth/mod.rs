@@ -49,13 +49,13 @@
 //! ```
 
 pub mod abandon;
-mod burst;
+pub(crate) mod burst;
 pub(crate) mod cgroup;
 pub(crate) mod cpu;
 mod nagle;
 pub(crate) mod net;
 pub mod score;
-mod spec;
+pub(crate) mod spec;
 pub mod table;
 pub(crate) mod tap;
 mod timeout;
