@@ -54,11 +54,10 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-/// The runs a scenario stored and what its programs said.
+/// The runs a scenario stored.
 #[derive(Debug, Default)]
 pub(crate) struct Evidence {
     pub(crate) runs: Vec<RunRef>,
-    pub(crate) notes: Vec<String>,
 }
 
 impl Evidence {
@@ -82,6 +81,16 @@ impl Evidence {
             out.extend(root_causes(&doc, &r.id));
         }
         out.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
+        Ok(out)
+    }
+
+    /// The root-cause findings of the runs after the fix: what is left when it did not work.
+    pub(crate) fn findings_after(&self, ctx: &Ctx) -> Result<Vec<FindingRef>, TruthError> {
+        let mut out = Vec::new();
+        for r in self.runs.iter().filter(|r| r.phase == "after") {
+            let doc = ctx.analyse(&["diagnose", &r.id])?;
+            out.extend(root_causes(&doc, &r.id));
+        }
         Ok(out)
     }
 }

@@ -139,12 +139,17 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
         },
         ScenarioInfo {
             name: "healthy",
-            planted: "nothing: the nagle and rcvbuf topologies with TCP_NODELAY and autotuning",
+            planted: "nothing: the microburst topology with small db replies, nagle with TCP_NODELAY, rcvbuf autotuned, a runq trace of the sleeper alone",
             measures: "the same commands as the scenarios above",
             fix: "none: no root-cause finding at or above medium confidence",
-            needs: net,
-            quick_s: 30,
-            full_s: 90,
+            needs: vec![
+                "root",
+                "BPF (tailhunt runq)",
+                "cgroup2 + v1 cpu controller",
+                "2 CPUs",
+            ],
+            quick_s: 45,
+            full_s: 100,
         },
     ]
 }
@@ -353,27 +358,49 @@ pub(crate) fn planted_of(name: &str) -> &'static [&'static str] {
     }
 }
 
-/// `healthy`: the nagle and rcvbuf topologies with nothing planted, measured as they are.
+/// `healthy`: every topology with nothing planted, measured as it is.
 fn healthy(
     ctx: &crate::truth::tool::Ctx,
     opts: &Options,
     say: &dyn Fn(&str),
 ) -> Result<ScenarioResult, TruthError> {
     let mut ev = judge::Evidence::default();
+    say("microburst topology, the dbs answering small");
+    let m = microburst::measure(ctx, opts, microburst::Round::Healthy, &mut ev)?;
     say("nagle topology with TCP_NODELAY");
     let n = nagle::measure(ctx, opts, true, "baseline", &mut ev)?;
     say("rcvbuf topology, autotuned, no timeout");
     let r = rcvbuf::measure(ctx, opts, rcvbuf::Setup::Healthy, "baseline", &mut ev)?;
-    let mut notes = vec![
+    say("runq trace of the sleeper alone");
+    let q = noisy::measure(ctx, opts, noisy::Variant::Calm, false, &mut ev)?;
+    let victim = q.loaded_ms.or(q.calm_ms);
+    let notes = vec![
+        format!(
+            "microburst topology: api p50 {:.2} ms, p99 {:.2} ms",
+            m.p50_ms, m.p99_ms
+        ),
         format!(
             "nagle topology: p99 at the lowest rate {:.2} ms",
             n.low_p99_ms
         ),
         format!("rcvbuf topology: download {:.2} s", r.seconds),
+        format!(
+            "runq: the sleeper's run-queue p99 {} ms",
+            victim.map_or("-".into(), |v| format!("{v:.3}"))
+        ),
     ];
-    notes.append(&mut ev.notes);
     // A healthy baseline far off its floor says the host was busy, not that all is well.
-    let noise = nagle::noise(&n).or_else(|| rcvbuf::noise(&r));
+    let noise = nagle::noise(&n)
+        .or_else(|| rcvbuf::noise(&r))
+        .or_else(|| {
+            (m.p50_ms > 2.0)
+                .then(|| format!("the api p50 was {:.2} ms with nothing planted", m.p50_ms))
+        })
+        .or_else(|| {
+            victim
+                .filter(|v| *v > 1.0)
+                .map(|v| format!("the lone sleeper's run-queue p99 was {v:.2} ms"))
+        });
     let findings = ev.findings(ctx)?;
     Ok(judge::judge(
         "healthy",

@@ -40,12 +40,16 @@ pub(crate) enum Variant {
     System,
     /// The victim's own quota.
     Quota,
+    /// Nothing planted: the sleeper alone (the healthy twin).
+    Calm,
 }
 
 /// The victim's run-queue p99 in one trace, ms.
-struct Trace {
-    calm_ms: Option<f64>,
-    loaded_ms: Option<f64>,
+pub(crate) struct Trace {
+    /// Median over the intervals before the onset.
+    pub(crate) calm_ms: Option<f64>,
+    /// Median over the intervals after it.
+    pub(crate) loaded_ms: Option<f64>,
 }
 
 fn timing(scale: Scale) -> (u64, Duration) {
@@ -137,7 +141,7 @@ pub(crate) fn run(
     let who = match v {
         Variant::Neighbour => Some("neighbour"),
         Variant::System => Some("system"),
-        Variant::Quota => None,
+        Variant::Quota | Variant::Calm => None,
     };
     if let (Some(who), judge::Verdict::Pass) = (who, &r.verdict) {
         let named = r.top.as_ref().is_some_and(|t| t.summary.contains(who));
@@ -151,13 +155,18 @@ pub(crate) fn run(
 }
 
 /// One trace: the victim from the start, the cause at the onset (or the fixed setup).
-fn measure(
+pub(crate) fn measure(
     ctx: &Ctx,
     opts: &Options,
     v: Variant,
     fixed: bool,
     ev: &mut Evidence,
 ) -> Result<Trace, TruthError> {
+    let phase = match (v, fixed) {
+        (Variant::Calm, _) => "baseline",
+        (_, true) => "after",
+        (_, false) => "before",
+    };
     let (trace_s, onset) = timing(opts.scale);
     let worker = PathBuf::from(ctx.worker()?);
     let mut cg = Cgroups::new("lab")?;
@@ -166,7 +175,7 @@ fn measure(
         Variant::System => cg.set_top_v1("cpu.shares", "128")?,
         _ => cg.set_top_v1("cpu.shares", "10240")?,
     }
-    let records = ctx.file(if fixed { "after" } else { "before" });
+    let records = ctx.file(phase);
     std::fs::create_dir_all(&records).map_err(|source| TruthError::Io {
         path: records.clone(),
         source,
@@ -219,7 +228,7 @@ fn measure(
             cg.set_v1("victim", "cpu.cfs_period_us", "100000")?;
             cg.set_v1("victim", "cpu.cfs_quota_us", "10000")?;
         }
-        Variant::Quota => {}
+        Variant::Quota | Variant::Calm => {}
     }
     let doc = json_of(
         &mut runq,
@@ -230,7 +239,7 @@ fn measure(
     if let Some(c) = apart.as_mut() {
         c.wait_all(Duration::from_secs(15))?;
     }
-    ev.add(&doc, "runq", if fixed { "after" } else { "before" });
+    ev.add(&doc, "runq", phase);
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&records);
     }
