@@ -202,6 +202,30 @@ fn findings_verdict(planted: &[&str], findings: &[FindingRef]) -> Result<(), Str
     Ok(())
 }
 
+/// Turns a pass into a fail when the `detector` finding does not name each of `needles` in
+/// its summary (the process, the buffer, the flows or the neighbour it must name).
+pub(crate) fn require_named(r: &mut ScenarioResult, detector: &str, needles: &[String]) {
+    if r.verdict != Verdict::Pass {
+        return;
+    }
+    let summary = r
+        .top
+        .iter()
+        .chain(&r.others)
+        .find(|f| f.detector == detector)
+        .map_or("", |f| f.summary.as_str());
+    let missing: Vec<&str> = needles
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !summary.contains(n))
+        .collect();
+    if !missing.is_empty() {
+        r.verdict = Verdict::Fail {
+            why: format!("{detector} does not name {}", missing.join(", ")),
+        };
+    }
+}
+
 /// A scenario that could not run to its end.
 pub(crate) fn failed(name: &str, planted: &[&str], why: String) -> ScenarioResult {
     ScenarioResult {

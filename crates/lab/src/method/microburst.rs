@@ -117,16 +117,10 @@ pub(crate) fn run(
         notes,
     );
     // The finding must name the flows behind the bursts: every db's.
-    let summary = r.top.as_ref().map_or("", |t| t.summary.as_str());
-    let unnamed: Vec<String> = (0..SOURCES)
+    let dbs: Vec<String> = (0..SOURCES)
         .map(|i| format!("198.18.51.{}:7100", 11 + i))
-        .filter(|db| !summary.contains(db.as_str()))
         .collect();
-    if r.verdict == judge::Verdict::Pass && !unnamed.is_empty() {
-        r.verdict = judge::Verdict::Fail {
-            why: format!("microburst does not name {}", unnamed.join(", ")),
-        };
-    }
+    judge::require_named(&mut r, "microburst", &dbs);
     Ok(r)
 }
 

@@ -81,6 +81,30 @@ pub(crate) fn run(
         false => None,
     };
     let findings = ev.findings(ctx)?;
+    let (figure, check, noise, notes) = fix_figure(v, &before, after.as_ref());
+    let mut r = judge::judge(
+        &name,
+        super::planted_of(&name),
+        findings,
+        Some((figure, check)),
+        noise,
+        ev.runs,
+        notes,
+    );
+    // The neighbour must be the one named.
+    match v {
+        Variant::Neighbour => judge::require_named(&mut r, "noisy-neighbor", &["neighbour".into()]),
+        Variant::System => judge::require_named(&mut r, "noisy-neighbor", &["system".into()]),
+        Variant::Quota | Variant::Calm => {}
+    }
+    Ok(r)
+}
+
+type FixFigure = (Figure, Result<(), String>, Option<String>, Vec<String>);
+
+/// The victim's run-queue p99 before and after the fix against its calm baseline: the figure,
+/// whether the fix met it, any sign of host noise, and the notes.
+fn fix_figure(v: Variant, before: &Trace, after: Option<&Trace>) -> FixFigure {
     let calm = before.calm_ms;
     // The quota's victim uses two thirds of a CPU: on a shared host its waits behind the
     // host's own work are milliseconds long even when nothing is planted.
@@ -93,7 +117,7 @@ pub(crate) fn run(
         name: "victim's run-queue p99".into(),
         unit: "ms".into(),
         before: before.loaded_ms,
-        after: after.as_ref().and_then(|a| a.loaded_ms),
+        after: after.and_then(|a| a.loaded_ms),
         goal: match goal {
             Some(g) => format!(
                 "back to its baseline: at most {g:.2} ms (3x the calm {:.3} ms, or {floor} ms)",
@@ -102,7 +126,7 @@ pub(crate) fn run(
             None => "back to its calm baseline".into(),
         },
     };
-    let check = match (&after, goal) {
+    let check = match (after, goal) {
         (None, _) => Ok(()),
         (Some(a), Some(g)) if a.loaded_ms.is_some_and(|x| x <= g) => Ok(()),
         (Some(a), _) => Err(format!(
@@ -111,7 +135,7 @@ pub(crate) fn run(
         )),
     };
     // A calm baseline already slow (before the cause, in either trace) is the host's doing.
-    let after_calm = after.as_ref().and_then(|a| a.calm_ms);
+    let after_calm = after.and_then(|a| a.calm_ms);
     let noise = match (calm, after_calm) {
         (Some(c), _) if c > floor => Some(format!(
             "the victim's calm run-queue p99 was already {c:.2} ms before the cause started"
@@ -127,31 +151,7 @@ pub(crate) fn run(
         calm.map_or("-".into(), |c| format!("{c:.3}")),
         after_calm.map_or("-".into(), |c| format!("{c:.3}"))
     )];
-    let planted = super::planted_of(&name);
-    let mut r = judge::judge(
-        &name,
-        planted,
-        findings,
-        Some((figure, check)),
-        noise,
-        ev.runs,
-        notes,
-    );
-    // The neighbour must be the one named.
-    let who = match v {
-        Variant::Neighbour => Some("neighbour"),
-        Variant::System => Some("system"),
-        Variant::Quota | Variant::Calm => None,
-    };
-    if let (Some(who), judge::Verdict::Pass) = (who, &r.verdict) {
-        let named = r.top.as_ref().is_some_and(|t| t.summary.contains(who));
-        if !named {
-            r.verdict = judge::Verdict::Fail {
-                why: format!("noisy-neighbor does not name {who}"),
-            };
-        }
-    }
-    Ok(r)
+    (figure, check, noise, notes)
 }
 
 /// One trace: the victim from the start, the cause at the onset (or the fixed setup).

@@ -109,10 +109,6 @@ pub(crate) fn run(
     if !before.timed_out {
         notes.push("the planted timeout did not fire: application-timeout cannot be".into());
     }
-    // The window finding must name the buffer that was pinned (and so the process that set it).
-    let named = findings
-        .iter()
-        .any(|f| f.detector == "receive-window-limited" && f.summary.contains("SO_RCVBUF"));
     let mut r = judge::judge(
         "rcvbuf",
         super::planted_of("rcvbuf"),
@@ -122,11 +118,12 @@ pub(crate) fn run(
         ev.runs,
         notes,
     );
-    if !named && r.verdict == judge::Verdict::Pass {
-        r.verdict = judge::Verdict::Fail {
-            why: "receive-window-limited does not name the SO_RCVBUF that was set".into(),
-        };
-    }
+    // The window finding must name the buffer that was pinned.
+    judge::require_named(
+        &mut r,
+        "receive-window-limited",
+        &["SO_RCVBUF=65536".into()],
+    );
     Ok(r)
 }
 
