@@ -116,8 +116,8 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             measures: "tailhunt runq (whole host, 1 s intervals): the victim's run-queue p99",
             fix: "cpuset isolation (the hogs on the other CPU): the victim's run-queue p99 returns to its calm baseline",
             needs: cpu.clone(),
-            quick_s: 45,
-            full_s: 80,
+            quick_s: 30,
+            full_s: 50,
         },
         ScenarioInfo {
             name: "noisy-neighbor-system-service",
@@ -125,8 +125,8 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             measures: "tailhunt runq: the victim's run-queue p99",
             fix: "cpuset isolation (the services on the other CPU): the victim's run-queue p99 returns to its baseline",
             needs: cpu.clone(),
-            quick_s: 45,
-            full_s: 80,
+            quick_s: 30,
+            full_s: 50,
         },
         ScenarioInfo {
             name: "noisy-neighbor-cpu-quota",
@@ -134,8 +134,8 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             measures: "tailhunt runq: the victim's run-queue p99 and throttling",
             fix: "the quota raised (removed): the victim's run-queue p99 returns to its baseline",
             needs: cpu,
-            quick_s: 45,
-            full_s: 80,
+            quick_s: 30,
+            full_s: 50,
         },
         ScenarioInfo {
             name: "healthy",
