@@ -54,45 +54,89 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-/// The runs a scenario stored.
+/// The runs a scenario stored, and the findings about other tenants of the host.
 #[derive(Debug, Default)]
 pub(crate) struct Evidence {
     pub(crate) runs: Vec<RunRef>,
+    /// Per run: the cgroup its findings must be about (a run-queue trace sees the whole host).
+    scopes: Vec<Option<String>>,
+    /// Findings about cgroups outside the scenario's own, in words.
+    foreign: Vec<String>,
 }
 
 impl Evidence {
     /// Notes the run a command's JSON document names (`run_id`).
     pub(crate) fn add(&mut self, doc: &Value, command: &str, phase: &str) {
+        self.add_scoped(doc, command, phase, None);
+    }
+
+    /// Notes a run whose findings count only when they are about a cgroup under `scope` (the
+    /// scenario's own): `tailhunt runq` traces the whole host, and a finding about another
+    /// tenant's cgroup (a test hog next door) is the host's business, not the scenario's.
+    pub(crate) fn add_scoped(
+        &mut self,
+        doc: &Value,
+        command: &str,
+        phase: &str,
+        scope: Option<String>,
+    ) {
         if let Some(id) = doc["run_id"].as_str() {
             self.runs.push(RunRef {
                 id: id.to_string(),
                 command: command.to_string(),
                 phase: phase.to_string(),
             });
+            self.scopes.push(scope);
         }
     }
 
     /// `tailhunt diagnose` on every run measured before the fix (or as a healthy baseline):
     /// the root-cause findings that are detected, most confident first.
-    pub(crate) fn findings(&self, ctx: &Ctx) -> Result<Vec<FindingRef>, TruthError> {
-        let mut out = Vec::new();
-        for r in self.runs.iter().filter(|r| r.phase != "after") {
-            let doc = ctx.analyse(&["diagnose", &r.id])?;
-            out.extend(root_causes(&doc, &r.id));
-        }
+    pub(crate) fn findings(&mut self, ctx: &Ctx) -> Result<Vec<FindingRef>, TruthError> {
+        let mut out = self.diagnose(ctx, |phase| phase != "after")?;
         out.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
         Ok(out)
     }
 
     /// The root-cause findings of the runs after the fix: what is left when it did not work.
-    pub(crate) fn findings_after(&self, ctx: &Ctx) -> Result<Vec<FindingRef>, TruthError> {
+    pub(crate) fn findings_after(&mut self, ctx: &Ctx) -> Result<Vec<FindingRef>, TruthError> {
+        self.diagnose(ctx, |phase| phase == "after")
+    }
+
+    fn diagnose(
+        &mut self,
+        ctx: &Ctx,
+        phase: impl Fn(&str) -> bool,
+    ) -> Result<Vec<FindingRef>, TruthError> {
         let mut out = Vec::new();
-        for r in self.runs.iter().filter(|r| r.phase == "after") {
+        for (r, scope) in self.runs.iter().zip(&self.scopes) {
+            if !phase(&r.phase) {
+                continue;
+            }
             let doc = ctx.analyse(&["diagnose", &r.id])?;
-            out.extend(root_causes(&doc, &r.id));
+            for f in root_causes(&doc, &r.id) {
+                match scope {
+                    Some(s) if !about(&f, s) => {
+                        let note = format!(
+                            "about another tenant, not counted: {} ({:.2}): {}",
+                            f.detector, f.confidence, f.summary
+                        );
+                        if !self.foreign.contains(&note) {
+                            self.foreign.push(note);
+                        }
+                    }
+                    _ => out.push(f),
+                }
+            }
         }
         Ok(out)
     }
+}
+
+/// Whether a run-queue finding is about a cgroup under `scope`: its summary starts with the
+/// victim's path.
+fn about(f: &FindingRef, scope: &str) -> bool {
+    f.summary.starts_with(scope)
 }
 
 /// The detected root-cause findings of a `diagnose` document.
@@ -120,9 +164,11 @@ pub(crate) fn judge(
     findings: Vec<FindingRef>,
     figure: Option<(Figure, Result<(), String>)>,
     noise: Option<String>,
-    runs: Vec<RunRef>,
-    notes: Vec<String>,
+    ev: Evidence,
+    mut notes: Vec<String>,
 ) -> ScenarioResult {
+    notes.extend(ev.foreign);
+    let runs = ev.runs;
     let mut findings = findings;
     // One finding per detector (its most confident), most confident first.
     let mut seen = Vec::new();
@@ -273,6 +319,16 @@ mod tests {
     }
 
     #[test]
+    fn a_finding_about_another_tenants_cgroup_is_not_the_scenarios() {
+        let mut g = f("noisy-neighbor", 0.9);
+        g.summary = "/tailhunt-truth-lab-12/victim: run-queue p99 rose".into();
+        assert!(about(&g, "/tailhunt-truth-lab-12/"));
+        assert!(!about(&g, "/tailhunt-truth-lab-1/"));
+        g.summary = "/tailhunt-test-base-9/victim: run-queue p99 rose".into();
+        assert!(!about(&g, "/tailhunt-truth-lab-12/"));
+    }
+
+    #[test]
     fn noise_is_never_a_pass() {
         let r = judge(
             "x",
@@ -280,7 +336,7 @@ mod tests {
             vec![f("nagle-stall", 0.9)],
             None,
             Some("calm p99 9 ms".into()),
-            vec![],
+            Evidence::default(),
             vec![],
         );
         assert_eq!(

@@ -113,7 +113,7 @@ pub(crate) fn run(
         findings,
         Some((figure, check)),
         noise,
-        ev.runs,
+        ev,
         notes,
     );
     // The finding must name the flows behind the bursts: every db's.

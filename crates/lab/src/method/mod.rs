@@ -408,7 +408,7 @@ fn healthy(
         findings,
         None,
         noise,
-        ev.runs,
+        ev,
         notes,
     ))
 }

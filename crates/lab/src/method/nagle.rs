@@ -85,7 +85,7 @@ pub(crate) fn run(
         findings,
         Some((figure, check)),
         noise,
-        ev.runs,
+        ev,
         notes,
     ))
 }

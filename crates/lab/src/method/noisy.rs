@@ -88,7 +88,7 @@ pub(crate) fn run(
         findings,
         Some((figure, check)),
         noise,
-        ev.runs,
+        ev,
         notes,
     );
     // The neighbour must be the one named.
@@ -239,7 +239,8 @@ pub(crate) fn measure(
     if let Some(c) = apart.as_mut() {
         c.wait_all(Duration::from_secs(15))?;
     }
-    ev.add(&doc, "runq", phase);
+    // Only findings about the scenario's own cgroups count (the trace sees the whole host).
+    ev.add_scoped(&doc, "runq", phase, Some(format!("{}/", cg.top())));
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&records);
     }

@@ -115,7 +115,7 @@ pub(crate) fn run(
         findings,
         Some((figure, check)),
         noise,
-        ev.runs,
+        ev,
         notes,
     );
     // The window finding must name the buffer that was pinned.
