@@ -8,5 +8,7 @@
 //! scores its detectors (the `tailhunt-truth` binary, `bench/detectors.sh`).
 #![deny(missing_docs)]
 
+pub mod method;
 pub mod scenario;
+pub mod state;
 pub mod truth;

@@ -65,6 +65,9 @@ pub struct Store {
     read_only: bool,
     /// Findings were given to a read-only store and not written.
     findings_unsaved: bool,
+    /// A tag every run begun through this handle carries in its params (`"tag"`), e.g. the
+    /// lab scenario that recorded it.
+    tag: Option<String>,
 }
 
 impl Store {
@@ -76,6 +79,7 @@ impl Store {
             path: path.to_path_buf(),
             read_only: false,
             findings_unsaved: false,
+            tag: None,
         };
         store.configure()?;
         store.migrate()?;
@@ -150,6 +154,7 @@ impl Store {
             path: path.to_path_buf(),
             read_only: true,
             findings_unsaved: false,
+            tag: None,
         };
         store
             .conn
@@ -174,6 +179,12 @@ impl Store {
                         .into(),
             }),
         }
+    }
+
+    /// Tags every run begun from now on through this handle: its params get `"tag": tag`
+    /// (the lab scenario that recorded it), which `runs` shows. `None` removes the tag.
+    pub fn set_tag(&mut self, tag: Option<String>) {
+        self.tag = tag.filter(|t| !t.is_empty());
     }
 
     /// The file this store lives in.

@@ -62,9 +62,12 @@ impl Store {
     pub fn begin_run(
         &mut self,
         kind: RunKind,
-        params: serde_json::Value,
+        mut params: serde_json::Value,
         origin: ClockOrigin,
     ) -> Result<RunWriter<'_>, StoreError> {
+        if let (Some(tag), Some(o)) = (&self.tag, params.as_object_mut()) {
+            o.insert("tag".into(), serde_json::Value::String(tag.clone()));
+        }
         let created = ClockOrigin::now().wall_ns;
         let id = loop {
             let candidate = format!("{:010x}", rand::random::<u64>() >> 24);

@@ -32,6 +32,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Tag the runs this command records (their params get `"tag"`; `runs` shows it): `lab
+    /// run` tags every run with its scenario.
+    #[arg(long, global = true, env = "TAILHUNT_TAG", value_name = "NAME")]
+    pub tag: Option<String>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -177,6 +182,72 @@ pub enum LabCommand {
     /// Emulate a wide-area link (delay, jitter, rate, queue, loss) between two namespaces on
     /// TUN devices, until Ctrl-C or --duration; then print what it forwarded and dropped.
     Link(LinkArgs),
+    /// List the scenarios: the cause each plants, what it measures, the fix it validates,
+    /// what it needs and how long it takes.
+    List,
+    /// Reproduce root causes: build each scenario, measure with tailhunt's own commands, run
+    /// the detectors without telling them what was planted, apply the fix, measure again, and
+    /// print the verdict table. Exit 0 when every scenario passed, 1 when one did not.
+    Run(LabRunArgs),
+    /// Remove what an earlier `lab run` left after a crash or kill -9 (its namespaces with
+    /// their veth/TUN devices and qdiscs, cgroups and processes), found by the lab's own
+    /// naming and state files under /run/tailhunt-lab.
+    Clean,
+    /// One CPU workload of the run-queue scenarios (started by `lab run`).
+    #[command(hide = true)]
+    Work(LabWorkArgs),
+}
+
+/// `tailhunt lab work` (internal).
+#[derive(Debug, Args)]
+pub struct LabWorkArgs {
+    /// hog, half-hog, sleeper or worker.
+    pub kind: String,
+    /// How long, seconds.
+    #[arg(long)]
+    pub seconds: f64,
+    /// CPU to pin to.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Cgroup directory to join first (repeatable).
+    #[arg(long)]
+    pub cgroup: Vec<PathBuf>,
+    /// Where to write its record (JSON).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `tailhunt lab run`.
+#[derive(Debug, Args)]
+#[command(after_help = "Example: sudo tailhunt lab run all --scale quick")]
+pub struct LabRunArgs {
+    /// Scenarios to run (`tailhunt lab list`), or `all`.
+    #[arg(required = true, value_name = "NAME|all")]
+    pub names: Vec<String>,
+    /// quick (all in about 5 minutes) or full (the durations a careful engineer would use).
+    #[arg(long, value_enum, default_value = "quick")]
+    pub scale: LabScale,
+    /// Do not apply the fixes (measure and diagnose only).
+    #[arg(long)]
+    pub no_fix: bool,
+    /// Keep the captures and records (in the work directory, printed at the end).
+    #[arg(long)]
+    pub keep: bool,
+    /// The store the scenarios' runs go to (default: --db).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    /// Where captures go while a scenario runs (default: a directory beside the store).
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+}
+
+/// `--scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LabScale {
+    /// Short steps.
+    Quick,
+    /// Careful durations.
+    Full,
 }
 
 /// `tailhunt lab link`.

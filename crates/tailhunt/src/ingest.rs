@@ -67,7 +67,7 @@ pub fn import_file(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let opts = options(a)?;
     let mut reader = open_input(a, &file)?;
     crate::signals::install();
-    let mut store = Store::open(&cli.db)?;
+    let mut store = crate::cmd::open_tagged(cli)?;
     let now = ClockOrigin::now();
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });
     // Untimed and relative times count from 0 at the moment of the import.

@@ -39,6 +39,11 @@ fn main() -> ExitCode {
     match cmd::run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // `lab run`: a scenario did not pass (the table says why).
+        Err(e) if e.is::<cmd::NotAllPassed>() => {
+            eprintln!("tailhunt: {e}");
+            ExitCode::from(1)
+        }
         Err(e) if signals::is_interrupted(&e) => {
             eprintln!("tailhunt: {}", one_line(&e));
             ExitCode::from(signals::exit_code())

@@ -150,6 +150,7 @@ impl Drop for Proc {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+        crate::state::forget_process(self.child.id());
     }
 }
 
@@ -161,6 +162,7 @@ fn spawn_piped(mut c: Command, what: &str, program: &str) -> Result<Proc, Scenar
         program: program.to_string(),
         source,
     })?;
+    crate::state::note_process(child.id(), what);
     let (tx, lines) = channel();
     if let Some(out) = child.stdout.take() {
         thread::spawn(move || {

@@ -35,21 +35,21 @@ use super::{pause, Planted, Truth, TruthError, Unit, ViewKind};
 use crate::scenario::procs::Proc;
 use tailhunt_netlab::netns::{veth, Netns};
 
-const API: &str = "198.18.52.2";
+pub(crate) const API: &str = "198.18.52.2";
 const API_GW: &str = "198.18.52.1";
 /// Seconds the api client (and the sources) run.
-const RUN_S: u64 = 4;
+pub(crate) const RUN_S: u64 = 4;
 
 /// The hosts: the cache and far sides of the switch, the api host behind the far side, and
 /// the dbs' addresses on the far host.
-struct Net {
-    net: Dumbbell,
-    api: Netns,
-    dbs: Vec<String>,
+pub(crate) struct Net {
+    pub(crate) net: Dumbbell,
+    pub(crate) api: Netns,
+    pub(crate) dbs: Vec<String>,
 }
 
 impl Net {
-    fn new(s: &BurstSpec) -> Result<Net, TruthError> {
+    pub(crate) fn new(s: &BurstSpec) -> Result<Net, TruthError> {
         let net = Dumbbell::new("mb-cache", "mb-far", 50)?;
         let api = Netns::new("mb-api")?;
         veth(&api, &format!("{API}/24"), &net.b, &format!("{API_GW}/24"))?;
@@ -80,11 +80,11 @@ impl Net {
 }
 
 /// What the traffic programs recorded.
-struct Traffic {
-    api: LoadRun,
-    fetched: Vec<Value>,
-    transfer: Value,
-    served: Vec<Value>,
+pub(crate) struct Traffic {
+    pub(crate) api: LoadRun,
+    pub(crate) fetched: Vec<Value>,
+    pub(crate) transfer: Value,
+    pub(crate) served: Vec<Value>,
 }
 
 /// Runs a burst case.
@@ -213,7 +213,7 @@ fn ms(ns: i64) -> String {
 
 /// The servers: the api's and the bulk one on the cache, the dbs on the far host, and for a
 /// sustained case a transfer server there.
-fn servers(
+pub(crate) fn servers(
     ctx: &Ctx,
     n: &Net,
     s: &BurstSpec,
@@ -261,7 +261,7 @@ fn servers(
 
 /// The fetchers, the sustained transfer and the api client, all at once; then the servers'
 /// own counts.
-fn traffic(
+pub(crate) fn traffic(
     ctx: &Ctx,
     n: &Net,
     s: &BurstSpec,

@@ -120,8 +120,16 @@ impl Cgroups {
         seconds: f64,
         record: &Path,
     ) -> Result<(), TruthError> {
-        let mut argv: Vec<String> = vec![
-            worker.to_string_lossy().into_owned(),
+        let mut argv: Vec<String> = vec![worker.to_string_lossy().into_owned()];
+        // `tailhunt-truth work`, or the same workloads as `tailhunt lab work` (the lab's
+        // scenarios need no second binary).
+        let truth = worker
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("tailhunt-truth"));
+        if !truth {
+            argv.push("lab".into());
+        }
+        argv.extend([
             "work".into(),
             kind.name().into(),
             "--seconds".into(),
@@ -130,7 +138,7 @@ impl Cgroups {
             cpu.to_string(),
             "--out".into(),
             record.to_string_lossy().into_owned(),
-        ];
+        ]);
         // The root cgroup is joined explicitly too: the caller may sit in another one.
         let dirs = match group {
             Some(g) => [self.v2.join(g), self.v1.join(g)],

@@ -49,18 +49,18 @@
 //! ```
 
 pub mod abandon;
-mod burst;
-mod cgroup;
-mod cpu;
+pub(crate) mod burst;
+pub(crate) mod cgroup;
+pub(crate) mod cpu;
 mod nagle;
-mod net;
+pub(crate) mod net;
 pub mod score;
-mod spec;
+pub(crate) mod spec;
 pub mod table;
-mod tap;
+pub(crate) mod tap;
 mod timeout;
-mod tool;
-mod window;
+pub(crate) mod tool;
+pub(crate) mod window;
 pub mod work;
 
 use std::path::{Path, PathBuf};

@@ -62,6 +62,18 @@ impl Tools {
         Ctx {
             tools: self.clone(),
             dir: dir.to_path_buf(),
+            db: dir.join("tailhunt.db"),
+            tag: None,
+        }
+    }
+
+    /// A context whose commands record into `db`, each run tagged `tag` (a lab scenario's).
+    pub(crate) fn for_lab(&self, dir: &Path, db: &Path, tag: &str) -> Ctx {
+        Ctx {
+            tools: self.clone(),
+            dir: dir.to_path_buf(),
+            db: db.to_path_buf(),
+            tag: Some(tag.to_string()),
         }
     }
 }
@@ -70,6 +82,10 @@ impl Tools {
 pub(crate) struct Ctx {
     pub(crate) tools: Tools,
     pub(crate) dir: PathBuf,
+    /// The store the commands record into.
+    pub(crate) db: PathBuf,
+    /// The tag their runs carry (`--tag`).
+    pub(crate) tag: Option<String>,
 }
 
 impl Ctx {
@@ -91,13 +107,16 @@ impl Ctx {
             })
     }
 
-    /// `tailhunt --db DB ARGS`.
+    /// `tailhunt --db DB [--tag TAG] ARGS`.
     pub(crate) fn argv(&self, args: &[&str]) -> Vec<String> {
         let mut v = vec![
             self.tools.tailhunt.to_string_lossy().into_owned(),
             "--db".into(),
-            self.file("tailhunt.db").to_string_lossy().into_owned(),
+            self.db.to_string_lossy().into_owned(),
         ];
+        if let Some(tag) = &self.tag {
+            v.extend(["--tag".into(), tag.clone()]);
+        }
         v.extend(args.iter().map(|a| a.to_string()));
         v
     }

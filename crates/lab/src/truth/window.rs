@@ -39,8 +39,8 @@ use tailhunt_netlab::netns::{veth, Netns};
 const PORT: &str = "7400";
 const COMPETITOR_PORT: &str = "7401";
 
-/// The case's network.
-enum Path {
+/// The case's network (also the lab's `rcvbuf` and `nagle` scenarios').
+pub(crate) enum Path {
     /// The link is declared first so it stops before the namespaces go.
     Emulated {
         link: EmulatedLink,
@@ -53,7 +53,9 @@ enum Path {
 }
 
 impl Path {
-    fn emulated(s: &WindowSpec) -> Result<Path, TruthError> {
+    /// Client, gateway and server, the gateway reaching the server over the link emulator
+    /// with a round trip of `rtt_ms` at `rate_bps`.
+    pub(crate) fn emulated(rtt_ms: u64, rate_bps: u64) -> Result<Path, TruthError> {
         let (client_ip, gw_lan) = ("198.18.30.2", "198.18.30.1");
         let client = Netns::new("win-cli")?;
         let gw = Netns::new("win-gw")?;
@@ -65,10 +67,10 @@ impl Path {
             &format!("{gw_lan}/24"),
         )?;
         // Two bandwidth-delay products of queue: slow start fills the pipe without overflowing.
-        let bdp = s.rate_bps / 8 * s.rtt_ms / 1000;
+        let bdp = rate_bps / 8 * rtt_ms / 1000;
         let cfg = LinkConfig {
-            delay_ns: s.rtt_ms * 1_000_000 / 2,
-            rate_bps: Some(s.rate_bps),
+            delay_ns: rtt_ms * 1_000_000 / 2,
+            rate_bps: Some(rate_bps),
             queue_bytes: (2 * bdp).max(200_000),
             ..LinkConfig::default()
         };
@@ -98,21 +100,21 @@ impl Path {
         Ok(Path::Shared(net))
     }
 
-    fn client(&self) -> &Netns {
+    pub(crate) fn client(&self) -> &Netns {
         match self {
             Path::Emulated { client, .. } => client,
             Path::Shared(n) => &n.a,
         }
     }
 
-    fn server(&self) -> &Netns {
+    pub(crate) fn server(&self) -> &Netns {
         match self {
             Path::Emulated { server, .. } => server,
             Path::Shared(n) => &n.b,
         }
     }
 
-    fn ifaces(&self) -> (String, String) {
+    pub(crate) fn ifaces(&self) -> (String, String) {
         match self {
             Path::Emulated {
                 link, client_if, ..
@@ -121,7 +123,7 @@ impl Path {
         }
     }
 
-    fn addrs(&self) -> (String, String) {
+    pub(crate) fn addrs(&self) -> (String, String) {
         match self {
             Path::Emulated { .. } => ("198.18.30.2".into(), "198.18.31.2".into()),
             Path::Shared(n) => (n.a_addr.clone(), n.b_addr.clone()),
@@ -156,7 +158,7 @@ pub(crate) fn run(
     let path = if s.shared {
         Path::shared(s)?
     } else {
-        Path::emulated(s)?
+        Path::emulated(s.rtt_ms, s.rate_bps)?
     };
     let (client_if, server_if) = path.ifaces();
     let (client_ip, server_ip) = path.addrs();

@@ -37,7 +37,7 @@ pub fn render_time(epoch_ns: i64) -> String {
 }
 
 /// A table; `align` has one letter per column, `l` (left) or `r` (right).
-pub(crate) fn table(header: &[&str], rows: &[Vec<String>], align: &str) -> String {
+pub fn table(header: &[&str], rows: &[Vec<String>], align: &str) -> String {
     let align = align.as_bytes();
     let cols = header.len();
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -130,6 +130,11 @@ pub fn render_runs(d: &RunsDoc) -> String {
                     )
                 })
                 .unwrap_or_default();
+            // A tagged run (a lab scenario's) says so first.
+            let source = match r.params.get("tag").and_then(|t| t.as_str()) {
+                Some(tag) => format!("[{tag}] {source}").trim_end().to_string(),
+                None => source,
+            };
             vec![
                 r.id.clone(),
                 r.kind.to_string(),

@@ -14,7 +14,6 @@ use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::units::parse_request_rates;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::LoadDoc;
-use tailhunt_store::Store;
 
 use crate::cli::{Cli, LoadArgs};
 use crate::progress::Line;
@@ -113,7 +112,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let plan = sweep::plan(&rates, order, a.repeat, a.seed);
     let interval = commit_interval(a)?;
     signals::install();
-    let mut store = Store::open(&cli.db)?;
+    let mut store = crate::cmd::open_tagged(cli)?;
     let params = json!({
         "target": a.url, "rates": rates, "duration_ns": a.duration.as_nanos() as u64, "warmup_ns": base.warmup.as_nanos() as u64,
         "conns": a.conns, "threads": a.threads, "max_inflight": a.max_inflight, "timeout_ns": a.timeout.as_nanos() as u64,

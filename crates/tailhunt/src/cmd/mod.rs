@@ -5,6 +5,8 @@ pub(crate) mod diagnose;
 mod export;
 mod import;
 mod lab;
+mod lab_method;
+pub use lab_method::NotAllPassed;
 mod load;
 pub(crate) mod pcap;
 pub(crate) mod runq;
@@ -36,10 +38,21 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Lab(l) => match &l.command {
             LabCommand::Synth(a) => lab::synth(cli, a),
             LabCommand::Link(a) => lab::link(cli, a),
+            LabCommand::List => lab_method::list(cli),
+            LabCommand::Run(a) => lab_method::run(cli, a),
+            LabCommand::Clean => lab_method::clean(cli),
+            LabCommand::Work(a) => lab_method::work(a),
         },
         Command::Transfer(a) => transfer::run(cli, a),
         Command::Sockets(a) => sockets::run(cli, a),
     }
+}
+
+/// Opens (or creates) the store for recording runs, each tagged with `--tag` when given.
+pub(crate) fn open_tagged(cli: &Cli) -> Result<Store, tailhunt_store::StoreError> {
+    let mut store = Store::open(&cli.db)?;
+    store.set_tag(cli.tag.clone());
+    Ok(store)
 }
 
 /// Opens the store for reading: a missing file is an error, not a new empty store, and a store

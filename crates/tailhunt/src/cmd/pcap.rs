@@ -15,7 +15,6 @@ use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
 use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_report::export::flows::write_flows_csv;
-use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
@@ -115,7 +114,7 @@ fn execute(
         names: inputs,
         matched,
     } = what;
-    let mut store = Store::open(&cli.db)?;
+    let mut store = crate::cmd::open_tagged(cli)?;
     // Resolve --requests before measuring anything: a typo should not cost a capture.
     let requests = match &a.requests {
         Some(spec) => Some(tailhunt_diagnose::stored::requests_spec(&store, spec)?),

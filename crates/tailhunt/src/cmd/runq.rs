@@ -92,7 +92,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
         anyhow::bail!("{why} (--require-bpf refuses the degraded mode)");
     }
     signals::install();
-    let mut store = Store::open(&cli.db)
+    let mut store = crate::cmd::open_tagged(cli)
         .with_context(|| format!("cannot open the store '{}'", cli.db.display()))?;
     let baseline = a
         .baseline

@@ -6,7 +6,6 @@ use anyhow::Result;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::sock::{render_sockets, SocketsDoc};
 use tailhunt_sock::monitor::{self, MonitorOptions};
-use tailhunt_store::Store;
 
 use crate::cli::{Cli, SocketsArgs};
 use crate::signals::{self, Interrupted};
@@ -37,7 +36,7 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
             flags::show(a.interval)
         );
     }
-    let mut db = Store::open(&cli.db)?;
+    let mut db = crate::cmd::open_tagged(cli)?;
     signals::install();
     let origin = ClockOrigin::now();
     let m = monitor::run(&opts, signals::flag(), || {

@@ -80,7 +80,7 @@ fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
     let opts = options(&a.opts, a.timeout)?;
     let server = addr("ADDR", &a.server)?;
     let bytes = a.bytes;
-    let mut db = Store::open(&cli.db)?;
+    let mut db = crate::cmd::open_tagged(cli)?;
     let t = transfer::download(server, bytes, &opts)?;
     let doc = store(&mut db, &t)?;
     output::print(cli.json, &doc, render_transfer)
@@ -89,7 +89,7 @@ fn client(cli: &Cli, a: &TransferClientArgs) -> Result<()> {
 fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
     let opts = options(&a.opts, None)?;
     let listen = addr("--listen", &a.listen)?;
-    let mut db = Store::open(&cli.db)?;
+    let mut db = crate::cmd::open_tagged(cli)?;
     let server = transfer::Server::bind(listen, opts)?;
     let local = server.local_addr()?;
     eprintln!("transfer server listening on {local}");
