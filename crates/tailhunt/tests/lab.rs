@@ -111,8 +111,12 @@ fn check_row(row: &Value) {
     );
 }
 
-/// Runs the scenarios, then once more each one that came out inconclusive (the retry shows in
-/// the test's output), and checks every row.
+/// How often a scenario reported inconclusive (host too noisy) is run again: the machine is
+/// shared, and a calm baseline spoiled twice in a row happens while other work runs.
+const MAX_RETRIES: u32 = 2;
+
+/// Runs the scenarios, then again (up to [`MAX_RETRIES`] times) each one that came out
+/// inconclusive (the retries show in the test's output), and checks every row.
 fn run_and_check(names: &[&str]) {
     let env = Env::new();
     let (code, doc) = lab_run(&env, names);
@@ -122,18 +126,19 @@ fn run_and_check(names: &[&str]) {
     for row in &rows {
         let name = row["scenario"].as_str().unwrap();
         eprintln!("{name}: {}", row["verdict"]);
-        let row = if row["verdict"]["status"] == "inconclusive" {
+        let mut row = row.clone();
+        for retry in 1..=MAX_RETRIES {
+            if row["verdict"]["status"] != "inconclusive" {
+                break;
+            }
             eprintln!(
-                "{name}: inconclusive ({}); retrying once",
+                "{name}: inconclusive ({}); retry {retry} of {MAX_RETRIES}",
                 row["verdict"]["why"]
             );
             let (_, again) = lab_run(&env, &[name]);
-            let r = again["scenarios"][0].clone();
-            eprintln!("{name} (retry): {}", r["verdict"]);
-            r
-        } else {
-            row.clone()
-        };
+            row = again["scenarios"][0].clone();
+            eprintln!("{name} (retry {retry}): {}", row["verdict"]);
+        }
         all_passed &= row["verdict"]["status"] == "pass";
         check_row(&row);
     }
