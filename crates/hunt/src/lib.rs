@@ -53,6 +53,8 @@ pub struct HuntConfig {
     pub budget: Duration,
     /// No step offers more than this, requests/s.
     pub max_rate: f64,
+    /// Connections of the sweep (see [`plan::DEFAULT_CONNS`]).
+    pub conns: usize,
     /// The store file.
     pub store: PathBuf,
     /// Seed of the random step order.

@@ -99,16 +99,9 @@ pub fn run(
     // Let the capture and the tracer come up before the first request.
     std::thread::sleep(Duration::from_millis(300));
     progress.phase("rate sweep");
-    let reserve = Duration::from_secs(2) + cfg.budget / 20;
+    let sweep_end = deadline - plan::reserve(cfg.budget);
     let swept = sweep(
-        cfg,
-        &target,
-        &plan,
-        &mut store,
-        &tags,
-        &halt,
-        progress,
-        deadline - reserve,
+        cfg, &target, &plan, &mut store, &tags, &halt, progress, sweep_end,
     );
     progress.phase("stopping the capture, the socket sampler and the tracer");
     let mut gathered = watchers.map(Watchers::finish).unwrap_or_default();

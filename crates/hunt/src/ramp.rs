@@ -210,7 +210,9 @@ fn climbed(s: &SweepStep, best: &Best) -> Option<String> {
             "errors climbed at {rate}/s: {bad} of {scheduled} requests failed, timed out or were never sent"
         ));
     }
-    if let Some(b) = &s.bottleneck {
+    // `host-late` (a busy or virtualised host sent late) says nothing about the target; the
+    // others say the target, the pool or the client cannot go faster.
+    if let Some(b) = s.bottleneck.as_deref().filter(|b| *b != "host-late") {
         return Some(format!(
             "the load generator named a bottleneck at {rate}/s: {b}"
         ));

@@ -96,6 +96,11 @@ pub struct HuntArgs {
     /// No step offers more than this many requests per second.
     #[arg(long, default_value = "20k", value_parser = crate::flags::request_rate)]
     pub max_rate: f64,
+    /// Connections of the sweep. One by default: what a connection sees depends on its own
+    /// request rate (Nagle's algorithm meets the delayed ACK only when a connection's requests
+    /// come less than ~40 ms apart), and one connection sweeps the widest range of it.
+    #[arg(long, default_value_t = 1)]
+    pub conns: usize,
     /// The store to write the hunt's runs to (default: --db).
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,

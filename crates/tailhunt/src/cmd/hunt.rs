@@ -65,6 +65,7 @@ pub fn run(cli: &Cli, a: &HuntArgs) -> Result<()> {
         url: a.target.clone(),
         budget: a.budget,
         max_rate: a.max_rate,
+        conns: a.conns,
         store: a.store.clone().unwrap_or_else(|| cli.db.clone()),
         seed: a.seed,
     };
