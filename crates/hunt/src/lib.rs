@@ -65,7 +65,7 @@ pub struct HuntConfig {
 pub const MIN_BUDGET: Duration = Duration::from_secs(5);
 
 /// A kind of evidence a hunt collects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
     /// TCP connect times to the target.

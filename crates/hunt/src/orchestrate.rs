@@ -111,8 +111,9 @@ pub fn run(
     done.store(true, Ordering::Relaxed);
     let _ = relay.join();
     let (swept, sweep_id) = swept?;
+    // A source neither run nor refused by the watchers is one the plan left out: say why.
     for s in [Source::Capture, Source::Sockets, Source::Runq] {
-        if !plan.has(s) {
+        if !gathered.iter().any(|(g, _)| *g == s) {
             evidence.push(missing(&plan, s));
         }
     }
@@ -145,6 +146,7 @@ pub fn run(
         }
         evidence.push(EvidenceReport::of(source, r));
     }
+    evidence.sort_by_key(|e| e.source);
     progress.phase("running every detector");
     let findings = verdict::diagnose_all(&mut store, &runs)?;
     let interrupted = stop.load(Ordering::Relaxed);
@@ -175,8 +177,9 @@ fn host_facts(target: &Target, udp: bool) -> Host {
     Host {
         root: plan::is_root(),
         interface,
-        local: (local_route && !udp)
-            .then(|| runq::listener(target.addr.port()))
+        local_route,
+        local: local_route
+            .then(|| runq::listener(target.addr.port(), udp))
             .flatten(),
     }
 }

@@ -26,7 +26,9 @@ pub struct Host {
     pub root: bool,
     /// The interface of the route to the target, or why it is not known.
     pub interface: Result<String, String>,
-    /// The local process listening on the target's port, when there is one.
+    /// The route to the target is local (`lo`): the target runs on this host.
+    pub local_route: bool,
+    /// The local process listening on the target's port, when it was found.
     pub local: Option<crate::runq::Listener>,
 }
 
@@ -220,6 +222,7 @@ mod tests {
         Host {
             root,
             interface: Ok("lo".into()),
+            local_route: false,
             local: None,
         }
     }

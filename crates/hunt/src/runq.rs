@@ -35,12 +35,18 @@ pub struct Listener {
     pub cgroup: String,
 }
 
-/// The process listening on TCP `port` in this network namespace, with its cgroup.
-pub fn listener(port: u16) -> Option<Listener> {
-    let inodes: Vec<u64> = ["/proc/net/tcp", "/proc/net/tcp6"]
+/// The process listening on `port` in this network namespace (TCP, or a bound UDP socket),
+/// with its cgroup. Other users' processes are found only as root.
+pub fn listener(port: u16, udp: bool) -> Option<Listener> {
+    let (tables, state) = if udp {
+        (["/proc/net/udp", "/proc/net/udp6"], "07")
+    } else {
+        (["/proc/net/tcp", "/proc/net/tcp6"], "0A")
+    };
+    let inodes: Vec<u64> = tables
         .iter()
         .filter_map(|f| fs::read_to_string(f).ok())
-        .flat_map(|t| listening_inodes(&t, port))
+        .flat_map(|t| listening_inodes(&t, port, state))
         .collect();
     let owners = tailhunt_sock::owners::Owners::scan(None);
     let p = inodes.iter().find_map(|i| owners.get(*i))?.clone();
@@ -55,15 +61,16 @@ pub fn listener(port: u16) -> Option<Listener> {
     })
 }
 
-/// Socket inodes of the listeners on `port` in a `/proc/net/tcp` table.
-fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+/// Socket inodes in a `/proc/net/{tcp,udp}` table bound to `port` in `state` (`0A`: a TCP
+/// listener; `07`: an unconnected UDP socket).
+fn listening_inodes(table: &str, port: u16, state: &str) -> Vec<u64> {
     table
         .lines()
         .skip(1)
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let local_port = f.get(1)?.rsplit(':').next()?;
-            let listening = *f.get(3)? == "0A";
+            let listening = *f.get(3)? == state;
             let same = u16::from_str_radix(local_port, 16).ok()? == port;
             (listening && same).then(|| f.get(9)?.parse().ok())?
         })
@@ -90,9 +97,19 @@ fn cgroup_of(text: &str) -> Option<String> {
 /// The run-queue line of the plan.
 pub fn planned(host: &Host) -> PlannedSource {
     let (planned, note) = match (&host.local, host.root) {
-        (None, _) => (
+        (None, _) if !host.local_route => (
             false,
-            "the target does not listen on this host: its run queue cannot be traced from here"
+            "the target does not run on this host: its run queue cannot be traced from here"
+                .to_string(),
+        ),
+        (None, true) => (
+            false,
+            "the target's address is local but no process of this network namespace listens on its port"
+                .to_string(),
+        ),
+        (None, false) => (
+            false,
+            "not root: the process behind the local target cannot be found (other users' sockets are not readable) and tracing needs BPF"
                 .to_string(),
         ),
         (Some(l), false) => (
@@ -224,8 +241,8 @@ mod tests {
     #[test]
     fn finds_the_listener_inode_of_a_port() {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1B58 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1\n   1: 0100007F:1B58 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 999 1\n";
-        assert_eq!(listening_inodes(table, 7000), vec![12345]);
-        assert!(listening_inodes(table, 7001).is_empty());
+        assert_eq!(listening_inodes(table, 7000, "0A"), vec![12345]);
+        assert!(listening_inodes(table, 7001, "0A").is_empty());
     }
 
     #[test]
@@ -239,7 +256,13 @@ mod tests {
     fn finds_this_tests_own_listener() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let found = listener(port).expect("our own listener");
+        let found = listener(port, false).expect("our own listener");
         assert_eq!(found.pid, std::process::id());
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let port = u.local_addr().unwrap().port();
+        assert_eq!(
+            listener(port, true).map(|l| l.pid),
+            Some(std::process::id())
+        );
     }
 }

@@ -165,24 +165,14 @@ fn render(h: &Hunt) -> String {
         );
     }
     for r in &h.findings {
-        let f = &r.finding;
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "  {}. {} ({:?}, confidence {:.2}, {} run {}): {}",
+            "\n{}. from the {} run {}:",
             r.rank,
-            f.detector,
-            f.verdict,
-            f.confidence,
             r.source.name(),
-            r.run_id,
-            f.summary
+            r.run_id
         );
-        for e in &f.evidence {
-            let _ = writeln!(o, "       evidence: {}", e.note);
-        }
-        if let Some(fix) = &f.fix {
-            let _ = writeln!(o, "       fix: {fix}");
-        }
+        tailhunt_report::terminal::render_finding(&r.finding, &mut o);
     }
     if let Some(why) = &h.failure {
         let _ = writeln!(o, "\nthe sweep stopped early: {why}");
