@@ -86,7 +86,7 @@ fn render_plan(p: &Plan) -> String {
     let rates: Vec<String> = p.rates.iter().map(|r| format_rate(*r)).collect();
     let _ = writeln!(
         o,
-        "plan: budget {}; rates {} /s (ramp up until latency or errors climb, then again in random order); {} + {} warm-up per step, {} connections",
+        "plan: budget {}; rates {} /s (ramp up until latency or errors climb, then again in random order); {} + {} warm-up per step, {} connection(s)",
         format_duration_ns(p.budget_ns as f64),
         rates.join(", "),
         format_duration_ns(p.step_ns as f64),
