@@ -192,6 +192,27 @@ fn hunt_an_unresolvable_or_unreachable_target_exits_2() {
     refused(&out, "cannot reach tcp://198.18.77.1:7000");
 }
 
+#[test]
+fn hunt_a_server_that_goes_away_is_named_and_exits_2() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    // The server stops answering 4 s in, inside the first or second step.
+    let srv = tailhunt_serve("tcp", &["--duration", "4s"]);
+    let url = format!("tcp://{}", srv.addr);
+    let out = hunt(&env, None, &[&url, "--budget", "30s", "--max-rate", "1k"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "exit status; stderr: {err}");
+    assert!(err.contains("went away"), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("the verdict is printed");
+    check_schema("hunt", &doc);
+    assert_eq!(doc["status"], "partial");
+    assert!(
+        doc["failure"].as_str().unwrap().contains("went away"),
+        "{doc:#}"
+    );
+    assert_eq!(evidence(&doc, "sweep")["status"], "partial", "{doc:#}");
+}
+
 /// Client 198.18.14.1 and server 198.18.14.2 joined by the link emulator, 2 ms each way.
 /// Fields drop in order: the link, then the namespaces (also when a test fails).
 struct Wan {

@@ -78,6 +78,14 @@ pub fn run(cli: &Cli, a: &HuntArgs) -> Result<()> {
             hunt.hunt_id
         )));
     }
+    // The target went away mid-sweep: the verdict is printed, the exit status says so (as
+    // `load` does).
+    if let Some(why) = &hunt.failure {
+        anyhow::bail!(
+            "{why}; kept what was measured as the partial runs of hunt {}",
+            hunt.hunt_id
+        );
+    }
     Ok(())
 }
 
