@@ -39,118 +39,58 @@ pub fn run(
     let plan = Plan::new(cfg, &host, udp)?;
     // The floor first: a refusing or unreachable target ends the hunt here, in seconds,
     // before a run is stored.
-    let floor = if udp {
-        None
-    } else {
-        progress.phase("network floor: TCP connects to the target");
-        let f = floor::measure(target.addr, FLOOR_CONNECTS, FLOOR_GAP, stop).map_err(|e| {
-            HuntError::Unreachable {
-                target: cfg.url.clone(),
-                reason: connect_hint(&e),
-            }
-        })?;
-        Some(f)
-    };
+    let floor = measure_floor(cfg, &target, udp, stop, progress)?;
     progress.planned(&plan);
     let mut store = Store::open(&cfg.store)?;
     let hunt_id = format!("{:010x}", rand::random::<u64>() >> 24);
     let tags = json!({ "hunt": hunt_id, "target": cfg.url });
-    let mut evidence = Vec::new();
-    let mut runs = Vec::new();
-    if let Some(f) = &floor {
-        let id = store_floor(&mut store, f, &tags)?;
-        runs.push((Source::Floor, id.clone()));
-        evidence.push(EvidenceReport::of(
-            Source::Floor,
-            Ok(Collected {
-                run_id: id,
-                partial: false,
-                note: format!(
-                    "{} connects, fastest {:.3} ms, median {:.3} ms",
-                    f.connects,
-                    f.min_ns as f64 / 1e6,
-                    f.p50_ns as f64 / 1e6
-                ),
-            }),
-        ));
-    } else {
-        evidence.push(missing(&plan, Source::Floor));
+    let mut ledger = Ledger::default();
+    match &floor {
+        Some(f) => ledger.add(Source::Floor, Ok(store_floor(&mut store, f, &tags)?)),
+        None => ledger.missing(&plan, Source::Floor),
     }
-    // A relay: the sweep's own flag rises on the caller's stop or when the budget is spent.
+    // The sweep's own flag rises on the caller's stop or when the budget is spent.
     let halt = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     let deadline = started + cfg.budget;
     let relay = relay(stop, &halt, &done, deadline);
-    let setup = WatchSetup {
-        store: &cfg.store,
-        addr: target.addr,
-        transport: if udp { "udp" } else { "tcp" },
-        interface: host.interface.clone(),
-        root: host.root,
-        tags: tags.clone(),
-        stop: Arc::clone(&halt),
-    };
-    let watchers = plan.has(Source::Capture) || plan.has(Source::Sockets);
-    let watchers = watchers.then(|| Watchers::start(&setup));
-    let tracer = match (&host.local, plan.has(Source::Runq)) {
-        (Some(l), true) => Some(runq::start(l, &cfg.store, &tags, &halt)),
-        _ => None,
-    };
-    // Let the capture and the tracer come up before the first request.
-    std::thread::sleep(Duration::from_millis(300));
+    let beside = Beside::start(cfg, &target, &host, &plan, &tags, &halt);
     progress.phase("rate sweep");
     let sweep_end = deadline - plan::reserve(cfg.budget);
     let swept = sweep(
         cfg, &target, &plan, &mut store, &tags, &halt, progress, sweep_end,
     );
     progress.phase("stopping the capture, the socket sampler and the tracer");
-    let mut gathered = watchers.map(Watchers::finish).unwrap_or_default();
-    if let Some(t) = tracer {
-        gathered.push((Source::Runq, t.finish()));
-    }
+    let gathered = beside.finish();
     done.store(true, Ordering::Relaxed);
     let _ = relay.join();
     let (swept, sweep_id) = swept?;
-    // A source neither run nor refused by the watchers is one the plan left out: say why.
-    for s in [Source::Capture, Source::Sockets, Source::Runq] {
-        if !gathered.iter().any(|(g, _)| *g == s) {
-            evidence.push(missing(&plan, s));
-        }
-    }
     let Some(sweep_id) = sweep_id else {
         // Not one step ran: the target stopped answering after the floor.
-        for (_, r) in &gathered {
-            if let Ok(c) = r {
-                let _ = store.delete_run(&c.run_id);
-            }
+        for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            let _ = store.delete_run(&c.run_id);
         }
+        let reason = swept
+            .failure
+            .unwrap_or_else(|| "no sweep step could run".into());
         return Err(HuntError::Unreachable {
             target: cfg.url.clone(),
-            reason: swept
-                .failure
-                .unwrap_or_else(|| "no sweep step could run".into()),
+            reason,
         });
     };
-    runs.push((Source::Sweep, sweep_id.clone()));
-    evidence.push(EvidenceReport::of(
+    let interrupted = stop.load(Ordering::Relaxed);
+    let partial = interrupted || swept.failure.is_some();
+    ledger.add(
         Source::Sweep,
         Ok(Collected {
             run_id: sweep_id,
-            partial: swept.failure.is_some() || stop.load(Ordering::Relaxed),
+            partial,
             note: format!("{} steps; {}", swept.steps.len(), swept.ramp_stop),
         }),
-    ));
-    for (source, r) in gathered {
-        if let Ok(c) = &r {
-            runs.push((source, c.run_id.clone()));
-        }
-        evidence.push(EvidenceReport::of(source, r));
-    }
-    evidence.sort_by_key(|e| e.source);
+    );
+    ledger.gathered(&plan, gathered);
     progress.phase("running every detector");
-    let findings = verdict::diagnose_all(&mut store, &runs)?;
-    let interrupted = stop.load(Ordering::Relaxed);
-    let partial = interrupted || swept.failure.is_some();
+    let findings = verdict::diagnose_all(&mut store, &ledger.runs)?;
     Ok(Hunt {
         hunt_id,
         target: cfg.url.clone(),
@@ -163,12 +103,119 @@ pub fn run(
         floor,
         steps: swept.steps,
         ramp_stop: swept.ramp_stop,
-        evidence,
+        evidence: ledger.evidence,
         findings,
         first_error: swept.first_error,
         failure: swept.failure,
         interrupted,
     })
+}
+
+/// The connect times, or the error that ends the hunt; none for UDP targets.
+fn measure_floor(
+    cfg: &HuntConfig,
+    target: &Target,
+    udp: bool,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Option<Floor>, HuntError> {
+    if udp {
+        return Ok(None);
+    }
+    progress.phase("network floor: TCP connects to the target");
+    floor::measure(target.addr, FLOOR_CONNECTS, FLOOR_GAP, stop)
+        .map(Some)
+        .map_err(|e| HuntError::Unreachable {
+            target: cfg.url.clone(),
+            reason: connect_hint(&e),
+        })
+}
+
+/// Each source's line in the evidence list, and the runs the detectors read.
+#[derive(Default)]
+struct Ledger {
+    evidence: Vec<EvidenceReport>,
+    runs: Vec<(Source, String)>,
+}
+
+impl Ledger {
+    fn add(&mut self, source: Source, r: Result<Collected, String>) {
+        if let Ok(c) = &r {
+            self.runs.push((source, c.run_id.clone()));
+        }
+        self.evidence.push(EvidenceReport::of(source, r));
+        self.evidence.sort_by_key(|e| e.source);
+    }
+
+    /// A source the plan left out, with the plan's reason.
+    fn missing(&mut self, plan: &Plan, source: Source) {
+        let why = plan
+            .sources
+            .iter()
+            .find(|s| s.source == source)
+            .map_or_else(|| "not planned".to_string(), |s| s.note.clone());
+        self.add(source, Err(why));
+    }
+
+    /// What ran beside the sweep, and a line for each source that did not even start.
+    fn gathered(&mut self, plan: &Plan, gathered: Vec<(Source, Result<Collected, String>)>) {
+        for s in [Source::Capture, Source::Sockets, Source::Runq] {
+            if !gathered.iter().any(|(g, _)| *g == s) {
+                self.missing(plan, s);
+            }
+        }
+        for (source, r) in gathered {
+            self.add(source, r);
+        }
+    }
+}
+
+/// The sources that run beside the sweep: the watchers (capture, sockets) and the tracer.
+struct Beside {
+    watchers: Option<Watchers>,
+    tracer: Option<runq::Runq>,
+}
+
+impl Beside {
+    fn start(
+        cfg: &HuntConfig,
+        target: &Target,
+        host: &Host,
+        plan: &Plan,
+        tags: &Value,
+        halt: &Arc<AtomicBool>,
+    ) -> Beside {
+        let setup = WatchSetup {
+            store: &cfg.store,
+            addr: target.addr,
+            transport: if target.scheme == Scheme::Udp {
+                "udp"
+            } else {
+                "tcp"
+            },
+            interface: host.interface.clone(),
+            root: host.root,
+            tags: tags.clone(),
+            stop: Arc::clone(halt),
+        };
+        let watch = plan.has(Source::Capture) || plan.has(Source::Sockets);
+        let watchers = watch.then(|| Watchers::start(&setup));
+        let tracer = match (&host.local, plan.has(Source::Runq)) {
+            (Some(l), true) => Some(runq::start(l, &cfg.store, tags, halt)),
+            _ => None,
+        };
+        // Let the capture and the tracer come up before the first request.
+        std::thread::sleep(Duration::from_millis(300));
+        Beside { watchers, tracer }
+    }
+
+    fn finish(self) -> Vec<(Source, Result<Collected, String>)> {
+        let mut out = self.watchers.map(Watchers::finish).unwrap_or_default();
+        if let Some(t) = self.tracer {
+            out.push((Source::Runq, t.finish()));
+        }
+        out
+    }
 }
 
 fn host_facts(target: &Target, udp: bool) -> Host {
@@ -182,15 +229,6 @@ fn host_facts(target: &Target, udp: bool) -> Host {
             .then(|| runq::listener(target.addr.port(), udp))
             .flatten(),
     }
-}
-
-fn missing(plan: &Plan, source: Source) -> EvidenceReport {
-    let why = plan
-        .sources
-        .iter()
-        .find(|s| s.source == source)
-        .map_or_else(|| "not planned".to_string(), |s| s.note.clone());
-    EvidenceReport::of(source, Err(why))
 }
 
 /// Raises `halt` when `stop` rises or `deadline` passes; ends when `done` rises.
@@ -211,12 +249,21 @@ fn relay(
     })
 }
 
-fn store_floor(store: &mut Store, f: &Floor, tags: &Value) -> Result<String, HuntError> {
+fn store_floor(store: &mut Store, f: &Floor, tags: &Value) -> Result<Collected, HuntError> {
     let mut params = json!({ "probe": f.probe });
     merge(&mut params, tags, "floor");
     let mut w = store.begin_run(RunKind::Other("floor".into()), params, ClockOrigin::now())?;
     f.record(&mut w)?;
-    Ok(w.finish(json!({}))?)
+    Ok(Collected {
+        run_id: w.finish(json!({}))?,
+        partial: false,
+        note: format!(
+            "{} connects, fastest {:.3} ms, median {:.3} ms",
+            f.connects,
+            f.min_ns as f64 / 1e6,
+            f.p50_ns as f64 / 1e6
+        ),
+    })
 }
 
 /// Runs the sweep into a `load` run; returns what it gave and the run (none when no step
@@ -251,7 +298,7 @@ fn sweep(
         breakdown: false,
     };
     let mut params = json!({
-        "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns,
+        "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,
         "warmup_ns": plan.warmup_ns, "conns": plan.conns, "threads": 1, "max_inflight": 1000,
         "timeout_ns": 2_000_000_000u64, "nodelay": true, "split_writes": false,
         "request_bytes": 64, "arrival": "fixed", "order": "ramp-then-random",
@@ -260,9 +307,15 @@ fn sweep(
     merge(&mut params, tags, "sweep");
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(Duration::from_millis(500)));
+    let durations: Vec<Duration> = plan
+        .steps_ns
+        .iter()
+        .map(|n| Duration::from_nanos(*n))
+        .collect();
     let sp = SweepPlan {
         base: &base,
         rates: &plan.rates,
+        durations: &durations,
         url: &cfg.url,
         deadline,
     };

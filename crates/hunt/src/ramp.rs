@@ -75,6 +75,8 @@ pub struct SweepPlan<'a> {
     pub base: &'a StepConfig,
     /// Candidate rates, lowest first.
     pub rates: &'a [f64],
+    /// Measured time of each rate's step (same order).
+    pub durations: &'a [Duration],
     /// The target as written, for messages.
     pub url: &'a str,
     /// No step starts after this.
@@ -96,11 +98,11 @@ pub fn run(
         ),
         ..Swept::default()
     };
-    let step_time = plan.base.duration + plan.base.warmup;
+    let step_time = |rate: f64| duration_of(plan, rate) + plan.base.warmup;
     let mut best = Best::default();
     let mut reached = Vec::new();
     for &rate in plan.rates {
-        if !time_for(plan, stop, step_time) {
+        if !time_for(plan, stop, step_time(rate)) {
             out.ramp_stop = "the budget ran out during the ramp".into();
             break;
         }
@@ -120,7 +122,7 @@ pub fn run(
     out.top_rate = reached.last().copied();
     let mut rng = rand::rngs::StdRng::seed_from_u64(plan.base.seed);
     for round in 2..=MAX_ROUNDS {
-        let need = step_time * reached.len() as u32;
+        let need = reached.iter().map(|r| step_time(*r)).sum();
         if reached.is_empty() || out.failure.is_some() || !time_for(plan, stop, need) {
             break;
         }
@@ -133,6 +135,15 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// The measured time of `rate`'s step.
+fn duration_of(plan: &SweepPlan<'_>, rate: f64) -> Duration {
+    plan.rates
+        .iter()
+        .position(|r| *r == rate)
+        .and_then(|i| plan.durations.get(i).copied())
+        .unwrap_or(plan.base.duration)
 }
 
 /// Whether a stretch of `need` still fits before the deadline and no stop was asked for.
@@ -157,6 +168,7 @@ fn one_step(
     let run = SweepRun {
         base: StepConfig {
             seed: plan.base.seed.wrapping_add((out.steps.len() as u64) * 1000),
+            duration: duration_of(plan, rate),
             ..plan.base.clone()
         },
         plan: vec![Step { rate, repeat }],

@@ -100,7 +100,7 @@ fn hunt_a_healthy_local_server_names_nothing() {
     let env = Env::new();
     let srv = tailhunt_serve("tcp", &[]);
     let url = format!("tcp://{}", srv.addr);
-    let doc = hunt_json(&env, None, &[&url, "--budget", "15s", "--max-rate", "5k"]);
+    let doc = hunt_json(&env, None, &[&url, "--budget", "25s", "--max-rate", "5k"]);
     assert_eq!(doc["status"], "complete");
     let floor = &doc["floor"];
     assert!(floor["connects"].as_u64().unwrap() > 0, "{floor}");

@@ -94,11 +94,12 @@ fn render_plan(p: &Plan) -> String {
     let rates: Vec<String> = p.rates.iter().map(|r| format_rate(*r)).collect();
     let _ = writeln!(
         o,
-        "plan: budget {}; rates {} /s (ramp up until latency or errors climb, then again in random order); {} + {} warm-up per step, {} connection(s)",
+        "plan: budget {}; rates {} /s (ramp up until latency or errors climb, then again in random order); {} + {} warm-up per step (longer at low rates, for at least {} requests), {} connection(s)",
         format_duration_ns(p.budget_ns as f64),
         rates.join(", "),
         format_duration_ns(p.step_ns as f64),
         format_duration_ns(p.warmup_ns as f64),
+        tailhunt_hunt::plan::MIN_REQUESTS,
         p.conns
     );
     for s in &p.sources {
