@@ -302,7 +302,7 @@ fn sweep(
         "warmup_ns": plan.warmup_ns, "conns": plan.conns, "threads": 1, "max_inflight": 1000,
         "timeout_ns": 2_000_000_000u64, "nodelay": true, "split_writes": false,
         "request_bytes": 64, "arrival": "fixed", "order": "ramp-then-random",
-        "repeat": ramp::MAX_ROUNDS, "seed": cfg.seed, "breakdown": false,
+        "repeat": ramp::CONFIRM, "seed": cfg.seed, "breakdown": false,
     });
     merge(&mut params, tags, "sweep");
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;

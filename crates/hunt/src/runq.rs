@@ -119,6 +119,15 @@ pub fn planned(host: &Host) -> PlannedSource {
                 l.pid, l.comm, l.cgroup
             ),
         ),
+        // Tracing the root cgroup traces every cgroup of the host, and the detectors would
+        // judge them all: a hunt of a healthy server once named another test's victim cgroup.
+        (Some(l), true) if l.cgroup == "/" => (
+            false,
+            format!(
+                "pid {} ({}) runs in the root cgroup, with the host's own work: its run queue cannot be told apart from everyone else's (run it in a cgroup, or use `tailhunt runq`)",
+                l.pid, l.comm
+            ),
+        ),
         (Some(l), true) => (
             true,
             format!(
@@ -135,7 +144,7 @@ pub fn planned(host: &Host) -> PlannedSource {
 }
 
 /// The cgroup2 directory of a cgroup path, where cgroup2 is mounted (`unified` beside v1, or
-/// the whole of `/sys/fs/cgroup`); none for the root cgroup (trace every cgroup).
+/// the whole of `/sys/fs/cgroup`); none for the root cgroup.
 fn cgroup2_dir(path: &str) -> Option<PathBuf> {
     let rel = path.trim_start_matches('/');
     if rel.is_empty() {
@@ -153,8 +162,9 @@ pub struct Runq {
     thread: JoinHandle<Result<Collected, String>>,
 }
 
-/// Starts tracing the run queue of `l`'s cgroup (every cgroup when it is the root one) into
-/// a `runq` run tagged with the hunt; it stops at [`Runq::finish`] or when `halt` rises.
+/// Starts tracing the run queue of `l`'s cgroup (the plan leaves out a target in the root
+/// cgroup) into a `runq` run tagged with the hunt; it stops at [`Runq::finish`] or when `halt`
+/// rises.
 pub fn start(l: &Listener, store: &Path, tags: &Value, halt: &Arc<AtomicBool>) -> Runq {
     let stop = Arc::new(AtomicBool::new(false));
     let cfg = TracerConfig {
@@ -237,6 +247,24 @@ fn traced(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_in_the_root_cgroup_is_not_traced() {
+        let l = |cgroup: &str| Listener {
+            pid: 7,
+            comm: "redis-server".into(),
+            cgroup: cgroup.into(),
+        };
+        let host = |local| Host {
+            root: true,
+            interface: Ok("lo".into()),
+            local_route: true,
+            local,
+        };
+        let p = planned(&host(Some(l("/"))));
+        assert!(!p.planned && p.note.contains("root cgroup"), "{p:?}");
+        assert!(planned(&host(Some(l("/svc/victim")))).planned);
+    }
 
     #[test]
     fn finds_the_listener_inode_of_a_port() {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::cgroups::{bpf_ready, Cgroups, HOG};
 use common::servers::{free_port, redis_argv, tailhunt_serve, tailhunt_serve_in, wait_for_port};
-use common::{check_schema, is_root, Env, BIN};
+use common::{check_schema, is_root, retry_on_noise, Env, BIN};
 use serde_json::Value;
 use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
 use tailhunt_netlab::netns::Netns;
@@ -97,6 +97,13 @@ fn refused(out: &Output, says: &str) -> String {
 #[test]
 fn hunt_a_healthy_local_server_names_nothing() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // On a host busy with other work a loopback server's low-rate p99 takes the host's
+    // wake-up stalls (seen: 27 ms at 50/s against 0.4 ms at 4k/s, with two other test suites
+    // running), which the sweep detector reads as latency rising as load falls.
+    retry_on_noise("healthy hunt", healthy_hunt);
+}
+
+fn healthy_hunt() {
     let env = Env::new();
     let srv = tailhunt_serve("tcp", &[]);
     let url = format!("tcp://{}", srv.addr);
@@ -252,6 +259,10 @@ fn root_hunt_names_nagle_behind_a_lab_link() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    retry_on_noise("nagle hunt", nagle_hunt);
+}
+
+fn nagle_hunt() {
     let env = Env::new();
     let wan = Wan::new();
     let listen = format!("{WAN_SERVER}:7200");

@@ -36,7 +36,11 @@ impl Progress for Stderr {
     }
 
     fn step_started(&mut self, rate: f64, repeat: usize) {
-        let round = if repeat > 1 { " (again)" } else { "" };
+        let round = match repeat {
+            tailhunt_hunt::ramp::CONFIRM => " (again, to confirm a climb)",
+            1 => "",
+            _ => " (again)",
+        };
         eprintln!("hunt: step {}/s{round}", format_rate(rate));
     }
 
@@ -142,7 +146,10 @@ fn render(h: &Hunt) -> String {
             o,
             "{:>10} {:>6} {:>8} {:>7} {:>10} {:>10} {:>10}",
             format_rate(s.rate_per_s),
-            s.repeat,
+            match s.repeat {
+                tailhunt_hunt::ramp::CONFIRM => "check".to_string(),
+                r => r.to_string(),
+            },
             s.ok,
             s.errors + s.timeouts + s.unsent,
             lat(|l| l.p50),
