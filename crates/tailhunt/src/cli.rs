@@ -83,6 +83,35 @@ pub enum Command {
     /// audit (eBPF): window-limited, sndbuf-limited and zero-window connections and who set
     /// their buffers.
     Sockets(SocketsArgs),
+    /// The method as one command: the network floor, a rate sweep from low rates up until
+    /// latency or errors climb, meanwhile a capture, TCP_INFO and (local targets) run-queue
+    /// tracing as root, then every detector and one ranked verdict.
+    Hunt(HuntArgs),
+}
+
+/// `tailhunt hunt`.
+#[derive(Debug, Args)]
+pub struct HuntArgs {
+    /// Target: tcp://HOST:PORT, udp://HOST:PORT, http://HOST:PORT/PATH, redis://HOST:PORT/KEY,
+    /// memcached://HOST:PORT/KEY (as for `load`).
+    pub target: String,
+    /// Everything, the floor to the verdict, fits in this.
+    #[arg(long, default_value = "2m", value_parser = crate::flags::duration)]
+    pub budget: Duration,
+    /// No step offers more than this many requests per second.
+    #[arg(long, default_value = "20k", value_parser = crate::flags::request_rate)]
+    pub max_rate: f64,
+    /// Connections of the sweep. One by default: what a connection sees depends on its own
+    /// request rate (Nagle's algorithm meets the delayed ACK only when a connection's requests
+    /// come less than ~40 ms apart), and one connection sweeps the widest range of it.
+    #[arg(long, default_value_t = 1)]
+    pub conns: usize,
+    /// The store to write the hunt's runs to (default: --db).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    /// Seed of the random step order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// `tailhunt import`.

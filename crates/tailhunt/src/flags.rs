@@ -23,6 +23,11 @@ pub fn bit_rate(text: &str) -> Result<u64, String> {
     units::parse_bit_rate(text).map_err(|e| e.to_string())
 }
 
+/// `50`, `0.5`, `20k` (requests per second).
+pub fn request_rate(text: &str) -> Result<f64, String> {
+    units::parse_request_rate(text).map_err(|e| e.to_string())
+}
+
 /// A duration flag's value as people write it back (`10.0s`, `500ms`).
 pub fn show(d: Duration) -> String {
     tailhunt_model::format_duration_ns(d.as_nanos() as f64)

@@ -160,38 +160,44 @@ pub fn render_findings(findings: &[tailhunt_model::Finding], out: &mut String) {
     let mut sorted: Vec<_> = findings.iter().collect();
     sorted.sort_by(|a, b| b.confidence.total_cmp(&a.confidence));
     for f in sorted {
-        let verdict = serde_json::to_value(f.verdict)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "\n[{verdict}] {} (confidence {:.0}%)",
-            f.detector,
-            f.confidence * 100.0
-        );
-        let _ = writeln!(out, "  {}", f.summary);
-        for e in &f.evidence {
-            let nums: Vec<String> = e
-                .values
-                .iter()
-                .map(|(k, v)| {
-                    if k.ends_with("_ns") {
-                        format!(
-                            "{}={}",
-                            k.trim_end_matches("_ns"),
-                            render_duration(*v as u64)
-                        )
-                    } else {
-                        format!("{k}={v:.3}")
-                    }
-                })
-                .collect();
-            let _ = writeln!(out, "  - {}: {} [{}]", e.series, e.note, nums.join(", "));
-        }
-        if let Some(fix) = &f.fix {
-            let _ = writeln!(out, "  fix: {fix}");
-        }
+        render_finding(f, out);
+    }
+}
+
+/// One finding: verdict, detector and confidence, the summary, each piece of evidence with its
+/// numbers, and the fix.
+pub fn render_finding(f: &tailhunt_model::Finding, out: &mut String) {
+    let verdict = serde_json::to_value(f.verdict)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n[{verdict}] {} (confidence {:.0}%)",
+        f.detector,
+        f.confidence * 100.0
+    );
+    let _ = writeln!(out, "  {}", f.summary);
+    for e in &f.evidence {
+        let nums: Vec<String> = e
+            .values
+            .iter()
+            .map(|(k, v)| {
+                if k.ends_with("_ns") {
+                    format!(
+                        "{}={}",
+                        k.trim_end_matches("_ns"),
+                        render_duration(*v as u64)
+                    )
+                } else {
+                    format!("{k}={v:.3}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "  - {}: {} [{}]", e.series, e.note, nums.join(", "));
+    }
+    if let Some(fix) = &f.fix {
+        let _ = writeln!(out, "  fix: {fix}");
     }
 }
 

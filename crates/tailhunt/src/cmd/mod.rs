@@ -3,6 +3,7 @@
 mod analyze;
 pub(crate) mod diagnose;
 mod export;
+mod hunt;
 mod import;
 mod lab;
 mod lab_method;
@@ -45,6 +46,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         },
         Command::Transfer(a) => transfer::run(cli, a),
         Command::Sockets(a) => sockets::run(cli, a),
+        Command::Hunt(a) => hunt::run(cli, a),
     }
 }
 

@@ -145,20 +145,32 @@ impl Cgroups {
     }
 
     fn spawn_in(&mut self, dirs: &[PathBuf], cpu: u32, program: &str, seconds: f64) -> u32 {
+        let seconds = seconds.to_string();
+        self.exec_in(dirs, cpu, &["python3", "-c", program, &seconds])
+    }
+
+    /// Starts `argv` (a server, say) pinned to `cpu` inside `group` in both hierarchies (or
+    /// the root cgroup with `None`), output discarded. Returns its pid; killed on drop.
+    pub fn spawn_cmd(&mut self, group: Option<&str>, cpu: u32, argv: &[&str]) -> u32 {
+        let dirs: Vec<PathBuf> =
+            group.map_or_else(Vec::new, |g| vec![self.v2.join(g), self.v1.join(g)]);
+        self.exec_in(&dirs, cpu, argv)
+    }
+
+    /// `sh` moves itself into `dirs`, then execs `taskset -c CPU argv...`: the program runs
+    /// in the groups from its first instruction.
+    fn exec_in(&mut self, dirs: &[PathBuf], cpu: u32, argv: &[&str]) -> u32 {
         let mut script = String::new();
         for dir in dirs {
             script.push_str(&format!("echo $$ > '{}/cgroup.procs' && ", dir.display()));
         }
-        script.push_str("exec taskset -c \"$0\" python3 -c \"$1\" \"$2\"");
+        script.push_str("exec taskset -c \"$0\" \"$@\"");
+        let cpu = cpu.to_string();
         let child = Command::new("sh")
-            .args([
-                "-c",
-                &script,
-                &cpu.to_string(),
-                program,
-                &seconds.to_string(),
-            ])
+            .args(["-c", &script, &cpu])
+            .args(argv)
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .expect("spawn workload");
         let pid = child.id();

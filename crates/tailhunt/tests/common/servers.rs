@@ -21,8 +21,22 @@ impl Drop for Proc {
 
 /// `tailhunt serve PROTO --listen 127.0.0.1:0 ARGS...`; waits for its "serving ... on ADDR" line.
 pub fn tailhunt_serve(proto: &str, args: &[&str]) -> Proc {
-    let mut child = Command::new(super::BIN)
-        .args(["serve", proto, "--listen", "127.0.0.1:0"])
+    tailhunt_serve_in(None, proto, "127.0.0.1:0", args)
+}
+
+/// `tailhunt serve PROTO --listen LISTEN ARGS...`, inside the network namespace `netns` when
+/// given (`ip netns exec`); waits for its "serving ... on ADDR" line.
+pub fn tailhunt_serve_in(netns: Option<&str>, proto: &str, listen: &str, args: &[&str]) -> Proc {
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, super::BIN]);
+            c
+        }
+        None => Command::new(super::BIN),
+    };
+    let mut child = cmd
+        .args(["serve", proto, "--listen", listen])
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -50,7 +64,30 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn wait_for_port(port: u16) {
+/// The command line of a redis-server on loopback `port`, without persistence, in the
+/// foreground.
+pub fn redis_argv(port: u16) -> Vec<String> {
+    let port = port.to_string();
+    [
+        "redis-server",
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// Waits until something accepts connections on loopback `port` (10 s at most).
+pub fn wait_for_port(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
@@ -64,19 +101,9 @@ fn wait_for_port(port: u16) {
 /// Debian's redis-server on a free loopback port, no persistence.
 pub fn redis() -> Proc {
     let port = free_port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-        ])
+    let argv = redis_argv(port);
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
