@@ -27,6 +27,7 @@ pub mod floor;
 pub mod plan;
 pub mod ramp;
 pub mod runq;
+pub mod text;
 pub mod verdict;
 pub mod watch;
 

@@ -20,6 +20,7 @@ mod microburst;
 mod nagle;
 mod noisy;
 mod rcvbuf;
+pub mod text;
 
 use std::path::{Path, PathBuf};
 

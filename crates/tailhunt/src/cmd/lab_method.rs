@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tailhunt_lab::method::{self, LabReport, Options, Scale, ScenarioInfo, Verdict};
-use tailhunt_lab::state::{self, Cleaned};
+use tailhunt_lab::method::{self, text, Options, Scale, ScenarioInfo, Verdict};
+use tailhunt_lab::state;
 use tailhunt_lab::truth::Tools;
-use tailhunt_report::terminal::table;
 
 use crate::cli::{Cli, LabRunArgs, LabScale, LabWorkArgs};
 use crate::output;
@@ -35,31 +34,7 @@ pub fn list(cli: &Cli) -> Result<()> {
     let doc = ListDoc {
         scenarios: method::catalogue(),
     };
-    output::print(cli.json, &doc, |d| {
-        let rows: Vec<Vec<String>> = d
-            .scenarios
-            .iter()
-            .map(|s| {
-                vec![
-                    s.name.to_string(),
-                    s.planted.to_string(),
-                    s.measures.to_string(),
-                    s.fix.to_string(),
-                    s.needs.join(", "),
-                    format!("~{} s / ~{} s", s.quick_s, s.full_s),
-                ]
-            })
-            .collect();
-        let mut out = String::new();
-        for r in rows {
-            out.push_str(&format!(
-                "{}\n  plants:   {}\n  measures: {}\n  fix:      {}\n  needs:    {}\n  takes:    {} (quick / full)\n\n",
-                r[0], r[1], r[2], r[3], r[4], r[5]
-            ));
-        }
-        out.push_str("run: sudo tailhunt lab run NAME|all [--scale quick|full]\n");
-        out
-    })
+    output::print(cli.json, &doc, |d| text::list(&d.scenarios))
 }
 
 pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
@@ -89,10 +64,10 @@ pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
     if !report.cleaned_first.runs.is_empty() {
         eprintln!(
             "lab: removed what earlier runs left ({})",
-            summary(&report.cleaned_first)
+            text::summary(&report.cleaned_first)
         );
     }
-    output::print(cli.json, &report, render)?;
+    output::print(cli.json, &report, text::verdicts)?;
     if a.keep && !cli.json {
         eprintln!("lab: captures and records kept in {}", work_dir.display());
     }
@@ -120,19 +95,7 @@ pub fn clean(cli: &Cli) -> Result<()> {
         anyhow::bail!("lab clean removes namespaces, cgroups and processes: run as root");
     }
     let c = state::clean(Path::new(state::STATE_ROOT));
-    output::print(cli.json, &c, |c| {
-        let mut s = format!("{}\n", summary(c));
-        if !c.running.is_empty() {
-            s.push_str(&format!(
-                "left alone: lab runs still running (pids {:?})\n",
-                c.running
-            ));
-        }
-        for f in &c.failures {
-            s.push_str(&format!("could not remove: {f}\n"));
-        }
-        s
-    })?;
+    output::print(cli.json, &c, text::cleaned)?;
     if !c.failures.is_empty() {
         anyhow::bail!(
             "{} leftovers could not be removed (listed above)",
@@ -162,19 +125,6 @@ pub fn work(a: &LabWorkArgs) -> Result<()> {
     Ok(())
 }
 
-fn summary(c: &Cleaned) -> String {
-    if c.runs.is_empty() {
-        return "nothing left by earlier lab runs".into();
-    }
-    format!(
-        "removed what {} lab run(s) left: {} process(es), {} namespace(s) (with their veth/TUN devices and qdiscs), {} cgroup(s)",
-        c.runs.len(),
-        c.processes.len(),
-        c.namespaces.len(),
-        c.cgroups.len()
-    )
-}
-
 fn absolute(p: &Path) -> Result<PathBuf> {
     Ok(if p.is_absolute() {
         p.to_path_buf()
@@ -183,68 +133,4 @@ fn absolute(p: &Path) -> Result<PathBuf> {
             .context("reading the current directory")?
             .join(p)
     })
-}
-
-/// The verdict table.
-fn render(r: &LabReport) -> String {
-    let rows: Vec<Vec<String>> = r
-        .scenarios
-        .iter()
-        .map(|s| {
-            let f = |f: &method::FindingRef| format!("{} ({:.2})", f.detector, f.confidence);
-            let planted = match s.planted.is_empty() {
-                true => "nothing".into(),
-                false => s.planted.join(" + "),
-            };
-            let figure = match &s.figure {
-                None => "-".into(),
-                Some(g) => {
-                    let v = |x: Option<f64>| x.map_or("-".into(), |x| format!("{x:.2}"));
-                    format!("{}: {} -> {} {}", g.name, v(g.before), v(g.after), g.unit)
-                }
-            };
-            let name = match s.attempt {
-                1 => s.scenario.clone(),
-                n => format!("{} (attempt {n})", s.scenario),
-            };
-            vec![
-                name,
-                planted,
-                s.top.as_ref().map_or("none".into(), f),
-                match s.others.is_empty() {
-                    true => "-".into(),
-                    false => s.others.iter().map(f).collect::<Vec<_>>().join(", "),
-                },
-                figure,
-                s.verdict.to_string(),
-            ]
-        })
-        .collect();
-    let mut out = table(
-        &[
-            "scenario",
-            "planted cause",
-            "top finding (confidence)",
-            "other findings",
-            "figure before -> after fix",
-            "verdict",
-        ],
-        &rows,
-        "llllll",
-    );
-    let passed = r
-        .scenarios
-        .iter()
-        .filter(|s| s.verdict == Verdict::Pass)
-        .count();
-    out.push_str(&format!(
-        "\n{passed} of {} passed; runs in {} (tailhunt --db {} runs)\n",
-        r.scenarios.len(),
-        r.store,
-        r.store
-    ));
-    if r.interrupted {
-        out.push_str("interrupted: the scenarios after the last row did not run\n");
-    }
-    out
 }
