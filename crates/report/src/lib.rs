@@ -16,6 +16,7 @@ pub mod analysis;
 pub mod capture;
 pub mod doc;
 pub mod export;
+pub mod html;
 pub mod link;
 pub mod runq;
 pub mod sock;

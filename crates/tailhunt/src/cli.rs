@@ -61,6 +61,10 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the detectors on a run and print what they found.
     Diagnose(DiagnoseArgs),
+    /// One self-contained HTML file with the findings first and the charts that show their
+    /// evidence (histograms, latency against rate, bytes per millisecond, TCP windows,
+    /// run-queue latency per cgroup); several runs are drawn together for comparison.
+    Report(ReportArgs),
     /// Analyse packet captures in one streaming pass: bandwidth per millisecond and bursts,
     /// TCP flows (RTT, windows, retransmissions, closes), request latency from data turns,
     /// and the capture detectors (microburst, link-saturated, nagle-stall,
@@ -474,6 +478,25 @@ pub struct DiagnoseArgs {
     /// Run to examine: `latest`, an id, or a unique prefix.
     #[arg(default_value = "latest")]
     pub run: String,
+}
+
+/// `tailhunt report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Runs to draw, in order (`latest`, ids or unique prefixes); several are compared (before
+    /// and after a fix).
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// The HTML file to write [default: tailhunt-report-<first run>.html].
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// A name per run for headings and legends, in the order of the runs (`--label before
+    /// --label after`).
+    #[arg(long, value_name = "NAME")]
+    pub label: Vec<String>,
+    /// The page title.
+    #[arg(long, default_value = "tailhunt report")]
+    pub title: String,
 }
 
 /// How a capture is analysed (shared by `pcap` and `capture`).

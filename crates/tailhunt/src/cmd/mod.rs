@@ -10,6 +10,7 @@ mod lab_method;
 pub use lab_method::NotAllPassed;
 mod load;
 pub(crate) mod pcap;
+mod report;
 pub(crate) mod runq;
 mod runs;
 mod serve;
@@ -33,6 +34,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Load(a) => load::run(cli, a),
         Command::Serve(a) => serve::run(cli, a),
         Command::Diagnose(a) => diagnose::run(cli, a),
+        Command::Report(a) => report::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),
         Command::Capture(a) => pcap::run_live(cli, a),
         Command::Runq(a) => runq::run(cli, a),

@@ -1,0 +1,84 @@
+//! `tailhunt report`: the detectors on each run, then one self-contained HTML file.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use tailhunt_report::html::{build, HtmlReport, ReportRequest, ReportRun};
+
+use super::open_existing;
+use crate::cli::{Cli, ReportArgs};
+use crate::output;
+
+/// What `report --json` prints.
+#[derive(Debug, Serialize)]
+struct ReportDoc {
+    /// The file written.
+    output: PathBuf,
+    /// Its size.
+    bytes: u64,
+    #[serde(flatten)]
+    report: HtmlReport,
+}
+
+pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
+    if a.label.len() > a.runs.len() {
+        bail!(
+            "{} --label values for {} runs: give at most one label per run, in the order of the runs",
+            a.label.len(),
+            a.runs.len()
+        );
+    }
+    let mut store = open_existing(&cli.db)?;
+    let mut runs = Vec::with_capacity(a.runs.len());
+    for (i, spec) in a.runs.iter().enumerate() {
+        let id = store.resolve_run(spec)?;
+        let diagnosis = tailhunt_diagnose::diagnose_run(&store, &id)
+            .with_context(|| format!("running the detectors on run {id}"))?;
+        tailhunt_diagnose::store_findings(&mut store, &id, &diagnosis)?;
+        runs.push(ReportRun {
+            id,
+            label: a.label.get(i).cloned(),
+            findings: diagnosis.findings,
+        });
+    }
+    let path = a
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("tailhunt-report-{}.html", runs[0].id)));
+    let report = build(
+        &store,
+        &ReportRequest {
+            runs,
+            title: Some(a.title.clone()),
+        },
+    )?;
+    // Written beside its final name and renamed, so a reader never opens half a page.
+    let tmp = path.with_extension("html.partial");
+    std::fs::write(&tmp, &report.html)
+        .with_context(|| format!("cannot write the report to '{}'", tmp.display()))?;
+    std::fs::rename(&tmp, &path)
+        .with_context(|| format!("cannot move the report to '{}'", path.display()))?;
+    let doc = ReportDoc {
+        bytes: report.html.len() as u64,
+        output: path,
+        report,
+    };
+    output::print(cli.json, &doc, render)
+}
+
+fn render(d: &ReportDoc) -> String {
+    let mut s = format!(
+        "wrote {} ({} KiB): {} charts for {} run{}, {} findings\n",
+        d.output.display(),
+        d.bytes.div_ceil(1024),
+        d.report.charts.len(),
+        d.report.runs.len(),
+        if d.report.runs.len() == 1 { "" } else { "s" },
+        d.report.findings
+    );
+    for m in &d.report.missing {
+        s.push_str(&format!("  not drawn: {m}\n"));
+    }
+    s
+}
