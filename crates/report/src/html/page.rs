@@ -65,7 +65,7 @@ document.querySelectorAll('svg.chart').forEach(function(svg){
   svg.querySelectorAll('g.series').forEach(function(g){if(g.getAttribute('data-series')===name)g.style.display=off?'none':''})})});
 });
 var m=/^#only=(.+)$/.exec(location.hash);
-if(m){var el=document.getElementById(decodeURIComponent(m[1]));if(el){document.body.classList.add('only');el.classList.add('keep');var p=el.parentElement;while(p&&p.tagName!=='MAIN'){p.classList.add('keep');p=p.parentElement}}}
+if(m){var el=document.getElementById(decodeURIComponent(m[1]));if(el){document.body.classList.add('only');el.classList.add('keep');for(var i=0;i<el.children.length;i++)el.children[i].classList.add('keep');var p=el.parentElement;while(p&&p.tagName!=='MAIN'){p.classList.add('keep');p=p.parentElement}}}
 document.documentElement.setAttribute('data-height',String(Math.ceil(document.documentElement.scrollHeight)));
 })();
 "#;

@@ -2,6 +2,7 @@
 //! the run's start, and what its charts and notes add up to.
 
 use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::evidence::sock::{SocketsReport, TransferReport};
 use tailhunt_model::evidence::Document;
 use tailhunt_model::{Finding, IntervalHistogram, Point, Run, RunKind, Sample, SeriesKind};
 use tailhunt_store::{SeriesInfo, Store, StoreError};
@@ -141,10 +142,17 @@ impl<'s> RunData<'s> {
             infos,
             index,
         };
-        if data.run.kind.is_capture() {
-            if let Ok(Some(c)) = store.evidence::<CaptureReport>(run_id) {
-                data.t0_ns = c.first_ns;
-            }
+        // Sources whose series do not start at the run's clock origin say where they start.
+        let start = match data.run.kind {
+            RunKind::Pcap | RunKind::Capture => data.evidence::<CaptureReport>().map(|c| c.first_ns),
+            RunKind::Transfer => data.evidence::<TransferReport>().map(|t| t.range_ns.0),
+            RunKind::Sockets => data
+                .evidence::<SocketsReport>()
+                .and_then(|s| s.connections.iter().map(|c| c.range_ns.0).min()),
+            _ => None,
+        };
+        if let Some(t) = start {
+            data.t0_ns = t;
         }
         Ok(data)
     }

@@ -197,10 +197,14 @@ fn waits(rd: &RunData<'_>) -> Result<Option<Chart>, StoreError> {
             );
             at += share;
         }
+        let preempted: f64 = by.iter().filter(|b| b.0 != *cg).map(|b| b.2).sum();
         p.note(
             0.005,
             y0 + 0.7,
-            &format!("{cg}: {} waiting in all", fmt_value(Fmt::Duration, *total)),
+            &format!(
+                "{cg}: {} waiting in all, preempted {preempted} times by others",
+                fmt_value(Fmt::Duration, *total)
+            ),
         );
     }
     let id = rd.id(ChartKind::RunqWaits, 0);

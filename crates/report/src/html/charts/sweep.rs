@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use tailhunt_analyze::quantiles::{summarize, QuantileEstimate};
 use tailhunt_analyze::Distribution;
+use tailhunt_model::evidence::sweep::SweepRecord;
 use tailhunt_model::Sample;
 use tailhunt_store::StoreError;
 
@@ -29,9 +30,13 @@ pub struct RatePoint {
 
 /// The sweep's rates (repeats pooled), lowest first; empty when the run has fewer than two.
 pub fn rate_points(rd: &RunData<'_>) -> Result<Vec<RatePoint>, StoreError> {
+    let steps = rd.evidence::<SweepRecord>().map(|s| s.steps).unwrap_or_default();
     let mut by_rate: BTreeMap<u64, (f64, Vec<Sample>)> = BTreeMap::new();
     for info in rd.named("latency") {
-        let Some(rate) = info.labels.get("rate").and_then(|r| r.parse::<f64>().ok()) else {
+        // The sweep record has each step's exact rate; older runs' labels were rounded for
+        // people (`1.23k`), so they are only the fallback.
+        let from_steps = steps.iter().find(|s| s.series == info.display_name).map(|s| s.rate_per_s);
+        let Some(rate) = from_steps.or_else(|| info.labels.get("rate").and_then(|r| parse_rate(r))) else {
             continue;
         };
         let entry = by_rate
@@ -55,6 +60,16 @@ pub fn rate_points(rd: &RunData<'_>) -> Result<Vec<RatePoint>, StoreError> {
             }
         })
         .collect())
+}
+
+/// `50`, `1.5k`, `2m` (how older runs labelled their rates).
+fn parse_rate(label: &str) -> Option<f64> {
+    let (num, mult) = match label.chars().last()? {
+        'k' => (&label[..label.len() - 1], 1e3),
+        'm' | 'M' => (&label[..label.len() - 1], 1e6),
+        _ => (label, 1.0),
+    };
+    num.parse::<f64>().ok().map(|v| v * mult)
 }
 
 /// The latency-vs-rate chart of one or more curves (`(name, points)`).

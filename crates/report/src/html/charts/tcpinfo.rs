@@ -17,6 +17,23 @@ use crate::html::svg::{colour, Axis, Kind, Plot, Scale};
 /// Connection ends drawn.
 const MAX_ENDS: usize = 4;
 
+/// Readings of a byte counter are this far apart at least before a slope is taken (TCP_INFO is
+/// read every few ms; a slope over one reading is mostly noise).
+const SLOPE_S: f64 = 0.1;
+
+/// The slope of a byte counter in bits per second, over steps of at least [`SLOPE_S`].
+fn slope_bits(counter: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let Some(mut last) = counter.first().copied() else { return out };
+    for &p in &counter[1..] {
+        if p.0 - last.0 >= SLOPE_S {
+            out.push(((p.0 + last.0) / 2.0, (p.1 - last.1).max(0.0) * 8.0 / (p.0 - last.0)));
+            last = p;
+        }
+    }
+    out
+}
+
 /// The TCP_INFO charts of the run.
 pub fn charts(
     rd: &RunData<'_>,
@@ -100,23 +117,35 @@ fn one_end(
     }
     let id = rd.id(ChartKind::TcpInfo, k);
     let mut svg = p.finish(&id);
-    // What the window allows: snd_wnd / RTT, beside what was delivered.
-    let bound: Vec<(f64, f64)> = snd_wnd
+    // What the window allows (window / RTT) beside what moved: a sender's window is its
+    // peer's advertisement, a receiver's its own; what moved is the byte counter's slope.
+    let sender = inflight.iter().any(|p| p.1 > 0.0);
+    let (window, counter) = if sender {
+        (&snd_wnd, load("tcp_bytes_acked")?)
+    } else {
+        (&rcv_wnd, load("tcp_bytes_received")?)
+    };
+    let bound: Vec<(f64, f64)> = window
         .iter()
         .zip(&rtt)
         .filter(|(w, r)| w.1 > 0.0 && r.1 > 0.0)
         .map(|(w, r)| (w.0, w.1 * 8.0 / (r.1 / 1e9)))
         .collect();
-    let bits: Vec<(f64, f64)> = rate.iter().map(|p| (p.0, p.1 * 8.0)).collect();
-    if bits.iter().any(|p| p.1 > 0.0) {
-        let top = bits.iter().chain(&bound).map(|p| p.1).fold(1.0, f64::max);
+    let bits = slope_bits(&counter);
+    let delivered: Vec<(f64, f64)> = rate.iter().map(|p| (p.0, p.1 * 8.0)).collect();
+    if bits.iter().chain(&delivered).any(|p| p.1 > 0.0) {
+        let top = bits.iter().chain(&bound).chain(&delivered).map(|p| p.1).fold(1.0, f64::max);
         let mut q = Plot::new(
             220.0,
             Axis::new(x, Fmt::Seconds, "time from the start of the run"),
             Axis::new(Scale::from_zero(top * 1.1), Fmt::Bits, "rate"),
         );
-        q.series("delivery rate", colour(0));
+        q.series(if sender { "bytes acknowledged per s" } else { "bytes received per s" }, colour(0));
         q.line(&min_max(&bits, t0, t1, COLUMNS), false);
+        if sender && delivered.iter().any(|p| p.1 > 0.0) {
+            q.series("kernel's delivery rate", colour(4));
+            q.line(&min_max(&delivered, t0, t1, COLUMNS), false);
+        }
         if !bound.is_empty() {
             q.series("window / RTT", colour(3));
             q.line(&min_max(&bound, t0, t1, COLUMNS), true);
@@ -130,7 +159,7 @@ fn one_end(
         kind: ChartKind::TcpInfo,
         title: format!("TCP_INFO of {}", who.join(", ")),
         caption: format!(
-            "Read from the kernel every few ms. Bytes in flight riding the peer's advertised window, and a delivery rate at window / RTT, mean the receiver's buffer sets the speed. Mean RTT {}.",
+            "Read from the kernel every few ms. Bytes in flight riding the peer's advertised window, and data moving at window / RTT, mean the receiver's buffer sets the speed. Mean RTT {}.",
             fmt_value(Fmt::Duration, rtt.iter().map(|p| p.1).sum::<f64>() / rtt.len().max(1) as f64)
         ),
         series: series.keys().cloned().collect(),
