@@ -171,6 +171,8 @@ def read_messages():
         code = proc.wait(timeout=5)
         raise Failed(f"chromium exited (status {code}) before the page was rendered")
     pending += chunk
+    if b"\0" not in chunk:
+        return  # a long reply (the DOM of a big page) arrives in many reads
     *whole, pending = pending.split(b"\0")
     for raw in whole:
         msg = json.loads(raw)
