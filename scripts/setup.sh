@@ -15,10 +15,12 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # NAT between two captures in the --match test), clang and libelf-dev (the eBPF programs of
 # crates/sched are compiled at build time by libbpf-cargo; libbpf itself is vendored),
 # zlib1g-dev (libbpf links it), libbpf-tools and linux-perf (bench/runq.sh's peer `runqlat` and
-# its `perf bench sched` workload).
+# its `perf bench sched` workload), chromium and fonts-dejavu-core (scripts/render-report.sh
+# opens the HTML report headless: the report tests read its DOM and console, `make demo` keeps
+# its screenshot; without a font the text is drawn as boxes).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
-    linux-perf)
+    linux-perf chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
