@@ -7,11 +7,11 @@ mod tcp_support;
 
 use tailhunt_model::{Series, SeriesData, Unit};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
-use tailhunt_pcap::decode::flags::{ACK, PSH, SYN};
+use tailhunt_pcap::decode::flags::{ACK, PSH};
 use tailhunt_pcap::record::Recorder;
 use tailhunt_pcap::tcp::WindowPoint;
 
-use tcp_support::{packet, push, C, CP, MS, S, SP};
+use tcp_support::{handshake, packet, push, C, CP, MS, S, SP};
 
 /// A download: the server sends, the client acknowledges. Windows are raw (no scaling).
 struct Download {
@@ -25,14 +25,14 @@ impl Download {
     /// A connection whose handshake the capture saw next to the server (the server leg 0,
     /// the client 10 ms away), the server's initial sequence number `isn`.
     fn with_handshake(isn: u32) -> Download {
+        Download::handshake_at(isn, (0, 10 * MS))
+    }
+
+    /// A connection whose handshake took `legs` (capture point to server and back, to client
+    /// and back); windows not scaled.
+    fn handshake_at(isn: u32, legs: (i64, i64)) -> Download {
         let mut d = Download::without_handshake(isn);
-        let c = d.cseq;
-        d.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, None, 0));
-        d.push(0, &packet(S, C, SP, CP, isn, c + 1, SYN | ACK, 65535, None, None, 0));
-        d.push(
-            10 * MS,
-            &packet(C, S, CP, SP, c + 1, isn.wrapping_add(1), ACK, 65535, None, None, 0),
-        );
+        handshake(&mut d.an, 0, legs, (d.cseq, isn), None);
         d.cseq += 1;
         d.sseq = isn.wrapping_add(1);
         d
@@ -54,7 +54,19 @@ impl Download {
 
     /// `len` bytes from the server at `seq`.
     fn segment(&mut self, ts: i64, seq: u32, len: usize) {
-        let p = packet(S, C, SP, CP, seq, self.cseq, ACK | PSH, 65535, None, None, len);
+        let p = packet(
+            S,
+            C,
+            SP,
+            CP,
+            seq,
+            self.cseq,
+            ACK | PSH,
+            65535,
+            None,
+            None,
+            len,
+        );
         self.push(ts, &p);
     }
 
@@ -143,7 +155,11 @@ fn a_retransmission_or_a_reordered_ack_moves_no_line_back() {
     d.segment(321 * MS, first.wrapping_add(1000), 1000);
     let resent = *d.points().last().unwrap();
     assert_eq!(resent.ts_ns, 321 * MS);
-    assert_eq!((resent.seq, resent.ack), (2001, 1001), "seq must not go back");
+    assert_eq!(
+        (resent.seq, resent.ack),
+        (2001, 1001),
+        "seq must not go back"
+    );
     // Its ACK, then the old ACK once more (reordered): the line stays at the newer one.
     d.ack(322 * MS, first.wrapping_add(2000), 65535);
     d.ack(323 * MS, first.wrapping_add(1000), 65535);
@@ -153,7 +169,16 @@ fn a_retransmission_or_a_reordered_ack_moves_no_line_back() {
     assert_eq!(acks, [1, 1001, 1001, 2001, 2001]);
     assert!(pts.windows(2).all(|w| w[1].seq >= w[0].seq));
     assert!(pts.windows(2).all(|w| w[1].ack >= w[0].ack));
-    assert_eq!(d.an.finish().flows[0].tcp.as_ref().unwrap().server.retransmissions.rto, 1);
+    assert_eq!(
+        d.an.finish().flows[0]
+            .tcp
+            .as_ref()
+            .unwrap()
+            .server
+            .retransmissions
+            .rto,
+        1
+    );
 }
 
 /// Without the SYN the origin is the first sequence number seen, here 100 below 2^32: the
@@ -179,14 +204,7 @@ fn without_the_syn_the_lines_start_at_the_first_sequence_number_seen() {
 #[test]
 fn at_the_receiver_the_sequence_line_rides_the_window_edge() {
     let rtt = 80 * MS;
-    let mut d = Download::without_handshake(0);
-    let c = d.cseq;
-    let isn = 5000u32;
-    d.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, None, 0));
-    d.push(rtt, &packet(S, C, SP, CP, isn, c + 1, SYN | ACK, 65535, None, None, 0));
-    d.push(rtt + 10_000, &packet(C, S, CP, SP, c + 1, isn + 1, ACK, 65535, None, None, 0));
-    d.cseq += 1;
-    d.sseq = isn + 1;
+    let mut d = Download::handshake_at(5000, (rtt, 10_000));
     let mut t = 2 * rtt;
     for _round in 0..10 {
         // 45 segments of 1448 = 65160 bytes, then the receiver acknowledges them at once.
@@ -199,7 +217,10 @@ fn at_the_receiver_the_sequence_line_rides_the_window_edge() {
     }
     let pts = d.points();
     assert_inflight_is_seq_minus_ack(&pts);
-    assert!(pts.iter().all(|p| p.seq <= p.ack + p.window as i64), "never past the edge");
+    assert!(
+        pts.iter().all(|p| p.seq <= p.ack + p.window as i64),
+        "never past the edge"
+    );
     // At the end of each train the sender has filled its window to within one segment.
     let full = pts
         .iter()

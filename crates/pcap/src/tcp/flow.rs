@@ -17,9 +17,9 @@ use super::close::CloseTrack;
 use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
 use super::rtt::{ByteWeighted, Echo, EchoFilter, RttStats, Source};
+use super::sending::WindowPoint;
 use super::seq::{after, distance, later, Unwrapped};
 use super::states::StateTimes;
-use super::sending::WindowPoint;
 use super::view::SenderView;
 
 /// Minimum retransmission timeout of Linux (`TCP_RTO_MIN`, 200 ms): a resend after a silence

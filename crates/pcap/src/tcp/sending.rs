@@ -80,7 +80,10 @@ impl TcpFlow {
             let pts = &mut self.window_points[d];
             // An ACK is within 2^31 of the data it acknowledges; a reordered (older) ACK does
             // not move the line back.
-            let ack = pts.last().map_or(i64::MIN, |p| p.ack).max(line.offset_of(ack));
+            let ack = pts
+                .last()
+                .map_or(i64::MIN, |p| p.ack)
+                .max(line.offset_of(ack));
             let point = WindowPoint {
                 ts_ns: ts,
                 seq,

@@ -88,8 +88,15 @@ mod tests {
         }
         at = at.wrapping_add(1 << 30);
         assert_eq!(u.advance(at), 1500 + 4 * (1 << 30), "a second lap");
-        assert_eq!(u.offset_of(at.wrapping_sub(100)), 1500 + 4 * (1 << 30) - 100);
-        assert_eq!(u.advance(at.wrapping_sub(10)), 1490 + 4 * (1 << 30), "a step back");
+        assert_eq!(
+            u.offset_of(at.wrapping_sub(100)),
+            1500 + 4 * (1 << 30) - 100
+        );
+        assert_eq!(
+            u.advance(at.wrapping_sub(10)),
+            1490 + 4 * (1 << 30),
+            "a step back"
+        );
         assert_eq!(Unwrapped::new(10, 5).offset(), -5, "before the origin");
     }
 
