@@ -21,7 +21,7 @@ use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
-use crate::tcp::{FlowEvents, TcpFlow};
+use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 /// Packets between sweeps that free closed connections' live state.
 const COMPACT_EVERY: u64 = 1 << 16;
@@ -444,8 +444,9 @@ impl Analyzer {
         })
     }
 
-    /// `(inflight, window)` points of a TCP flow's main sender, at most one per bin.
-    pub fn window_points(&self, flow: usize) -> Option<&[(i64, u32, u32)]> {
+    /// The time-sequence points (sequence, ACK, bytes in flight, window) of a TCP flow's main
+    /// sender, at most one per bin.
+    pub fn window_points(&self, flow: usize) -> Option<&[WindowPoint]> {
         match self.flows.get(flow)? {
             Flow::Tcp(f) => {
                 let c = f.client();

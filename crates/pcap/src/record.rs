@@ -7,7 +7,8 @@
 //! | `rtt{leg}` | samples | RTT samples of each leg (`server`: capture point -> server -> capture point) |
 //! | `queue_delay` | samples | the upstream queueing delay of packets that made no burst (their TCP timestamps against the capture clock): `start` when the packet would have arrived without waiting, `end` when it did; one per flow direction and bin, its most delayed packet |
 //! | `bytes{dir,host,bin}` | values | wire bytes per bin of the busiest channels (to/from a host) |
-//! | `inflight{flow}`, `window{flow}` | values | bytes in flight and the receiver's advertised window of the largest TCP flows, one point per bin |
+//! | `inflight{flow}`, `window{flow}` | values | bytes in flight and the receiver's advertised window of the largest TCP flows' main sender (a flow under 1 MiB keeps none once closed), one point per bin, as the sender knew them (the receiver's ACKs replayed one capture-to-sender leg late, see `tcp::view`) |
+//! | `seq{flow}`, `ack{flow}` | values | same flows, bins and view: just past the highest sequence number sent, and the highest ACK that had reached the sender, bytes from the sender's initial sequence number (its first sequence number seen when the capture missed the SYN), unwrapped past 2^32; `ack + window` is the window's right edge, `seq - ack` the bytes in flight (SACKed bytes included) |
 //!
 //! Sample times are epoch nanoseconds (a capture run's clock origin has `mono = wall`).
 
@@ -18,11 +19,12 @@ use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink,
 use tailhunt_model::evidence::capture::{CaptureReport, CloseKind, FlowSummary};
 
 use crate::analysis::Analyzer;
-use crate::tcp::{Exchange, FlowEvents, Leg};
+use crate::tcp::{Exchange, FlowEvents, Leg, WindowPoint};
 
 /// Channels stored as `bytes` series (the busiest).
 pub const MAX_CHANNEL_SERIES: usize = 16;
-/// TCP flows whose window and bytes in flight are stored (the largest).
+/// TCP flows whose time-sequence series (bytes in flight, window, sequence, ACK) are stored
+/// (the largest).
 pub const MAX_WINDOW_SERIES: usize = 8;
 
 /// Flows kept in a run's stored `capture` document; the report printed at the end of the pass
@@ -31,6 +33,16 @@ pub const MAX_STORED_FLOWS: usize = 5000;
 
 /// The series of bystanders' upstream queueing delays (see the table above).
 pub const QUEUE_DELAY_SERIES: &str = "queue_delay";
+
+/// A flow's time-sequence series: each name and the field of a [`WindowPoint`] it stores (the
+/// series are opened in this order).
+type Line = (&'static str, fn(&WindowPoint) -> i64);
+const TIME_SEQUENCE: [Line; 4] = [
+    ("inflight", |p| p.inflight as i64),
+    ("window", |p| p.window as i64),
+    ("seq", |p| p.seq),
+    ("ack", |p| p.ack),
+];
 
 /// Samples buffered per series before one push to the sink.
 const BATCH: usize = 4096;
@@ -154,7 +166,8 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    /// Writes the bins of the busiest channels and the window series of the largest flows.
+    /// Writes the bins of the busiest channels and the time-sequence series of the largest
+    /// flows.
     pub fn finish(&mut self, an: &Analyzer, report: &CaptureReport) -> Result<(), SinkError> {
         self.flush()?;
         let delays = an.bystander_delays(report);
@@ -200,24 +213,20 @@ impl<'a> Recorder<'a> {
                 continue;
             }
             let label = [("flow", f.id.to_string())];
-            let hi = self.open_values("inflight", &label)?;
-            let hw = self.open_values("window", &label)?;
-            let inflight: Vec<Point> = pts
+            let handles = TIME_SEQUENCE
                 .iter()
-                .map(|&(t, i, _)| Point {
-                    t_ns: t,
-                    value: i as i64,
-                })
-                .collect();
-            let window: Vec<Point> = pts
-                .iter()
-                .map(|&(t, _, w)| Point {
-                    t_ns: t,
-                    value: w as i64,
-                })
-                .collect();
-            self.sink.push_values(hi, &inflight)?;
-            self.sink.push_values(hw, &window)?;
+                .map(|(name, _)| self.open_values(name, &label))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (h, (_, value)) in handles.into_iter().zip(TIME_SEQUENCE) {
+                let points: Vec<Point> = pts
+                    .iter()
+                    .map(|p| Point {
+                        t_ns: p.ts_ns,
+                        value: value(p),
+                    })
+                    .collect();
+                self.sink.push_values(h, &points)?;
+            }
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use tailhunt_model::evidence::capture::{Abandoned, CaptureReport, CloseKind, Rol
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
 use tailhunt_pcap::decode::flags::{ACK, FIN, PSH, RST, SYN};
 
-use tcp_support::{packet, push, C, CP, MS, S, SP};
+use tcp_support::{handshake, packet, push, C, CP, MS, S, SP};
 
 struct Flow {
     an: Analyzer,
@@ -189,16 +189,7 @@ fn a_window_limited_download_seen_from_the_receiver() {
     let rtt = 80 * MS;
     f.an = Analyzer::new(AnalysisConfig::default()).unwrap();
     // Handshake without window scaling.
-    let (c, s) = (f.cseq, f.sseq);
-    f.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, None, None, 0));
-    f.push(
-        rtt,
-        &packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, None, None, 0),
-    );
-    f.push(
-        rtt + 10_000,
-        &packet(C, S, CP, SP, c + 1, s + 1, ACK, 65535, None, None, 0),
-    );
+    handshake(&mut f.an, 0, (rtt, 10_000), (f.cseq, f.sseq), None);
     f.cseq += 1;
     f.sseq += 1;
     f.client_data(rtt + 20_000, 10);

@@ -17,7 +17,8 @@ use super::close::CloseTrack;
 use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
 use super::rtt::{ByteWeighted, Echo, EchoFilter, RttStats, Source};
-use super::seq::{after, distance, later};
+use super::sending::WindowPoint;
+use super::seq::{after, distance, later, Unwrapped};
 use super::states::StateTimes;
 use super::view::SenderView;
 
@@ -97,8 +98,8 @@ pub struct TcpFlow {
     pub reused: bool,
     /// How it ended: the first FIN or RST and what led up to it.
     pub close: CloseTrack,
-    /// Samples of `(ts, inflight, window)` per sending side, at most one per bin.
-    pub window_points: [Vec<(i64, u32, u32)>; 2],
+    /// The sender's time-sequence picture per sending side, at most one point per bin.
+    pub window_points: [Vec<WindowPoint>; 2],
     /// Per sending side: the receiver's ACKs as they reached the sender.
     pub(super) views: [SenderView; 2],
     /// Its live-connection state was freed ([`TcpFlow::compact`]).
@@ -237,6 +238,9 @@ impl TcpFlow {
             h.mss = tcp.options.mss;
             h.has_seq = true;
             h.next_seq = tcp.seq.wrapping_add(1);
+            // Data seen before its SYN (a reordered capture) keeps its origin.
+            h.seq_line
+                .get_or_insert(Unwrapped::new(tcp.seq, h.next_seq));
         }
         if tcp.flags & flags::ACK == 0 {
             if self.syn_client.is_none() {

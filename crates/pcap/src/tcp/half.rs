@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use tailhunt_model::evidence::capture::Retransmissions;
 
 use super::rtt::Tsvals;
-use super::seq::{after, at_or_after, distance, later};
+use super::seq::{after, at_or_after, distance, later, Unwrapped};
 
 /// Outstanding segments remembered for RTT samples; older ones are dropped (a sample lost,
 /// never a wrong one).
@@ -40,6 +40,10 @@ pub struct Half {
     pub next_seq: u32,
     /// Some sequence number has been seen.
     pub has_seq: bool,
+    /// `next_seq` as an offset from the initial sequence number (from the first sequence
+    /// number seen when the SYN was not captured), unwrapped; set with `has_seq` and moved
+    /// after each packet ([`super::sending`]).
+    pub seq_line: Option<Unwrapped>,
     /// Highest cumulative ACK the peer sent for this side's data (valid when `has_ack`).
     pub acked: u32,
     /// Some ACK has been seen.
@@ -131,6 +135,7 @@ impl Half {
         self.last_send_ns = Some(ts);
         if !self.has_seq {
             self.has_seq = true;
+            self.seq_line = Some(Unwrapped::new(seq, end));
             self.next_seq = end;
             self.payload_bytes += len as u64;
             self.push_outstanding(seq, end, ts);

@@ -19,4 +19,5 @@ pub mod view;
 
 pub use events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 pub use flow::TcpFlow;
+pub use sending::WindowPoint;
 pub use states::{SenderState, StateTimes};

@@ -3,11 +3,31 @@
 //! its sending was in between packets.
 //!
 //! In: a [`TcpFlow`]'s state after each packet. Out: the sender's view of its outstanding
-//! bytes and window, the time per [`SenderState`], and the round trip its data waited through.
+//! bytes and window ([`WindowPoint`]s: with its sequence and ACK lines, one per bin), the time
+//! per [`SenderState`], and the round trip its data waited through.
 
 use super::flow::TcpFlow;
 use super::seq::distance;
 use super::states::SenderState;
+
+/// One point of a sender's time-sequence picture: where its data and the receiver's ACKs and
+/// window stood, as the sender knew them (see [`super::view`]), after the last packet of a bin.
+/// Sequence numbers are offsets from the sender's initial sequence number (from the first one
+/// seen when the capture missed the SYN), unwrapped past 2^32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowPoint {
+    /// The packet after which the point was taken, epoch ns.
+    pub ts_ns: i64,
+    /// Just past the highest sequence number sent (a retransmission does not move it back).
+    pub seq: i64,
+    /// The highest cumulative ACK that had reached the sender.
+    pub ack: i64,
+    /// Bytes in flight: `seq - ack` less the bytes SACKed above `ack`.
+    pub inflight: u32,
+    /// The receive window last advertised to the sender, bytes (scaled): it may send up to
+    /// `ack + window`.
+    pub window: u32,
+}
 
 impl TcpFlow {
     /// Round trip capture point -> `side` -> capture point now, as `side` sends: from the
@@ -36,23 +56,45 @@ impl TcpFlow {
         self.views[d].outstanding(h.next_seq)
     }
 
+    /// Adds (or, within the same bin, replaces) each sender's [`WindowPoint`] after the
+    /// packet at `ts`.
     pub(super) fn note_window_point(&mut self, ts: i64) {
         for d in 0..2 {
             let leg = self.leg_to(d);
             self.views[d].advance(ts, leg);
-            let Some((outstanding, window)) = self.sender_view(d) else {
+            // The line moves after every packet, so no step between two values reaches 2^31.
+            let next_seq = self.halves[d].next_seq;
+            let Some(line) = self.halves[d].seq_line.as_mut() else {
+                continue;
+            };
+            let seq = line.advance(next_seq);
+            let line = *line;
+            let (Some((outstanding, window)), Some(ack)) =
+                (self.sender_view(d), self.views[d].ack())
+            else {
                 continue;
             };
             let outstanding = outstanding.saturating_sub(self.halves[d].sacked);
             let h = &mut self.halves[d];
             h.max_inflight = h.max_inflight.max(outstanding);
             let pts = &mut self.window_points[d];
+            // An ACK is within 2^31 of the data it acknowledges; a reordered (older) ACK does
+            // not move the line back.
+            let ack = pts
+                .last()
+                .map_or(i64::MIN, |p| p.ack)
+                .max(line.offset_of(ack));
+            let point = WindowPoint {
+                ts_ns: ts,
+                seq,
+                ack,
+                inflight: outstanding,
+                window,
+            };
             let bin = ts.div_euclid(self.bin_ns);
             match pts.last_mut() {
-                Some(last) if last.0.div_euclid(self.bin_ns) == bin => {
-                    *last = (ts, outstanding, window)
-                }
-                _ => pts.push((ts, outstanding, window)),
+                Some(last) if last.ts_ns.div_euclid(self.bin_ns) == bin => *last = point,
+                _ => pts.push(point),
             }
         }
     }

@@ -58,6 +58,11 @@ impl SenderView {
         self.acks.front().map(|a| a.ts_ns + leg_ns)
     }
 
+    /// The cumulative ACK the sender has seen last; `None` before any ACK reached it.
+    pub fn ack(&self) -> Option<u32> {
+        self.known.map(|a| a.ack)
+    }
+
     /// Bytes the sender has outstanding when its highest sequence sent is `next_seq`, and the
     /// window it may fill (from the last ACK it has seen); `None` before any ACK reached it.
     pub fn outstanding(&self, next_seq: u32) -> Option<(u32, u32)> {

@@ -77,3 +77,37 @@ pub fn push(an: &mut Analyzer, ts: i64, data: &[u8]) {
     an.events.exchanges.clear();
     an.events.stalls.clear();
 }
+
+/// A handshake from the client (initial sequence number `c`) to the server (`s`): the SYN at
+/// `t`, the SYN-ACK `server_leg` later, the client's ACK `client_leg` after that; `wscale`
+/// offered by both (`None`: no window scaling). Windows 65535.
+pub fn handshake(
+    an: &mut Analyzer,
+    t: i64,
+    (server_leg, client_leg): (i64, i64),
+    (c, s): (u32, u32),
+    wscale: Option<u8>,
+) {
+    use tailhunt_pcap::decode::flags::{ACK, SYN};
+    push(
+        an,
+        t,
+        &packet(C, S, CP, SP, c, 0, SYN, 65535, wscale, None, 0),
+    );
+    let synack = packet(S, C, SP, CP, s, c + 1, SYN | ACK, 65535, wscale, None, 0);
+    push(an, t + server_leg, &synack);
+    let ack = packet(
+        C,
+        S,
+        CP,
+        SP,
+        c + 1,
+        s.wrapping_add(1),
+        ACK,
+        65535,
+        None,
+        None,
+        0,
+    );
+    push(an, t + server_leg + client_leg, &ack);
+}
