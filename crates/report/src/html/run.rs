@@ -144,7 +144,9 @@ impl<'s> RunData<'s> {
         };
         // Sources whose series do not start at the run's clock origin say where they start.
         let start = match data.run.kind {
-            RunKind::Pcap | RunKind::Capture => data.evidence::<CaptureReport>().map(|c| c.first_ns),
+            RunKind::Pcap | RunKind::Capture => {
+                data.evidence::<CaptureReport>().map(|c| c.first_ns)
+            }
             RunKind::Transfer => data.evidence::<TransferReport>().map(|t| t.range_ns.0),
             RunKind::Sockets => data
                 .evidence::<SocketsReport>()

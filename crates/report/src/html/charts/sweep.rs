@@ -30,13 +30,20 @@ pub struct RatePoint {
 
 /// The sweep's rates (repeats pooled), lowest first; empty when the run has fewer than two.
 pub fn rate_points(rd: &RunData<'_>) -> Result<Vec<RatePoint>, StoreError> {
-    let steps = rd.evidence::<SweepRecord>().map(|s| s.steps).unwrap_or_default();
+    let steps = rd
+        .evidence::<SweepRecord>()
+        .map(|s| s.steps)
+        .unwrap_or_default();
     let mut by_rate: BTreeMap<u64, (f64, Vec<Sample>)> = BTreeMap::new();
     for info in rd.named("latency") {
         // The sweep record has each step's exact rate; older runs' labels were rounded for
         // people (`1.23k`), so they are only the fallback.
-        let from_steps = steps.iter().find(|s| s.series == info.display_name).map(|s| s.rate_per_s);
-        let Some(rate) = from_steps.or_else(|| info.labels.get("rate").and_then(|r| parse_rate(r))) else {
+        let from_steps = steps
+            .iter()
+            .find(|s| s.series == info.display_name)
+            .map(|s| s.rate_per_s);
+        let Some(rate) = from_steps.or_else(|| info.labels.get("rate").and_then(|r| parse_rate(r)))
+        else {
             continue;
         };
         let entry = by_rate

@@ -24,10 +24,15 @@ const SLOPE_S: f64 = 0.1;
 /// The slope of a byte counter in bits per second, over steps of at least [`SLOPE_S`].
 fn slope_bits(counter: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
-    let Some(mut last) = counter.first().copied() else { return out };
+    let Some(mut last) = counter.first().copied() else {
+        return out;
+    };
     for &p in &counter[1..] {
         if p.0 - last.0 >= SLOPE_S {
-            out.push(((p.0 + last.0) / 2.0, (p.1 - last.1).max(0.0) * 8.0 / (p.0 - last.0)));
+            out.push((
+                (p.0 + last.0) / 2.0,
+                (p.1 - last.1).max(0.0) * 8.0 / (p.0 - last.0),
+            ));
             last = p;
         }
     }
@@ -134,13 +139,25 @@ fn one_end(
     let bits = slope_bits(&counter);
     let delivered: Vec<(f64, f64)> = rate.iter().map(|p| (p.0, p.1 * 8.0)).collect();
     if bits.iter().chain(&delivered).any(|p| p.1 > 0.0) {
-        let top = bits.iter().chain(&bound).chain(&delivered).map(|p| p.1).fold(1.0, f64::max);
+        let top = bits
+            .iter()
+            .chain(&bound)
+            .chain(&delivered)
+            .map(|p| p.1)
+            .fold(1.0, f64::max);
         let mut q = Plot::new(
             220.0,
             Axis::new(x, Fmt::Seconds, "time from the start of the run"),
             Axis::new(Scale::from_zero(top * 1.1), Fmt::Bits, "rate"),
         );
-        q.series(if sender { "bytes acknowledged per s" } else { "bytes received per s" }, colour(0));
+        q.series(
+            if sender {
+                "bytes acknowledged per s"
+            } else {
+                "bytes received per s"
+            },
+            colour(0),
+        );
         q.line(&min_max(&bits, t0, t1, COLUMNS), false);
         if sender && delivered.iter().any(|p| p.1 > 0.0) {
             q.series("kernel's delivery rate", colour(4));
