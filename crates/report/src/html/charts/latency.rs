@@ -453,7 +453,13 @@ fn slow_threshold(g: &Group) -> Option<(u64, String)> {
     ))
 }
 
+/// Requests below which the share of slow ones is too coarse for the fan-out odds.
+const FANOUT_MIN: u64 = 100;
+
 fn fanout(rd: &RunData<'_>, g: &Group) -> Option<Chart> {
+    if g.dist.count() < FANOUT_MIN {
+        return None;
+    }
     let (threshold, why) = slow_threshold(g)?;
     let h = g.dist.histogram();
     let n = h.count();
@@ -479,14 +485,12 @@ fn fanout(rd: &RunData<'_>, g: &Group) -> Option<Chart> {
         .collect();
     p.series("1-(1-p)^N", colour(1));
     p.line(&curve, false);
+    let mut said = Vec::new();
     for fan in [1.0, 10.0, 100.0] {
         p.dots(&[(fan, odds(fan))], 4.5);
-        p.note(
-            fan,
-            odds(fan),
-            &format!("  N={fan}: {}", fmt_value(Fmt::Share, odds(fan))),
-        );
+        said.push(format!("N={fan}: {}", fmt_value(Fmt::Share, odds(fan))));
     }
+    p.note(1.1, 0.92, &said.join("   "));
     let id = rd.id(ChartKind::Fanout, 0);
     Some(Chart {
         svg: p.finish(&id),
