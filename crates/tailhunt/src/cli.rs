@@ -497,6 +497,19 @@ pub struct ReportArgs {
     /// The page title.
     #[arg(long, default_value = "tailhunt report")]
     pub title: String,
+    /// Which runs are drawn together: `all` compares every run with the others of its kind,
+    /// `tag` only runs with the same `--tag` (a lab scenario's before and after).
+    #[arg(long, value_enum, default_value_t = CompareBy::All)]
+    pub compare_by: CompareBy,
+}
+
+/// `report --compare-by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareBy {
+    /// Every run with the others of its kind.
+    All,
+    /// Runs with the same tag.
+    Tag,
 }
 
 /// How a capture is analysed (shared by `pcap` and `capture`).

@@ -286,7 +286,7 @@ fn every_chart_kind_renders_in_chromium_with_marks_and_no_errors() {
     // `#only=ID` shows one chart alone (what the README's screenshots use).
     let only = artifact("only-compare-rate.png");
     let alone =
-        browser::open(&out, Some("only=compare-rate"), &only).unwrap_or_else(|e| panic!("{e}"));
+        browser::open(&out, Some("only=compare-rate-0"), &only).unwrap_or_else(|e| panic!("{e}"));
     assert!(alone.errors.is_empty(), "{:?}", alone.errors);
     let (_, h) = browser::png_size(&only).unwrap();
     assert!(

@@ -24,15 +24,16 @@ pub struct Compared<'a> {
     pub rates: Vec<RatePoint>,
 }
 
-/// The comparison charts.
-pub fn charts(runs: &[Compared<'_>]) -> Vec<Chart> {
+/// The comparison charts of `runs` (one group of the same kind, called `name` in titles);
+/// `k` makes their ids unique in the page.
+pub fn charts(runs: &[&Compared<'_>], k: usize, name: &str) -> Vec<Chart> {
     let mut out = Vec::new();
     let hists: Vec<(&str, &Histogram)> = runs
         .iter()
         .filter_map(|r| Some((r.label.as_str(), r.histogram.filter(|h| !h.is_empty())?)))
         .collect();
     if hists.len() >= 2 {
-        out.push(overlay(&hists));
+        out.push(overlay(&hists, &format!("compare-histogram-{k}"), name));
     }
     let curves: Vec<(String, Vec<RatePoint>)> = runs
         .iter()
@@ -40,13 +41,13 @@ pub fn charts(runs: &[Compared<'_>]) -> Vec<Chart> {
         .map(|r| (r.label.clone(), r.rates.clone()))
         .collect();
     if curves.len() >= 2 {
-        let id = "compare-rate".to_string();
+        let id = format!("compare-rate-{k}");
         if let Some(svg) = latency_vs_rate(&id, ChartKind::CompareRate, &curves) {
             out.push(Chart {
                 svg,
                 id,
                 kind: ChartKind::CompareRate,
-                title: "Latency against offered rate, run by run".into(),
+                title: format!("Latency against offered rate: {name}"),
                 caption: "p50 (dashed) and p99 of each run at each rate, with 95% confidence intervals: where the intervals do not overlap, the runs differ.".into(),
                 series: vec!["latency".into()],
             });
@@ -55,7 +56,7 @@ pub fn charts(runs: &[Compared<'_>]) -> Vec<Chart> {
     out
 }
 
-fn overlay(hists: &[(&str, &Histogram)]) -> Chart {
+fn overlay(hists: &[(&str, &Histogram)], id: &str, name: &str) -> Chart {
     let lo = hists
         .iter()
         .filter_map(|h| h.1.min())
@@ -117,10 +118,10 @@ fn overlay(hists: &[(&str, &Histogram)]) -> Chart {
         }
     }
     Chart {
-        svg: p.finish("compare-histogram"),
-        id: "compare-histogram".into(),
+        svg: p.finish(id),
+        id: id.to_string(),
         kind: ChartKind::CompareHistogram,
-        title: "Latency histograms, run by run".into(),
+        title: format!("Latency histograms: {name}"),
         caption: format!(
             "The share of each run's requests per latency bin ({PER_DECADE} bins per decade, log x), with each run's p99. A fix that works moves the tail mode left or empties it."
         ),

@@ -10,7 +10,7 @@
 //! # use tailhunt_report::html::{build, ReportRequest, ReportRun};
 //! # let store = tailhunt_store::Store::open_read_only(std::path::Path::new("tailhunt.db")).unwrap();
 //! let req = ReportRequest {
-//!     runs: vec![ReportRun { id: "3f2a9c01de".into(), label: None, findings: Vec::new() }],
+//!     runs: vec![ReportRun { id: "3f2a9c01de".into(), label: None, findings: Vec::new(), group: None }],
 //!     title: None,
 //! };
 //! let report = build(&store, &req).unwrap();
@@ -44,6 +44,9 @@ pub struct ReportRun {
     pub label: Option<String>,
     /// What the detectors found in it.
     pub findings: Vec<Finding>,
+    /// Runs are compared with the runs of the same kind in the same group (`None` is a group
+    /// too): `lab run` groups by scenario, so each before is drawn against its after.
+    pub group: Option<String>,
 }
 
 /// What to draw.
@@ -111,11 +114,24 @@ pub fn build(store: &Store, req: &ReportRequest) -> Result<HtmlReport, StoreErro
             rates,
         })
         .collect();
-    let comparison = if sections.len() > 1 {
-        compare::charts(&compared)
-    } else {
-        Vec::new()
-    };
+    // Runs are compared with runs of the same kind in the same group, in the order given.
+    let mut groups: Vec<((Option<String>, RunKind), Vec<usize>)> = Vec::new();
+    for (i, (s, r)) in sections.iter().zip(&req.runs).enumerate() {
+        let key = (r.group.clone(), s.run.kind.clone());
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let mut comparison = Vec::new();
+    for ((group, kind), members) in groups.iter().filter(|(_, v)| v.len() > 1) {
+        let subset: Vec<&Compared<'_>> = members.iter().map(|&i| &compared[i]).collect();
+        let name = match group {
+            Some(g) => format!("{kind} runs of {g}"),
+            None => format!("{kind} runs"),
+        };
+        comparison.extend(compare::charts(&subset, comparison.len(), &name));
+    }
     let ranked = rank(&sections, &headings);
     let title = req
         .title

@@ -7,7 +7,7 @@ use serde::Serialize;
 use tailhunt_report::html::{build, HtmlReport, ReportRequest, ReportRun};
 
 use super::open_existing;
-use crate::cli::{Cli, ReportArgs};
+use crate::cli::{Cli, CompareBy, ReportArgs};
 use crate::output;
 
 /// What `report --json` prints.
@@ -36,10 +36,15 @@ pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
         let diagnosis = tailhunt_diagnose::diagnose_run(&store, &id)
             .with_context(|| format!("running the detectors on run {id}"))?;
         tailhunt_diagnose::store_findings(&mut store, &id, &diagnosis)?;
+        let group = match a.compare_by {
+            CompareBy::All => None,
+            CompareBy::Tag => run_tag(&store, &id)?,
+        };
         runs.push(ReportRun {
             id,
             label: a.label.get(i).cloned(),
             findings: diagnosis.findings,
+            group,
         });
     }
     let path = a
@@ -65,6 +70,12 @@ pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
         report,
     };
     output::print(cli.json, &doc, render)
+}
+
+/// The run's `--tag` (lab runs carry their scenario).
+fn run_tag(store: &tailhunt_store::Store, id: &str) -> Result<Option<String>> {
+    let run = store.run(id)?;
+    Ok(run.params.get("tag").and_then(|t| t.as_str()).map(String::from))
 }
 
 fn render(d: &ReportDoc) -> String {
