@@ -60,6 +60,9 @@ pub struct HuntConfig {
     pub store: PathBuf,
     /// Seed of the random step order.
     pub seed: u64,
+    /// Where to write the HTML report of the hunt's runs: a file, or a directory to write
+    /// `tailhunt-hunt-<id>.html` in (`None`: no report).
+    pub report: Option<PathBuf>,
 }
 
 /// The least budget a hunt can do something useful with.
@@ -168,6 +171,12 @@ pub struct Hunt {
     pub failure: Option<String>,
     /// A signal stopped it; what was measured is kept.
     pub interrupted: bool,
+    /// The HTML report of the hunt's runs, when one was asked for and written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
+    /// Why the report could not be written (the verdict stands without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_error: Option<String>,
 }
 
 /// What the caller hears while a hunt runs.

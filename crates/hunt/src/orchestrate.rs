@@ -16,6 +16,7 @@ use tailhunt_load::target::{parse_target, Scheme, Target};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::evidence::sweep::SweepRecord;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
+use tailhunt_report::html::{build, write, ReportRequest, ReportRun};
 use tailhunt_store::Store;
 
 use crate::floor::{self, Floor};
@@ -91,6 +92,15 @@ pub fn run(
     ledger.gathered(&plan, gathered);
     progress.phase("running every detector");
     let findings = verdict::diagnose_all(&mut store, &ledger.runs)?;
+    let written = cfg
+        .report
+        .as_deref()
+        .map(|path| write_report(&store, &cfg.url, &hunt_id, &ledger.runs, &findings, path));
+    let (report, report_error) = match written {
+        Some(Ok(path)) => (Some(path), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
     Ok(Hunt {
         hunt_id,
         target: cfg.url.clone(),
@@ -108,7 +118,46 @@ pub fn run(
         first_error: swept.first_error,
         failure: swept.failure,
         interrupted,
+        report,
+        report_error,
     })
+}
+
+/// The HTML report of the hunt's runs (each labelled by its source, with its findings) at
+/// `path`, or in it as `tailhunt-hunt-<id>.html` when it is a directory; the file's path, or
+/// why it could not be written.
+fn write_report(
+    store: &Store,
+    target: &str,
+    hunt_id: &str,
+    runs: &[(Source, String)],
+    findings: &[verdict::Ranked],
+    path: &std::path::Path,
+) -> Result<String, String> {
+    let request = ReportRequest {
+        runs: runs
+            .iter()
+            .map(|(source, id)| ReportRun {
+                id: id.clone(),
+                label: Some(source.name().to_string()),
+                findings: findings
+                    .iter()
+                    .filter(|r| r.run_id == *id)
+                    .map(|r| r.finding.clone())
+                    .collect(),
+                group: None,
+            })
+            .collect(),
+        title: Some(format!("tailhunt hunt {target}")),
+    };
+    let report = build(store, &request).map_err(|e| format!("reading the runs back: {e}"))?;
+    let path = if path.is_dir() {
+        path.join(format!("tailhunt-hunt-{hunt_id}.html"))
+    } else {
+        path.to_path_buf()
+    };
+    write(&path, &report).map_err(|e| format!("writing '{}': {e}", path.display()))?;
+    Ok(path.display().to_string())
 }
 
 /// The connect times, or the error that ends the hunt; none for UDP targets.

@@ -137,5 +137,14 @@ pub fn hunt(h: &Hunt) -> String {
     if let Some(why) = &h.failure {
         let _ = writeln!(o, "\nthe sweep stopped early: {why}");
     }
+    if let Some(path) = &h.report {
+        let _ = writeln!(
+            o,
+            "\nreport: {path} (open it in a browser: findings first, then the charts)"
+        );
+    }
+    if let Some(why) = &h.report_error {
+        let _ = writeln!(o, "\nno HTML report: {why}");
+    }
     o
 }

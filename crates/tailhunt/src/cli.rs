@@ -116,6 +116,13 @@ pub struct HuntArgs {
     /// Seed of the random step order.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The HTML report of the hunt's runs (findings first, then the charts) [default:
+    /// tailhunt-hunt-<id>.html beside the store].
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write no HTML report.
+    #[arg(long)]
+    pub no_report: bool,
 }
 
 /// `tailhunt import`.
@@ -272,6 +279,13 @@ pub struct LabRunArgs {
     /// Where captures go while a scenario runs (default: a directory beside the store).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
+    /// The HTML report of every scenario's runs, each before drawn against its after
+    /// [default: <store>-lab-report.html beside the store].
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Write no HTML report.
+    #[arg(long)]
+    pub no_report: bool,
 }
 
 /// `--scale`.

@@ -144,6 +144,18 @@ fn healthy_hunt() {
         assert_eq!(run["params"]["hunt"], doc["hunt_id"], "{run:#}");
     }
     let sweep = evidence(&doc, "sweep")["run_id"].as_str().unwrap();
+    let report = doc["report"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no report: {doc:#}"));
+    let html = std::fs::read_to_string(report).expect("the hunt's report");
+    assert!(
+        html.contains(&format!("run-{sweep}")),
+        "the sweep is not in the report"
+    );
+    assert!(
+        html.contains("data-kind=\"latency-vs-rate\""),
+        "no latency-vs-rate chart"
+    );
     env.ok(&["diagnose", sweep]);
     env.ok(&["analyze", sweep]);
     if is_root() {
@@ -291,6 +303,25 @@ fn nagle_hunt() {
         "top finding {top}: {names:#?}"
     );
     assert_eq!(evidence(&doc, "capture")["status"], "collected", "{doc:#}");
+    // The hunt's report (beside the store by default) leads with Nagle and links its chart.
+    let report = doc["report"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no report: {doc:#}"));
+    assert!(
+        report.starts_with(env.dir.path().to_str().unwrap()),
+        "{report}"
+    );
+    let html = std::fs::read_to_string(report).expect("the hunt's report");
+    let findings = html
+        .split("<section id=\"findings\">")
+        .nth(1)
+        .expect("findings section");
+    let first = findings.split("</li>").next().unwrap();
+    assert!(
+        first.contains("nagle-stall") || first.contains("latency-rises-as-load-falls"),
+        "the report's first finding is not Nagle's: {first}"
+    );
+    assert!(first.contains("See the evidence"), "{first}");
 }
 
 /// `redis-server` on a free loopback port, inside the test's `victim` group and pinned to CPU

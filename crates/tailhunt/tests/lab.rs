@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -122,6 +123,29 @@ fn run_and_check(names: &[&str]) {
     let (code, doc) = lab_run(&env, names);
     let rows = doc["scenarios"].as_array().unwrap().clone();
     assert_eq!(rows.len(), names.len(), "{doc:#}");
+    // The report beside the store draws every run of the first `lab run`, each scenario's
+    // before against its after
+    // (checked now: a retry below writes its own).
+    let report = doc["report"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no report: {doc:#}"));
+    assert_eq!(Path::new(report), env.path("t-lab-report.html"));
+    let html = std::fs::read_to_string(report).expect("the lab's report");
+    for row in &rows {
+        for r in row["runs"].as_array().unwrap() {
+            let id = r["id"].as_str().unwrap();
+            assert!(
+                html.contains(&format!("id=\"run-{id}\"")),
+                "run {id} is not in the report"
+            );
+        }
+    }
+    if names.contains(&"nagle") {
+        assert!(
+            html.contains("Latency against offered rate: load runs of nagle"),
+            "no before/after sweep comparison for nagle in the report"
+        );
+    }
     let mut all_passed = true;
     for row in &rows {
         let name = row["scenario"].as_str().unwrap();

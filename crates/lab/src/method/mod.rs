@@ -53,6 +53,8 @@ pub struct Options {
     pub store: PathBuf,
     /// Where captures and records go while a scenario runs.
     pub work_dir: PathBuf,
+    /// Where to write the HTML report of the scenarios' runs (`None`: no report).
+    pub report: Option<PathBuf>,
 }
 
 /// One scenario as `lab list` shows it.
@@ -195,6 +197,12 @@ pub struct LabReport {
     pub interrupted: bool,
     /// Every scenario passed.
     pub passed: bool,
+    /// The HTML report of every scenario's runs, each before drawn against its after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<String>,
+    /// Why the HTML report could not be written (the verdicts stand without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_error: Option<String>,
 }
 
 /// One scenario's row of the verdict table.
@@ -290,6 +298,8 @@ pub fn run(
         scenarios: Vec::new(),
         interrupted: false,
         passed: false,
+        report: None,
+        report_error: None,
     };
     for name in names {
         if crate::truth::stopping() {
@@ -307,10 +317,57 @@ pub fn run(
     report.passed = !report.interrupted
         && !report.scenarios.is_empty()
         && report.scenarios.iter().all(|s| s.verdict == Verdict::Pass);
+    if let Some(path) = &opts.report {
+        progress("writing the report");
+        match write_report(&report, opts, tools, path) {
+            Ok(()) => report.report = Some(path.display().to_string()),
+            Err(e) => report.report_error = Some(e.to_string()),
+        }
+    }
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&opts.work_dir);
     }
     Ok(report)
+}
+
+/// `tailhunt report` of every run the scenarios stored, labelled by scenario, phase and
+/// command, compared within each scenario (its runs carry the scenario as their tag).
+fn write_report(
+    report: &LabReport,
+    opts: &Options,
+    tools: &Tools,
+    path: &Path,
+) -> Result<(), TruthError> {
+    let mut args: Vec<String> = vec!["report".into()];
+    let mut labels = Vec::new();
+    for s in &report.scenarios {
+        for r in &s.runs {
+            args.push(r.id.clone());
+            let attempt = if s.attempt > 1 {
+                format!(" (attempt {})", s.attempt)
+            } else {
+                String::new()
+            };
+            labels.push(format!("{} {} {}{attempt}", s.scenario, r.phase, r.command));
+        }
+    }
+    if labels.is_empty() {
+        return Err(TruthError::Work("no scenario stored a run to draw".into()));
+    }
+    for l in labels {
+        args.extend(["--label".into(), l]);
+    }
+    args.extend([
+        "--compare-by".into(),
+        "tag".into(),
+        "--title".into(),
+        "tailhunt lab: each cause planted, found and fixed".into(),
+        "-o".into(),
+        path.display().to_string(),
+    ]);
+    let ctx = tools.for_lab(&opts.work_dir, &opts.store, "lab-report");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ctx.analyse(&args).map(|_| ())
 }
 
 /// Runs one scenario to its verdict (errors become a `fail` naming them).

@@ -115,5 +115,13 @@ pub fn verdicts(r: &LabReport) -> String {
     if r.interrupted {
         out.push_str("interrupted: the scenarios after the last row did not run\n");
     }
+    if let Some(path) = &r.report {
+        out.push_str(&format!(
+            "report: {path} (each scenario's runs before and after its fix, charts and findings)\n"
+        ));
+    }
+    if let Some(why) = &r.report_error {
+        out.push_str(&format!("no HTML report: {why}\n"));
+    }
     out
 }

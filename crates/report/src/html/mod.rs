@@ -160,6 +160,16 @@ pub fn build(store: &Store, req: &ReportRequest) -> Result<HtmlReport, StoreErro
     })
 }
 
+/// Writes the page to `path`: beside it first, then renamed, so a reader never opens half a
+/// page.
+pub fn write(path: &std::path::Path, report: &HtmlReport) -> std::io::Result<()> {
+    let tmp = path.with_extension("html.partial");
+    std::fs::write(&tmp, &report.html)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 fn drawn(c: &Chart, run: Option<String>) -> DrawnChart {
     DrawnChart {
         id: c.id.clone(),

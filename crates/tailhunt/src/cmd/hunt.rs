@@ -42,14 +42,24 @@ impl Progress for Stderr {
     }
 }
 
+/// The directory of the store (the hunt's report is written there by default).
+fn beside(store: &std::path::Path) -> std::path::PathBuf {
+    match store.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
 pub fn run(cli: &Cli, a: &HuntArgs) -> Result<()> {
+    let store = a.store.clone().unwrap_or_else(|| cli.db.clone());
     let cfg = HuntConfig {
         url: a.target.clone(),
         budget: a.budget,
         max_rate: a.max_rate,
         conns: a.conns,
-        store: a.store.clone().unwrap_or_else(|| cli.db.clone()),
+        store: store.clone(),
         seed: a.seed,
+        report: (!a.no_report).then(|| a.report.clone().unwrap_or_else(|| beside(&store))),
     };
     signals::install();
     let hunt = tailhunt_hunt::run(&cfg, signals::flag(), &mut Stderr { json: cli.json })?;

@@ -45,6 +45,14 @@ pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
         Some(d) => absolute(d)?,
         None => store.with_extension("lab"),
     };
+    let report = if a.no_report {
+        None
+    } else {
+        Some(match &a.report {
+            Some(r) => absolute(r)?,
+            None => lab_report_beside(&store),
+        })
+    };
     let opts = Options {
         scale: match a.scale {
             LabScale::Quick => Scale::Quick,
@@ -54,6 +62,7 @@ pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
         keep: a.keep,
         store,
         work_dir: work_dir.clone(),
+        report,
     };
     let mut tools = Tools::locate(std::env::current_exe().ok())?;
     // The run-queue scenarios' CPU workloads are this binary's own `lab work`.
@@ -123,6 +132,14 @@ pub fn work(a: &LabWorkArgs) -> Result<()> {
     std::fs::write(&a.out, record.to_string())
         .with_context(|| format!("writing '{}'", a.out.display()))?;
     Ok(())
+}
+
+/// `tailhunt.db` -> `tailhunt-lab-report.html` in the same directory.
+fn lab_report_beside(store: &Path) -> PathBuf {
+    let stem = store
+        .file_stem()
+        .map_or("tailhunt".into(), |s| s.to_string_lossy());
+    store.with_file_name(format!("{stem}-lab-report.html"))
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {

@@ -58,12 +58,8 @@ pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
             title: Some(a.title.clone()),
         },
     )?;
-    // Written beside its final name and renamed, so a reader never opens half a page.
-    let tmp = path.with_extension("html.partial");
-    std::fs::write(&tmp, &report.html)
-        .with_context(|| format!("cannot write the report to '{}'", tmp.display()))?;
-    std::fs::rename(&tmp, &path)
-        .with_context(|| format!("cannot move the report to '{}'", path.display()))?;
+    tailhunt_report::html::write(&path, &report)
+        .with_context(|| format!("cannot write the report to '{}'", path.display()))?;
     let doc = ReportDoc {
         bytes: report.html.len() as u64,
         output: path,
@@ -75,7 +71,11 @@ pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
 /// The run's `--tag` (lab runs carry their scenario).
 fn run_tag(store: &tailhunt_store::Store, id: &str) -> Result<Option<String>> {
     let run = store.run(id)?;
-    Ok(run.params.get("tag").and_then(|t| t.as_str()).map(String::from))
+    Ok(run
+        .params
+        .get("tag")
+        .and_then(|t| t.as_str())
+        .map(String::from))
 }
 
 fn render(d: &ReportDoc) -> String {
