@@ -7,10 +7,10 @@
 
 use tailhunt_analyze::breakdown::{tail_owner, PartShare};
 use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
-use tailhunt_model::{Sample, Series};
+use tailhunt_model::{Sample, Series, SeriesData, Timing};
 use tailhunt_store::{SeriesInfo, Store, StoreError};
 
-use crate::doc::{AnalyzeDoc, ComparisonDoc, SeriesAnalysis};
+use crate::doc::{AnalyzeDoc, ComparisonDoc, OverTime, SeriesAnalysis};
 
 /// What could not be analysed.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +115,47 @@ pub fn select_series(
         });
     }
     Ok(picked)
+}
+
+/// Windows of the terminal's p99 sparkline.
+const SPARK_WINDOWS: usize = 48;
+
+/// A timed series' p99 per window (interval histograms: per interval, the last
+/// [`SPARK_WINDOWS`]); `None` for untimed or short series.
+fn p99_over_time(series: &Series) -> Option<OverTime> {
+    if series.timing != Timing::Timed {
+        return None;
+    }
+    if let SeriesData::Histograms(h) = &series.data {
+        let last = &h[h.len().saturating_sub(SPARK_WINDOWS)..];
+        let first = last.first()?;
+        return (last.len() >= 4).then(|| OverTime {
+            window_ns: first.end_ns - first.start_ns,
+            values_ns: last.iter().map(|i| i.histogram.quantile(0.99)).collect(),
+        });
+    }
+    let samples = series.samples()?;
+    let (lo, hi) = samples.iter().fold((i64::MAX, i64::MIN), |(a, b), s| {
+        (a.min(s.intended_ns), b.max(s.intended_ns))
+    });
+    if samples.len() < 10 * SPARK_WINDOWS || hi <= lo {
+        return None;
+    }
+    let width = (hi - lo) / SPARK_WINDOWS as i64 + 1;
+    let mut windows = vec![Vec::new(); SPARK_WINDOWS];
+    for s in samples {
+        windows[((s.intended_ns - lo) / width) as usize].push(s.latency_ns().max(0) as u64);
+    }
+    Some(OverTime {
+        window_ns: width,
+        values_ns: windows
+            .into_iter()
+            .map(|mut w| {
+                w.sort_unstable();
+                tailhunt_histogram::quantile::of_sorted(&w, 0.99)
+            })
+            .collect(),
+    })
 }
 
 /// Splits `RUN[:SERIES]`.
@@ -241,6 +282,7 @@ pub fn analyze_run(store: &Store, req: &AnalyzeRequest) -> Result<AnalyzeDoc, An
             });
         }
         series.push(SeriesAnalysis {
+            p99_over_time: p99_over_time(&loaded),
             analysis: analyze(&dist, &opts),
             breakdown: breakdown(store, &all, &info, loaded.samples().unwrap_or_default())?,
             series: info,

@@ -57,6 +57,19 @@ pub struct SeriesAnalysis {
     /// Which part of the path owns the tail (p99 and slower), when the run has a breakdown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<Vec<tailhunt_analyze::breakdown::PartShare>>,
+    /// p99 per window of time, oldest first (timed series with enough samples), for the
+    /// terminal's sparkline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_over_time: Option<OverTime>,
+}
+
+/// One percentile over equal windows of a series' time range.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverTime {
+    /// Width of each window, ns.
+    pub window_ns: i64,
+    /// The percentile per window, ns (`None`: no samples in that window).
+    pub values_ns: Vec<Option<u64>>,
 }
 
 /// The other side of a comparison.

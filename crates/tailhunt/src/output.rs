@@ -1,7 +1,7 @@
 //! Writing results: text or JSON to stdout, files, and broken pipes treated as success.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -13,11 +13,35 @@ pub fn print<T: Serialize>(json: bool, doc: &T, text: impl FnOnce(&T) -> String)
     if json {
         serde_json::to_writer_pretty(&mut out, doc).context("writing JSON")?;
         out.write_all(b"\n")?;
+    } else if colour() {
+        out.write_all(paint(&text(doc)).as_bytes())?;
     } else {
         out.write_all(text(doc).as_bytes())?;
     }
     out.flush()?;
     Ok(())
+}
+
+/// Colour when stdout is a terminal and `NO_COLOR` is not set (https://no-color.org); plain
+/// text when piped.
+fn colour() -> bool {
+    io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The verdict tags of findings in colour: a cause found in red, a warning in yellow, ruled
+/// out in green, inconclusive dimmed.
+fn paint(text: &str) -> String {
+    const TAGS: [(&str, &str); 4] = [
+        ("[detected]", "\x1b[1;31m"),
+        ("[warning]", "\x1b[33m"),
+        ("[ruled-out]", "\x1b[32m"),
+        ("[inconclusive]", "\x1b[2m"),
+    ];
+    let mut out = text.to_string();
+    for (tag, on) in TAGS {
+        out = out.replace(tag, &format!("{on}{tag}\x1b[0m"));
+    }
+    out
 }
 
 /// A buffered writer to `path`, or to stdout when `None` or `-`.

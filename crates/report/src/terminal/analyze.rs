@@ -240,6 +240,20 @@ fn render_series(s: &SeriesAnalysis, out: &mut String) {
         }
     );
     render_analysis(&s.analysis, out);
+    if let Some(t) = &s.p99_over_time {
+        let known: Vec<u64> = t.values_ns.iter().flatten().copied().collect();
+        if let (Some(lo), Some(hi)) = (known.iter().min(), known.iter().max()) {
+            let _ = writeln!(
+                out,
+                "\np99 over time ({} windows of {}): {}  {} .. {}",
+                t.values_ns.len(),
+                render_duration(t.window_ns.max(0) as u64),
+                super::sparkline(&t.values_ns),
+                render_duration(*lo),
+                render_duration(*hi)
+            );
+        }
+    }
     if let Some(parts) = &s.breakdown {
         let _ = writeln!(
             out,

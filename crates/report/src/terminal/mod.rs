@@ -17,6 +17,54 @@ pub fn render_duration(ns: u64) -> String {
     tailhunt_model::format_duration_ns(ns as f64)
 }
 
+/// Values as a line of block characters on a log scale (latency spans decades), lowest `▁`,
+/// highest `█`; a window without values is a space.
+pub fn sparkline(values: &[Option<u64>]) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let known = values.iter().flatten().map(|&v| (v.max(1) as f64).ln());
+    let (lo, hi) = known.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    values
+        .iter()
+        .map(|v| match v {
+            None => ' ',
+            Some(v) if hi <= lo => BLOCKS[(v > &0) as usize * 3],
+            Some(v) => {
+                let u = ((*v).max(1) as f64).ln() - lo;
+                BLOCKS[((u / (hi - lo)) * 7.0).round().clamp(0.0, 7.0) as usize]
+            }
+        })
+        .collect()
+}
+
+/// Terminal lines are kept to this many columns.
+pub const COLUMNS: usize = 100;
+
+/// `text` broken at spaces into lines of at most `width` columns, for a caller that prints
+/// `indent` spaces before it: every line after the first gets the same indent (a word longer
+/// than a line stays whole).
+pub fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut col = indent;
+    let mut line_start = true;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if !line_start && col + 1 + len > width {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            col = indent;
+            line_start = true;
+        }
+        if !line_start {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += len;
+        line_start = false;
+    }
+    out
+}
+
 /// `1,234,567`.
 pub fn thousands(n: u64) -> String {
     let s = n.to_string();
@@ -177,7 +225,7 @@ pub fn render_finding(f: &tailhunt_model::Finding, out: &mut String) {
         f.detector,
         f.confidence * 100.0
     );
-    let _ = writeln!(out, "  {}", f.summary);
+    let _ = writeln!(out, "  {}", wrap(&f.summary, COLUMNS, 2));
     for e in &f.evidence {
         let nums: Vec<String> = e
             .values
@@ -194,10 +242,11 @@ pub fn render_finding(f: &tailhunt_model::Finding, out: &mut String) {
                 }
             })
             .collect();
-        let _ = writeln!(out, "  - {}: {} [{}]", e.series, e.note, nums.join(", "));
+        let line = format!("{}: {} [{}]", e.series, e.note, nums.join(", "));
+        let _ = writeln!(out, "  - {}", wrap(&line, COLUMNS, 4));
     }
     if let Some(fix) = &f.fix {
-        let _ = writeln!(out, "  fix: {fix}");
+        let _ = writeln!(out, "  fix: {}", wrap(fix, COLUMNS, 7));
     }
 }
 
@@ -222,6 +271,39 @@ pub fn render_diagnose(d: &DiagnoseDoc) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    use super::*;
+
+    #[test]
+    fn lines_fit_the_width_with_a_hanging_indent() {
+        let text = "latency rises as load falls: p50 is 23.5ms at 50 req/s but 852us at 5k req/s (28x); 67% of low-rate requests sit in a mode at 32.0ms";
+        let w = wrap(text, 40, 2);
+        for (i, l) in w.lines().enumerate() {
+            let full = if i == 0 {
+                format!("  {l}")
+            } else {
+                l.to_string()
+            };
+            assert!(full.chars().count() <= 40, "{full:?}");
+            if i > 0 {
+                assert!(l.starts_with("  ") && !l.starts_with("   "), "{l:?}");
+            }
+        }
+        assert_eq!(
+            w.split_whitespace().collect::<Vec<_>>(),
+            text.split_whitespace().collect::<Vec<_>>()
+        );
+        assert_eq!(wrap("short", 40, 2), "short");
+    }
+
+    #[test]
+    fn a_sparkline_climbs_with_its_values_on_a_log_scale() {
+        let s = sparkline(&[Some(1_000), Some(10_000), None, Some(1_000_000)]);
+        assert_eq!(s.chars().collect::<Vec<_>>(), vec!['▁', '▃', ' ', '█']);
+    }
 }
 
 #[cfg(test)]
