@@ -24,13 +24,18 @@ pub enum RunKind {
     Transfer,
     /// `tailhunt sockets`: inet_diag sampling of every socket.
     Sockets,
+    /// `tailhunt probe`: rounds of probes on a fixed cadence. Its series are
+    /// `probe_latency{probe,kind,variant,...}` samples (intended = the probe's scheduled time,
+    /// a timeout censored at the timeout with outcome `timeout`); the round of a sample is
+    /// `(intended_ns - origin.mono_ns) / interval_ns` with `interval_ns` in the run's params.
+    Probe,
     /// A kind this build does not know (written by another version), or a benchmark's own.
     Other(String),
 }
 
 impl RunKind {
     /// Every kind this build records, in the order `tailhunt runs --help` lists them.
-    pub const KNOWN: [RunKind; 7] = [
+    pub const KNOWN: [RunKind; 8] = [
         RunKind::Import,
         RunKind::Load,
         RunKind::Pcap,
@@ -38,6 +43,7 @@ impl RunKind {
         RunKind::Runq,
         RunKind::Transfer,
         RunKind::Sockets,
+        RunKind::Probe,
     ];
 
     /// The name in the store and in JSON (`load`).
@@ -50,6 +56,7 @@ impl RunKind {
             RunKind::Runq => "runq",
             RunKind::Transfer => "transfer",
             RunKind::Sockets => "sockets",
+            RunKind::Probe => "probe",
             RunKind::Other(name) => name,
         }
     }

@@ -72,7 +72,7 @@ pub fn detectors_for(kind: &RunKind) -> &'static [&'static str] {
         RunKind::Pcap | RunKind::Capture => &crate::capture::DETECTORS,
         RunKind::Runq => &crate::runq::DETECTORS,
         RunKind::Transfer | RunKind::Sockets => &crate::sock::DETECTORS,
-        RunKind::Load | RunKind::Import | RunKind::Other(_) => &load::DETECTORS,
+        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => &load::DETECTORS,
     }
 }
 
@@ -83,7 +83,9 @@ pub fn diagnose_run(store: &Store, run_id: &str) -> Result<Diagnosis, DiagnoseEr
         RunKind::Pcap | RunKind::Capture => capture::diagnose(store, &run)?,
         RunKind::Runq => runq::diagnose(store, &run)?,
         RunKind::Transfer | RunKind::Sockets => sock::diagnose(store, &run)?,
-        RunKind::Load | RunKind::Import | RunKind::Other(_) => load::diagnose(store, &run)?,
+        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => {
+            load::diagnose(store, &run)?
+        }
     };
     Ok(Diagnosis {
         findings,

@@ -210,7 +210,7 @@ fn draw_run(
         RunKind::Transfer | RunKind::Sockets => {
             charts::tcpinfo::charts(rd, &mut charts, &mut missing)?
         }
-        RunKind::Load | RunKind::Import | RunKind::Other(_) => {
+        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => {
             if groups.is_empty() && !rd.infos.is_empty() {
                 missing.push("request latency: the run has no latency series".into());
             }
