@@ -271,6 +271,7 @@ mod tests {
             conns: 1,
             store: "x.db".into(),
             seed: 1,
+            report: None,
         }
     }
 

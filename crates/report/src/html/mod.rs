@@ -35,6 +35,9 @@ use crate::html::charts::sweep;
 use crate::html::compare::Compared;
 use crate::html::run::{Chart, ChartKind, RunData, RunSection};
 
+/// Runs drawn together: their group and kind.
+type GroupKey = (Option<String>, RunKind);
+
 /// One run to draw.
 #[derive(Debug, Clone)]
 pub struct ReportRun {
@@ -115,7 +118,7 @@ pub fn build(store: &Store, req: &ReportRequest) -> Result<HtmlReport, StoreErro
         })
         .collect();
     // Runs are compared with runs of the same kind in the same group, in the order given.
-    let mut groups: Vec<((Option<String>, RunKind), Vec<usize>)> = Vec::new();
+    let mut groups: Vec<(GroupKey, Vec<usize>)> = Vec::new();
     for (i, (s, r)) in sections.iter().zip(&req.runs).enumerate() {
         let key = (r.group.clone(), s.run.kind.clone());
         match groups.iter_mut().find(|(k, _)| *k == key) {

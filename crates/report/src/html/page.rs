@@ -231,6 +231,6 @@ pub fn page(
         s.charts.iter().for_each(|c| figure(&mut out, c));
         out.push_str("</section>");
     }
-    let _ = write!(out, "</main><script>{SCRIPT}</script></body></html>\n");
+    let _ = writeln!(out, "</main><script>{SCRIPT}</script></body></html>");
     out
 }

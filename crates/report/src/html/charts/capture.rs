@@ -11,6 +11,7 @@ use tailhunt_model::evidence::capture::CaptureReport;
 use tailhunt_model::Point;
 use tailhunt_store::{SeriesInfo, StoreError};
 
+use crate::html::charts::Line;
 use crate::html::decimate::{min_max, COLUMNS};
 use crate::html::format::{fmt_value, Fmt};
 use crate::html::run::{Chart, ChartKind, RunData};
@@ -128,7 +129,7 @@ fn bytes(
     span: (f64, f64),
 ) -> Result<Option<Chart>, StoreError> {
     let bin_s = report.bin_ns.max(1) as f64 / 1e9;
-    let mut channels: Vec<(String, Vec<(f64, f64)>, f64)> = Vec::new();
+    let mut channels: Vec<Line> = Vec::new();
     for s in rd.named("bytes") {
         let pts = with_zeros(&xy(rd, &rd.points(s)?), bin_s);
         let peak = pts.iter().map(|p| p.1).fold(0.0, f64::max);
@@ -148,7 +149,7 @@ fn bytes(
         Axis::new(
             Scale::from_zero(top * 1.1),
             Fmt::Bytes,
-            &format!(
+            format!(
                 "bytes per {} bin",
                 fmt_value(Fmt::Duration, report.bin_ns as f64)
             ),

@@ -490,7 +490,7 @@ fn fanout(rd: &RunData<'_>, g: &Group) -> Option<Chart> {
         p.dots(&[(fan, odds(fan))], 4.5);
         said.push(format!("N={fan}: {}", fmt_value(Fmt::Share, odds(fan))));
     }
-    p.note(1.1, 0.92, &said.join("   "));
+    p.note(1.1, 0.92, &said.join(" · "));
     let id = rd.id(ChartKind::Fanout, 0);
     Some(Chart {
         svg: p.finish(&id),

@@ -5,3 +5,6 @@ pub mod latency;
 pub mod runq;
 pub mod sweep;
 pub mod tcpinfo;
+
+/// A named line of (x, y) points and its largest y.
+pub type Line = (String, Vec<(f64, f64)>, f64);

@@ -8,9 +8,13 @@ use std::collections::BTreeMap;
 
 use tailhunt_store::StoreError;
 
+use crate::html::charts::Line;
 use crate::html::format::{fmt_value, Fmt};
 use crate::html::run::{Chart, ChartKind, RunData};
 use crate::html::svg::{colour, Axis, Kind, Plot, Scale};
+
+/// A cgroup, the wait behind each other (who, wait ns, preemptions), and its total wait.
+type WaitRow = (String, Vec<(String, f64, f64)>, f64);
 
 /// Cgroups drawn (the ones with the highest p99).
 const MAX_CGROUPS: usize = 6;
@@ -39,7 +43,7 @@ pub fn charts(
 }
 
 fn latency(rd: &RunData<'_>) -> Result<Option<Chart>, StoreError> {
-    let mut lines: Vec<(String, Vec<(f64, f64)>, f64)> = Vec::new();
+    let mut lines: Vec<Line> = Vec::new();
     let (mut t_lo, mut t_hi) = (f64::MAX, f64::MIN);
     for s in rd.named("runq_latency") {
         let cgroup = s.labels.get("cgroup").cloned().unwrap_or_default();
@@ -139,7 +143,7 @@ fn waits(rd: &RunData<'_>) -> Result<Option<Chart>, StoreError> {
             }
         }
     }
-    let mut rows: Vec<(String, Vec<(String, f64, f64)>, f64)> = table
+    let mut rows: Vec<WaitRow> = table
         .into_iter()
         .map(|(cg, by)| {
             let mut v: Vec<(String, f64, f64)> = by
