@@ -4,7 +4,8 @@
 #
 #   bench/report.sh [--write]        SAMPLES=N (10000000), CAPTURE_MB=N (1000), ROUNDS=N (3)
 #
-# 1. `tailhunt lab synth trimodal --count SAMPLES` imported as one run; `tailhunt report` of it,
+# 1. `tailhunt lab synth trimodal --count SAMPLES`, timestamped at 10k/s, imported as one run;
+#    `tailhunt report` of it,
 #    ROUNDS times, beside `tailhunt analyze` of the same run (the terminal's quick look, which
 #    reads the same samples): wall time, CPU, peak memory, file size.
 # 2. bench/gen/capture.sh writes a CAPTURE_MB MB capture of local TCP traffic (root);
@@ -42,8 +43,11 @@ timed() { # key cmd...
 }
 
 echo "bench/report.sh: $samples synthetic samples" >&2
-"$bin" lab synth trimodal --count "$samples" --seed 1 -o "$tmp/t.csv" >/dev/null
-"$bin" --db "$db" --json import "$tmp/t.csv" >"$tmp/import.json"
+"$bin" lab synth trimodal --count "$samples" --seed 1 -o "$tmp/raw.csv" >/dev/null
+# Timestamped, 10k samples a second, so the charts over time are drawn too.
+awk 'NR > 1 { printf "%.6f,%s\n", 1700000000 + (NR - 1) * 0.0001, $1 }' "$tmp/raw.csv" >"$tmp/t.csv"
+rm -f "$tmp/raw.csv"
+"$bin" --db "$db" --json import "$tmp/t.csv" --unit ns >"$tmp/import.json"
 big="$(awk -F'"' '/"run_id"/ { print $4; exit }' "$tmp/import.json")"
 for ((i = 1; i <= rounds; i++)); do
     timed samples_report "$bin" --db "$db" report "$big" -o "$tmp/samples.html"
@@ -78,7 +82,7 @@ steal="$(steal_since)"
     echo
     echo "| run | command | wall | CPU | peak memory | file |"
     echo "|---|---|--:|--:|--:|--:|"
-    echo "| $samples samples (trimodal) | \`report\` | $(fmt_agg samples_report_wall '%.2f s' 1) | $(fmt_agg samples_report_cpu '%.2f s' 1) | $(fmt_agg samples_report_rss '%.0f MiB' 1024) | $(calc '%.2f MB' "$(median_of samples_bytes) / 1e6") |"
+    echo "| $samples samples (trimodal, timestamped) | \`report\` | $(fmt_agg samples_report_wall '%.2f s' 1) | $(fmt_agg samples_report_cpu '%.2f s' 1) | $(fmt_agg samples_report_rss '%.0f MiB' 1024) | $(calc '%.2f MB' "$(median_of samples_bytes) / 1e6") |"
     echo "| the same run | \`analyze\` (reference) | $(fmt_agg samples_analyze_wall '%.2f s' 1) | $(fmt_agg samples_analyze_cpu '%.2f s' 1) | $(fmt_agg samples_analyze_rss '%.0f MiB' 1024) | |"
     echo "| capture of $(calc '%.2f GB' "$capture_bytes / 1e9") | \`report\` | $(fmt_agg capture_report_wall '%.2f s' 1) | $(fmt_agg capture_report_cpu '%.2f s' 1) | $(fmt_agg capture_report_rss '%.0f MiB' 1024) | $(calc '%.2f MB' "$(median_of capture_bytes) / 1e6") |"
     echo

@@ -306,7 +306,7 @@ fn a_run_with_nothing_to_draw_still_renders_and_says_what_is_missing() {
     // Import refuses an empty file; a series with samples and an empty one are the next best.
     assert!(!empty.status.success(), "an empty CSV imported: {stderr}");
     let one = env.path("one.csv");
-    std::fs::write(&one, "latency_ms\n1.5\n").unwrap();
+    std::fs::write(&one, "1700000000.5,1.5ms\n").unwrap();
     let run = env.import(&one, &[]);
     let out = env.path("thin.html");
     let doc = env.json("report", &["report", &run, "-o", out.to_str().unwrap()]);

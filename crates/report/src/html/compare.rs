@@ -42,7 +42,7 @@ pub fn charts(runs: &[&Compared<'_>], k: usize, name: &str) -> Vec<Chart> {
         .collect();
     if curves.len() >= 2 {
         let id = format!("compare-rate-{k}");
-        if let Some(svg) = latency_vs_rate(&id, ChartKind::CompareRate, &curves) {
+        if let Some(svg) = latency_vs_rate(&id, &curves) {
             out.push(Chart {
                 svg,
                 id,

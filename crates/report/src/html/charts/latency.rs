@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use tailhunt_analyze::{analyze, Analysis, AnalyzeOptions, Distribution};
 use tailhunt_histogram::Histogram;
-use tailhunt_model::{Labels, RunKind, Sample, SeriesKind, Unit};
+use tailhunt_model::{Labels, RunKind, Sample, SeriesKind, Timing, Unit};
 use tailhunt_store::{SeriesInfo, StoreError};
 
 use crate::html::format::{fmt_value, Fmt};
@@ -33,6 +33,8 @@ pub struct Group {
     pub timed: Vec<(i64, u64)>,
     /// Interval histograms, when the series stored those instead of samples.
     pub intervals: Vec<(i64, i64, Histogram)>,
+    /// Whether its samples carry real times (an import without timestamps does not).
+    pub has_times: bool,
     /// The whole distribution.
     pub dist: Distribution,
     /// Its analysis.
@@ -72,6 +74,7 @@ pub fn groups(rd: &RunData<'_>) -> Result<Vec<Group>, StoreError> {
         let mut intervals = Vec::new();
         let mut samples: Vec<Sample> = Vec::new();
         let mut merged = Histogram::new();
+        let has_times = infos.iter().all(|i| i.timing == Timing::Timed);
         for info in infos {
             if info.kind == SeriesKind::Histograms {
                 for ih in rd.histograms(info)? {
@@ -100,6 +103,7 @@ pub fn groups(rd: &RunData<'_>) -> Result<Vec<Group>, StoreError> {
             series: name,
             timed,
             intervals,
+            has_times,
             dist,
             analysis,
         });
@@ -128,6 +132,31 @@ pub fn charts(rd: &RunData<'_>, groups: &[Group], out: &mut Vec<Chart>, missing:
         }
         out.push(histogram(rd, g, k));
         out.push(cdf(rd, g, k));
+        if !g.has_times {
+            missing.push(format!(
+                "{}{}: no timestamps (an untimed import), so no percentiles over time or heatmap",
+                g.series,
+                suffix(g)
+            ));
+        } else {
+            over_time_charts(rd, g, k, out, missing);
+        }
+        if k == 0 {
+            if let Some(f) = fanout(rd, g) {
+                out.push(f);
+            }
+        }
+    }
+}
+
+fn over_time_charts(
+    rd: &RunData<'_>,
+    g: &Group,
+    k: usize,
+    out: &mut Vec<Chart>,
+    missing: &mut Vec<String>,
+) {
+    {
         match over_time(rd, g) {
             Some(windows) => {
                 out.push(percentiles_over_time(rd, g, k, &windows));
@@ -140,11 +169,6 @@ pub fn charts(rd: &RunData<'_>, groups: &[Group], out: &mut Vec<Chart>, missing:
                 g.series,
                 suffix(g)
             )),
-        }
-        if k == 0 {
-            if let Some(f) = fanout(rd, g) {
-                out.push(f);
-            }
         }
     }
 }

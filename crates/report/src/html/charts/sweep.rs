@@ -80,11 +80,7 @@ fn parse_rate(label: &str) -> Option<f64> {
 }
 
 /// The latency-vs-rate chart of one or more curves (`(name, points)`).
-pub fn latency_vs_rate(
-    id: &str,
-    kind: ChartKind,
-    curves: &[(String, Vec<RatePoint>)],
-) -> Option<String> {
+pub fn latency_vs_rate(id: &str, curves: &[(String, Vec<RatePoint>)]) -> Option<String> {
     let all = curves.iter().flat_map(|(_, c)| c.iter());
     let (mut rlo, mut rhi, mut llo, mut lhi) = (f64::MAX, 0f64, f64::MAX, 0f64);
     for p in all {
@@ -151,7 +147,6 @@ pub fn latency_vs_rate(
             }
         }
     }
-    let _ = kind;
     Some(p.finish(id))
 }
 
@@ -162,7 +157,7 @@ pub fn sweep_chart(rd: &RunData<'_>, points: Vec<RatePoint>) -> Option<Chart> {
     }
     let id = rd.id(ChartKind::LatencyVsRate, 0);
     let rising = rises_as_rate_falls(&points);
-    let svg = latency_vs_rate(&id, ChartKind::LatencyVsRate, &[(String::new(), points)])?;
+    let svg = latency_vs_rate(&id, &[(String::new(), points)])?;
     Some(Chart {
         svg,
         id,
