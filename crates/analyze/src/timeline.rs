@@ -1,0 +1,213 @@
+//! Everything the analysis says about one series over time.
+//!
+//! In: a series' timestamped samples and [`TimeOptions`] (the interval width, or none to choose
+//! one, and the clock origin intervals count from). Out: a [`TimeAnalysis`]: the per-interval
+//! percentiles and mode shares ([`crate::over_time`]), the periods found in each percentile
+//! ([`crate::period`]; a period in p99 but not p50 is an oscillation of the tail only), and the
+//! change points found in all percentiles at once ([`crate::changepoint`]), after any period
+//! was removed so that an oscillation is not read as a run of steps.
+
+use serde::Serialize;
+use tailhunt_model::Sample;
+
+use crate::changepoint::{change_points, ChangePoint};
+use crate::over_time::{auto_interval, over_time, OverTime};
+use crate::period::{deseasonalize, find_period, Period};
+use crate::{modes, percentile_label, Distribution};
+
+/// Shortest period searched, ns (a minute).
+pub const MIN_PERIOD_NS: i64 = 60_000_000_000;
+/// Longest period searched, ns (a day and a bit, so a daily cycle's peak is inside the range).
+pub const MAX_PERIOD_NS: i64 = 90_000_000_000_000;
+/// Fewest intervals in a segment between change points.
+pub const MIN_SEGMENT: usize = 5;
+
+/// What to compute.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeOptions {
+    /// Interval width, ns; `None` chooses one ([`auto_interval`]).
+    pub interval_ns: Option<i64>,
+    /// Where intervals start counting, ns on the run's clock.
+    pub origin_ns: i64,
+    /// Percentiles per interval.
+    pub quantiles: Vec<f64>,
+    /// Seed of the permutation tests.
+    pub seed: u64,
+}
+
+impl Default for TimeOptions {
+    fn default() -> Self {
+        TimeOptions {
+            interval_ns: None,
+            origin_ns: 0,
+            quantiles: vec![0.5, 0.9, 0.99],
+            seed: 0x7a11,
+        }
+    }
+}
+
+/// A change point in time, with every percentile's level before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Shift {
+    /// Start of the first interval after the change, ns.
+    pub at_ns: i64,
+    /// Index of that interval in [`OverTime::intervals`].
+    pub interval: usize,
+    /// p-value of the permutation test.
+    pub p_value: f64,
+    /// Each percentile's median over the segment before, ns (order of the quantiles).
+    pub before_ns: Vec<u64>,
+    /// ... and after.
+    pub after_ns: Vec<u64>,
+    /// Start of the segment before, ns.
+    pub segment_start_ns: i64,
+    /// End of the segment after, ns.
+    pub segment_end_ns: i64,
+}
+
+impl Shift {
+    /// `after / before` of percentile `k`.
+    pub fn ratio(&self, k: usize) -> f64 {
+        self.after_ns[k] as f64 / self.before_ns[k].max(1) as f64
+    }
+}
+
+/// A period of one percentile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Oscillation {
+    /// Which percentile (`p99`).
+    pub label: String,
+    /// Index into the quantiles.
+    pub quantile: usize,
+    /// The period, ns.
+    pub period_ns: i64,
+    /// Autocorrelation at the period.
+    pub r: f64,
+    /// Highest over lowest per-phase level (a ratio: 2.0 is a doubling).
+    pub amplitude_ratio: f64,
+}
+
+/// One series over time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimeAnalysis {
+    /// Per-interval percentiles and mode shares.
+    pub over_time: OverTime,
+    /// Change points, in time order.
+    pub shifts: Vec<Shift>,
+    /// Periods found, one per percentile at most.
+    pub periods: Vec<Oscillation>,
+}
+
+impl TimeAnalysis {
+    /// The period of percentile `k`, if it has one.
+    pub fn period_of(&self, k: usize) -> Option<&Oscillation> {
+        self.periods.iter().find(|p| p.quantile == k)
+    }
+}
+
+/// Analyses `samples` over time; `None` without samples.
+pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeAnalysis> {
+    let width = opts.interval_ns.or_else(|| auto_interval(samples))?;
+    let dist = Distribution::from_samples(samples, false);
+    let found = modes::find_modes(dist.histogram());
+    let boundaries: Vec<u64> = found.gaps.iter().map(|g| g.boundary_ns).collect();
+    let ot = over_time(samples, opts.origin_ns, width, &opts.quantiles, &boundaries);
+    let grid = grid(&ot);
+    let columns: Vec<Vec<Option<f64>>> = (0..opts.quantiles.len())
+        .map(|k| {
+            grid.iter()
+                .map(|slot| {
+                    slot.and_then(|i| ot.intervals[i].values_ns[k])
+                        .map(|v| (v.max(1) as f64).log10())
+                })
+                .collect()
+        })
+        .collect();
+    let min_lag = (MIN_PERIOD_NS as f64 / width as f64).ceil() as usize;
+    let max_lag = (MAX_PERIOD_NS as f64 / width as f64).ceil() as usize;
+    let found: Vec<(usize, Period)> = columns
+        .iter()
+        .enumerate()
+        .filter_map(|(k, c)| find_period(c, min_lag, max_lag).map(|p| (k, p)))
+        .collect();
+    let periods = found
+        .iter()
+        .map(|(k, p)| Oscillation {
+            label: percentile_label(opts.quantiles[*k]),
+            quantile: *k,
+            period_ns: (p.lag * width as f64).round() as i64,
+            r: p.r,
+            amplitude_ratio: 10f64.powf(p.amplitude),
+        })
+        .collect();
+    let strongest = found.iter().max_by(|a, b| a.1.score.total_cmp(&b.1.score));
+    let columns: Vec<Vec<Option<f64>>> = match strongest {
+        Some((_, p)) => columns.iter().map(|c| deseasonalize(c, p.lag)).collect(),
+        None => columns,
+    };
+    // Change points over the intervals that have every percentile.
+    let slots: Vec<usize> = (0..grid.len())
+        .filter(|&g| columns.iter().all(|c| c[g].is_some()))
+        .collect();
+    let rows: Vec<Vec<f64>> = slots
+        .iter()
+        .map(|&g| columns.iter().map(|c| c[g].unwrap_or(0.0)).collect())
+        .collect();
+    let shifts = change_points(&rows, MIN_SEGMENT, opts.seed)
+        .iter()
+        .map(|c| shift(&ot, &grid, &slots, c))
+        .collect();
+    Some(TimeAnalysis {
+        over_time: ot,
+        shifts,
+        periods,
+    })
+}
+
+/// Every interval slot from the first to the last, with the index of its stats if it has any.
+fn grid(ot: &OverTime) -> Vec<Option<usize>> {
+    let Some(first) = ot.intervals.first() else {
+        return Vec::new();
+    };
+    let slot = |s: i64| ((s - first.start_ns) / ot.interval_ns) as usize;
+    let len = ot.intervals.last().map_or(0, |l| slot(l.start_ns) + 1);
+    let mut g = vec![None; len];
+    for (i, s) in ot.intervals.iter().enumerate() {
+        g[slot(s.start_ns)] = Some(i);
+    }
+    g
+}
+
+fn shift(ot: &OverTime, grid: &[Option<usize>], slots: &[usize], c: &ChangePoint) -> Shift {
+    let interval_at = |row: usize| grid[slots[row.min(slots.len() - 1)]].unwrap_or(0);
+    let i = interval_at(c.index);
+    let level = |v: &[f64]| v.iter().map(|x| 10f64.powf(*x).round() as u64).collect();
+    Shift {
+        at_ns: ot.intervals[i].start_ns,
+        interval: i,
+        p_value: c.p_value,
+        // Levels are read from the original (not deseasonalized) percentiles.
+        before_ns: level(&medians(ot, &slots_between(grid, slots, 0, c.index))),
+        after_ns: level(&medians(ot, &slots_between(grid, slots, c.index, slots.len()))),
+        segment_start_ns: ot.intervals.first().map_or(0, |s| s.start_ns),
+        segment_end_ns: ot.intervals.last().map_or(0, |s| s.end_ns),
+    }
+}
+
+fn slots_between(grid: &[Option<usize>], slots: &[usize], lo: usize, hi: usize) -> Vec<usize> {
+    slots[lo..hi].iter().filter_map(|&g| grid[g]).collect()
+}
+
+fn medians(ot: &OverTime, intervals: &[usize]) -> Vec<f64> {
+    (0..ot.quantiles.len())
+        .map(|k| {
+            let mut v: Vec<f64> = intervals
+                .iter()
+                .filter_map(|&i| ot.intervals[i].values_ns[k])
+                .map(|x| (x.max(1) as f64).log10())
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        })
+        .collect()
+}
