@@ -9,8 +9,8 @@
 //! and an even multiple `2L` of a period `L` scores low because `r(L)` is high too; odd
 //! multiples score like the period itself, so the shortest lag scoring near the best wins. A period is reported when
 //! `r(L)` is at least [`MIN_R`] and [`noise_floor`] (four standard errors of a white-noise
-//! autocorrelation), and the score at least [`MIN_SCORE`]; its amplitude is the range of the
-//! values averaged per phase.
+//! autocorrelation), and the score at least [`MIN_SCORE`]; its length is refined and its amplitude
+//! measured by a least-squares fit of two harmonics ([`seasonal_fit`]).
 //!
 //! Written here rather than with `realfft` or `augurs`' season detection: the series are a few
 //! hundred intervals at most (a day at 5-minute intervals is 288), where the direct sum costs
@@ -38,7 +38,7 @@ pub struct Period {
     pub r: f64,
     /// `r(L) - r(L/2)`.
     pub score: f64,
-    /// Highest minus lowest mean per phase, in the values' unit.
+    /// Highest minus lowest value of the fitted period, in the values' unit.
     pub amplitude: f64,
 }
 
@@ -115,61 +115,108 @@ pub fn find_period(values: &[Option<f64>], min_lag: usize, max_lag: usize) -> Op
     })
 }
 
-/// Mean per phase of a period of `lag` intervals (`lag.round()` phases).
-pub fn phase_means(values: &[Option<f64>], lag: f64) -> Vec<f64> {
-    let phases = (lag.round() as usize).max(1);
-    let mut sums = vec![(0.0, 0usize); phases];
+/// Harmonics of the period fitted when removing or measuring it.
+const HARMONICS: usize = 2;
+
+/// The least-squares fit of a mean plus [`HARMONICS`] sine/cosine pairs of period `lag` to the
+/// present values: the fitted value at every index. A handful of coefficients cannot follow
+/// noise the way per-phase means over few cycles do, so the fit is what gets removed.
+pub fn seasonal_fit(values: &[Option<f64>], lag: f64) -> Vec<f64> {
+    let basis = |i: usize| -> Vec<f64> {
+        let w = 2.0 * std::f64::consts::PI * i as f64 / lag;
+        let mut b = vec![1.0];
+        for h in 1..=HARMONICS {
+            b.push((w * h as f64).sin());
+            b.push((w * h as f64).cos());
+        }
+        b
+    };
+    let k = 1 + 2 * HARMONICS;
+    let mut ata = vec![vec![0.0; k]; k];
+    let mut atb = vec![0.0; k];
     for (i, v) in values.iter().enumerate() {
         if let Some(v) = v {
-            let p = ((i as f64 % lag) / lag * phases as f64) as usize % phases;
-            sums[p].0 += v;
-            sums[p].1 += 1;
+            let b = basis(i);
+            for r in 0..k {
+                atb[r] += b[r] * v;
+                for c in 0..k {
+                    ata[r][c] += b[r] * b[c];
+                }
+            }
         }
     }
-    let all: Vec<f64> = values.iter().flatten().copied().collect();
-    let mean = all.iter().sum::<f64>() / all.len().max(1) as f64;
-    sums.iter()
-        .map(|&(s, k)| if k == 0 { mean } else { s / k as f64 })
+    let coef = solve(ata, atb).unwrap_or_else(|| vec![0.0; k]);
+    (0..values.len())
+        .map(|i| basis(i).iter().zip(&coef).map(|(b, c)| b * c).sum())
         .collect()
 }
 
-/// The values with the per-phase mean of a period removed (the overall mean kept).
+/// Gaussian elimination with partial pivoting; `None` when singular.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&x, &y| a[x][col].abs().total_cmp(&a[y][col].abs()))?;
+        if a[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let f = a[row][col] / a[col][col];
+            for c in col..n {
+                a[row][c] -= f * a[col][c];
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let s: f64 = (row + 1..n).map(|c| a[row][c] * x[c]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    Some(x)
+}
+
+/// The values with the fitted period removed (their mean kept).
 pub fn deseasonalize(values: &[Option<f64>], lag: f64) -> Vec<Option<f64>> {
-    let means = phase_means(values, lag);
-    let phases = means.len();
-    let overall = means.iter().sum::<f64>() / phases as f64;
+    let fit = seasonal_fit(values, lag);
+    let present: Vec<f64> = values.iter().flatten().copied().collect();
+    let mean = present.iter().sum::<f64>() / present.len().max(1) as f64;
     values
         .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            v.map(|v| {
-                let p = ((i as f64 % lag) / lag * phases as f64) as usize % phases;
-                v - means[p] + overall
-            })
-        })
+        .zip(&fit)
+        .map(|(v, f)| v.map(|v| v - f + mean))
         .collect()
 }
 
-/// The lag within one interval of `lag` whose folded phase means explain the most variance
-/// (the autocorrelation's peak is only as precise as its lags; folding many cycles at a
-/// slightly wrong period smears them).
+/// Variance of the fitted period over the present values.
+fn explained(values: &[Option<f64>], lag: f64) -> f64 {
+    let fit = seasonal_fit(values, lag);
+    let f: Vec<f64> = values
+        .iter()
+        .zip(&fit)
+        .filter_map(|(v, f)| v.map(|_| *f))
+        .collect();
+    let mean = f.iter().sum::<f64>() / f.len().max(1) as f64;
+    f.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / f.len().max(1) as f64
+}
+
+/// The lag within one interval of `lag` whose fitted period explains the most variance (the
+/// autocorrelation's peak is only as precise as its lags, and a fit at a slightly wrong period
+/// drifts out of phase over the cycles).
 fn refine(values: &[Option<f64>], lag: f64) -> f64 {
-    (-20..=20)
-        .map(|k| lag + k as f64 * 0.05)
+    (-50..=50)
+        .map(|k| lag + k as f64 * 0.02)
         .filter(|&l| l >= 2.0)
-        .map(|l| {
-            let m = phase_means(values, l);
-            let mean = m.iter().sum::<f64>() / m.len() as f64;
-            (l, m.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / m.len() as f64)
-        })
+        .map(|l| (l, explained(values, l)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map_or(lag, |(l, _)| l)
 }
 
 fn amplitude(values: &[Option<f64>], lag: f64) -> f64 {
-    let means = phase_means(values, lag);
-    let hi = means.iter().copied().fold(f64::MIN, f64::max);
-    let lo = means.iter().copied().fold(f64::MAX, f64::min);
+    let fit = seasonal_fit(values, lag);
+    let hi = fit.iter().copied().fold(f64::MIN, f64::max);
+    let lo = fit.iter().copied().fold(f64::MAX, f64::min);
     hi - lo
 }
 

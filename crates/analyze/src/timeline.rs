@@ -130,8 +130,31 @@ pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeA
         .enumerate()
         .filter_map(|(k, c)| find_period(c, min_lag, max_lag).map(|p| (k, p)))
         .collect();
+    let strongest = found.iter().max_by(|a, b| a.1.score.total_cmp(&b.1.score));
+    let flat: Vec<Vec<Option<f64>>> = match strongest {
+        Some((_, p)) => columns.iter().map(|c| deseasonalize(c, p.lag)).collect(),
+        None => columns.clone(),
+    };
+    // Change points over the intervals that have every percentile.
+    let slots: Vec<usize> = (0..grid.len())
+        .filter(|&g| flat.iter().all(|c| c[g].is_some()))
+        .collect();
+    let rows: Vec<Vec<f64>> = slots
+        .iter()
+        .map(|&g| flat.iter().map(|c| c[g].unwrap_or(0.0)).collect())
+        .collect();
+    let changes = change_points(&rows, MIN_SEGMENT, opts.seed);
+    // A period must survive the removal of the steps: the trough test keeps a clean step from
+    // passing as one, but a step mixed with noise can still leave a bump in the
+    // autocorrelation.
+    let levelled = remove_levels(&columns, &slots, &changes);
     let periods = found
         .iter()
+        .filter(|(k, p)| {
+            changes.is_empty()
+                || find_period(&levelled[*k], min_lag, max_lag)
+                    .is_some_and(|q| (q.lag / p.lag - 1.0).abs() <= 0.15)
+        })
         .map(|(k, p)| Oscillation {
             label: percentile_label(opts.quantiles[*k]),
             quantile: *k,
@@ -140,20 +163,7 @@ pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeA
             amplitude_ratio: 10f64.powf(p.amplitude),
         })
         .collect();
-    let strongest = found.iter().max_by(|a, b| a.1.score.total_cmp(&b.1.score));
-    let columns: Vec<Vec<Option<f64>>> = match strongest {
-        Some((_, p)) => columns.iter().map(|c| deseasonalize(c, p.lag)).collect(),
-        None => columns,
-    };
-    // Change points over the intervals that have every percentile.
-    let slots: Vec<usize> = (0..grid.len())
-        .filter(|&g| columns.iter().all(|c| c[g].is_some()))
-        .collect();
-    let rows: Vec<Vec<f64>> = slots
-        .iter()
-        .map(|&g| columns.iter().map(|c| c[g].unwrap_or(0.0)).collect())
-        .collect();
-    let shifts = change_points(&rows, MIN_SEGMENT, opts.seed)
+    let shifts = changes
         .iter()
         .map(|c| shift(&ot, &grid, &slots, c))
         .collect();
@@ -192,6 +202,35 @@ fn shift(ot: &OverTime, grid: &[Option<usize>], slots: &[usize], c: &ChangePoint
         segment_start_ns: ot.intervals.first().map_or(0, |s| s.start_ns),
         segment_end_ns: ot.intervals.last().map_or(0, |s| s.end_ns),
     }
+}
+
+/// The columns with each segment's median (between change points) subtracted.
+fn remove_levels(
+    columns: &[Vec<Option<f64>>],
+    slots: &[usize],
+    changes: &[ChangePoint],
+) -> Vec<Vec<Option<f64>>> {
+    let mut cuts: Vec<usize> = changes.iter().map(|c| c.index).collect();
+    cuts.sort_unstable();
+    let mut bounds = vec![0];
+    bounds.extend(cuts);
+    bounds.push(slots.len());
+    columns
+        .iter()
+        .map(|c| {
+            let mut out = c.clone();
+            for w in bounds.windows(2) {
+                let seg: Vec<usize> = slots[w[0]..w[1]].to_vec();
+                let mut v: Vec<f64> = seg.iter().filter_map(|&g| c[g]).collect();
+                v.sort_by(f64::total_cmp);
+                let m = v.get(v.len() / 2).copied().unwrap_or(0.0);
+                for g in seg {
+                    out[g] = c[g].map(|x| x - m);
+                }
+            }
+            out
+        })
+        .collect()
 }
 
 fn slots_between(grid: &[Option<usize>], slots: &[usize], lo: usize, hi: usize) -> Vec<usize> {

@@ -465,7 +465,30 @@ fn controls(rng: &mut StdRng) -> Vec<ProbeCase> {
     let mut pareto = Model::lognormal(1.0, 1.0);
     pareto.pareto = Some((rng.random_range(100e3..300e3), rng.random_range(1.1..1.6)));
     let bimodal = Model::mixture(vec![comp(500e3, 0.15, 0.7), comp(3e6, 0.15, 0.3)]);
+    let mut heavy = Model::lognormal(1.0, 1.0);
+    heavy.pareto = Some((300e3, 1.3));
+    let mut near_ping = Model::lognormal(600e3, 0.3);
+    near_ping.floor_ns = 150e3;
     vec![
+        case(
+            "control-heavy-variants",
+            "by-name and by-ip drawn alike from a Pareto tail (shape 1.3), 120 rounds".into(),
+            10,
+            120,
+            vec![
+                ProbeSpec::new("resolver", "dns", "by-name", heavy.clone()),
+                ProbeSpec::new("resolver", "dns", "by-ip", heavy),
+            ],
+            Vec::new(),
+        ),
+        case(
+            "control-work-not-floor",
+            "a database read 0.75 ms over a 0.45 ms ping: work, not a fixed cost".into(),
+            10,
+            360,
+            vec![ping(), ProbeSpec::new("db", "postgres", "default", near_ping)],
+            Vec::new(),
+        ),
         case(
             "fragile-p90",
             "modes at 0.45/10/20 ms holding 88/8/4%: p90 sits on the gap and flips per interval".into(),

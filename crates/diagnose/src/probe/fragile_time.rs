@@ -9,8 +9,10 @@
 //! In: a series' [`TimeAnalysis`] (per-interval percentiles, and per-interval shares below the
 //! boundaries of the whole series' modes) and the whole series' fragile-percentile warnings.
 //! Out: one finding when some percentile sits below a boundary in at least [`MIN_SHARE`] of
-//! the readable intervals and above it in as many (or when the whole series' percentile is
-//! fragile).
+//! the readable intervals and above it in as many while the share of samples below that
+//! boundary stays the same up to sampling noise (or when the whole series' percentile is
+//! fragile and the series has neither a change point nor a period). A share that really
+//! moves is a step or a period, not a trap.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +25,9 @@ use super::{ns, ProbeSeries};
 
 /// Smallest share of intervals on each side of the gap.
 pub const MIN_SHARE: f64 = 0.1;
+/// Largest chi-square over degrees of freedom of the per-interval shares below a gap (1 is
+/// pure sampling noise; with 100 intervals its standard deviation is 0.14).
+pub const MAX_DISPERSION: f64 = 1.5;
 /// Fewest intervals on each side.
 pub const MIN_INTERVALS: usize = 3;
 
@@ -38,6 +43,33 @@ struct Flip {
     share_hi: f64,
 }
 
+/// Whether the share of samples below boundary `g` is the same in every interval up to
+/// sampling noise: the chi-square statistic of the intervals' counts below it, over its
+/// degrees of freedom, is at most [`MAX_DISPERSION`]. When it moves more, the flips are a real
+/// change of the mode shares (a step, a period), which those detectors report.
+fn stable_share(a: &TimeAnalysis, readable: &[usize], g: usize) -> bool {
+    let ot = &a.over_time;
+    let (mut below, mut total) = (0.0, 0.0);
+    for &i in readable {
+        let n = ot.intervals[i].count as f64;
+        below += ot.intervals[i].share_below[g] * n;
+        total += n;
+    }
+    let p = below / total.max(1.0);
+    if p <= 0.0 || p >= 1.0 || readable.len() < 2 {
+        return false;
+    }
+    let chi2: f64 = readable
+        .iter()
+        .map(|&i| {
+            let n = ot.intervals[i].count as f64;
+            let k = ot.intervals[i].share_below[g] * n;
+            (k - n * p).powi(2) / (n * p * (1.0 - p))
+        })
+        .sum();
+    chi2 / (readable.len() - 1) as f64 <= MAX_DISPERSION
+}
+
 fn flips(a: &TimeAnalysis) -> Vec<Flip> {
     let ot = &a.over_time;
     let readable = ot.readable();
@@ -51,7 +83,7 @@ fn flips(a: &TimeAnalysis) -> Vec<Flip> {
             let below: Vec<&(u64, f64)> = vals.iter().filter(|v| v.0 <= b).collect();
             let above: Vec<&(u64, f64)> = vals.iter().filter(|v| v.0 > b).collect();
             let need = MIN_INTERVALS.max((MIN_SHARE * vals.len() as f64).ceil() as usize);
-            if below.len() < need || above.len() < need {
+            if below.len() < need || above.len() < need || !stable_share(a, &readable, g) {
                 continue;
             }
             let median = |v: &[&(u64, f64)]| {
@@ -112,7 +144,14 @@ pub fn fragile_over_time(series: &ProbeSeries, a: Option<&TimeAnalysis>, whole: 
             }
         })
         .collect();
-    let whole_finding = crate::fragile::fragile_percentiles(&series.display_name, whole);
+    // A gap in the whole series that comes from a change over time (two levels of a step,
+    // the two phases of a period) is reported as that change, not as a trap.
+    let changed = a.is_some_and(|a| !a.shifts.is_empty() || !a.periods.is_empty());
+    let whole_finding = if changed {
+        None
+    } else {
+        crate::fragile::fragile_percentiles(&series.display_name, whole)
+    };
     let summary = match (evidence.first(), &whole_finding) {
         (Some(e), _) => e.note.clone(),
         (None, Some(w)) => w.evidence.first().map(|e| e.note.clone()).unwrap_or_default(),
