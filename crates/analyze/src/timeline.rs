@@ -105,6 +105,35 @@ impl TimeAnalysis {
     }
 }
 
+/// Where a series' intervals start counting: a probe run's origin (so intervals line up with
+/// its rounds), otherwise the first sample's intended time (an import's clock is its file's).
+pub fn interval_origin(run: &tailhunt_model::Run, samples: &[Sample]) -> Option<i64> {
+    if run.kind == tailhunt_model::RunKind::Probe {
+        return Some(run.origin.mono_ns);
+    }
+    samples.iter().map(|s| s.intended_ns).min()
+}
+
+/// `1h23m20s`: an offset into the run.
+pub fn format_offset(ns: i64) -> String {
+    let s = (ns.max(0) / 1_000_000_000) as u64;
+    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    let mut out = String::new();
+    if d > 0 {
+        out += &format!("{d}d");
+    }
+    if h > 0 || d > 0 {
+        out += &format!("{h}h");
+    }
+    if m > 0 || h > 0 || d > 0 {
+        out += &format!("{m:02}m");
+    }
+    if d == 0 {
+        out += &format!("{sec:02}s");
+    }
+    out.trim_start_matches('0').to_string()
+}
+
 /// Analyses `samples` over time; `None` without samples.
 pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeAnalysis> {
     let width = opts.interval_ns.or_else(|| auto_interval(samples))?;
@@ -249,4 +278,49 @@ fn medians(ot: &OverTime, intervals: &[usize]) -> Vec<f64> {
             v.get(v.len() / 2).copied().unwrap_or(0.0)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailhunt_model::Outcome;
+
+    #[test]
+    fn offsets_read_like_durations() {
+        assert_eq!(format_offset(5_000_000_000), "5s");
+        assert_eq!(format_offset(5_000_000_000_000), "1h23m20s");
+        assert_eq!(format_offset(90_061_000_000_000), "1d1h01m");
+    }
+
+    /// One sample a second for four hours; p99 (and only p99) doubles after 2h30m, and the
+    /// median follows a 20-minute wave.
+    fn planted(step: bool, wave: bool) -> Vec<Sample> {
+        (0..14_400i64)
+            .map(|i| {
+                let t = i * 1_000_000_000;
+                let phase = (2.0 * std::f64::consts::PI * i as f64 / 1200.0).sin();
+                let base = if wave { 1e6 * (0.4 * phase).exp() } else { 1e6 };
+                let slow = i % 50 == 7 || i % 50 == 31;
+                let tail = if step && i >= 9_000 { 8.0 } else { 4.0 };
+                let jitter = 1.0 + ((i * 7919) % 100) as f64 / 1000.0;
+                let v = base * jitter * if slow { tail } else { 1.0 };
+                Sample::from_latency(t, v as i64, Outcome::Ok)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tail_step_is_placed_and_a_median_wave_is_a_period() {
+        let a = analyze_over_time(&planted(true, false), &TimeOptions::default()).unwrap();
+        assert_eq!(a.over_time.interval_ns, 120_000_000_000);
+        assert_eq!(a.shifts.len(), 1, "{:?}", a.shifts);
+        assert!((a.shifts[0].at_ns - 9_000_000_000_000).abs() <= 240_000_000_000);
+        assert!(a.shifts[0].ratio(2) > 1.8 && (a.shifts[0].ratio(0) - 1.0).abs() < 0.1);
+        assert!(a.periods.is_empty(), "{:?}", a.periods);
+
+        let a = analyze_over_time(&planted(false, true), &TimeOptions::default()).unwrap();
+        let p50 = a.period_of(0).expect("the median's wave");
+        assert!((p50.period_ns as f64 / 1200e9 - 1.0).abs() < 0.1, "{p50:?}");
+        assert!(a.shifts.is_empty(), "{:?}", a.shifts);
+    }
 }

@@ -27,6 +27,7 @@ pub mod fragile_time;
 pub mod periodic;
 pub mod step;
 
+pub use tailhunt_analyze::timeline::format_offset;
 use tailhunt_model::{format_duration_ns, Labels, Sample};
 
 /// Detectors run on probe runs.
@@ -71,36 +72,4 @@ impl ProbeSeries {
 
 fn ns(v: f64) -> String {
     format_duration_ns(v)
-}
-
-/// `1h23m20s`: an offset into the run.
-pub fn format_offset(ns: i64) -> String {
-    let s = (ns.max(0) / 1_000_000_000) as u64;
-    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
-    let mut out = String::new();
-    if d > 0 {
-        out += &format!("{d}d");
-    }
-    if h > 0 || d > 0 {
-        out += &format!("{h}h");
-    }
-    if m > 0 || h > 0 || d > 0 {
-        out += &format!("{m:02}m");
-    }
-    if d == 0 {
-        out += &format!("{sec:02}s");
-    }
-    out.trim_start_matches('0').to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::format_offset;
-
-    #[test]
-    fn offsets_read_like_durations() {
-        assert_eq!(format_offset(5_000_000_000), "5s");
-        assert_eq!(format_offset(5_000_000_000_000), "1h23m20s");
-        assert_eq!(format_offset(90_061_000_000_000), "1d1h01m");
-    }
 }

@@ -1,7 +1,7 @@
 //! Probe runs (and timestamped imports): every latency series over time, and the variants of
 //! each probe against each other.
 
-use tailhunt_analyze::timeline::{analyze_over_time, TimeAnalysis, TimeOptions};
+use tailhunt_analyze::timeline::{analyze_over_time, interval_origin, TimeAnalysis, TimeOptions};
 use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
 use tailhunt_model::{Run, SeriesData, Timing};
 use tailhunt_store::Store;
@@ -48,11 +48,7 @@ pub fn round_interval_ns(run: &Run) -> Option<i64> {
 /// One series over time, intervals counted from the run's origin (probe runs) or from the
 /// first sample (imports, whose clock is the file's).
 pub fn time_analysis(run: &Run, s: &ProbeSeries, interval_ns: Option<i64>) -> Option<TimeAnalysis> {
-    let origin_ns = if run.kind == tailhunt_model::RunKind::Probe {
-        run.origin.mono_ns
-    } else {
-        s.samples.iter().map(|x| x.intended_ns).min()?
-    };
+    let origin_ns = interval_origin(run, &s.samples)?;
     analyze_over_time(
         &s.samples,
         &TimeOptions {
