@@ -144,7 +144,10 @@ mod tests {
         assert_eq!(c.rounds, 200);
         assert!(c.median_diff.excludes_zero(), "{c:?}");
         assert!((c.median_diff.ns - 300_000.0).abs() < 1.0, "{c:?}");
-        assert!(c.median_diff.low_ns > 150_000.0 && c.median_diff.high_ns < 450_000.0, "{c:?}");
+        assert!(
+            c.median_diff.low_ns > 150_000.0 && c.median_diff.high_ns < 450_000.0,
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -7,9 +7,11 @@
 //! The method is E-divisive (Matteson and James, "A nonparametric approach for multiple change
 //! point analysis of multivariate data", JASA 2014, with exponent 1): the split of a segment
 //! that maximises the energy distance between the rows before and after it, found by binary
-//! segmentation. A split is kept only when no more than [`SIGNIFICANCE`] of [`PERMUTATIONS`]
-//! random reorderings of the segment reach the same statistic (so a stated false-alarm rate
-//! holds per test without assuming any distribution), and when both parts hold at least
+//! segmentation. A split is kept only when its permutation p-value (the share of
+//! [`PERMUTATIONS`] random reorderings of the segment reaching the same statistic, counting
+//! the split itself) is at most [`SIGNIFICANCE`]: none of them may reach it (so a stated
+//! false-alarm rate holds per test without assuming any distribution), and when both parts hold
+//! at least
 //! `min_segment` rows. Columns are first scaled by their noise (the median absolute difference
 //! of consecutive rows, which a step does not inflate), so that p50 and p99 weigh alike.
 //!
@@ -26,7 +28,7 @@ use serde::Serialize;
 /// Random reorderings per test.
 pub const PERMUTATIONS: usize = 199;
 /// Largest p-value of a kept split.
-pub const SIGNIFICANCE: f64 = 0.01;
+pub const SIGNIFICANCE: f64 = 0.005;
 /// Most change points reported.
 pub const MAX_CHANGES: usize = 6;
 
@@ -44,14 +46,21 @@ pub struct ChangePoint {
 }
 
 /// Finds change points in `rows` (all rows the same width); segments hold at least
-/// `min_segment` rows. `seed` makes the permutations reproducible.
-pub fn change_points(rows: &[Vec<f64>], min_segment: usize, seed: u64) -> Vec<ChangePoint> {
+/// `min_segment` rows. A column's noise is taken as at least `min_noise` (in its own unit), so
+/// that a column that barely moves (quantized or repeated values) does not turn differences
+/// too small to matter into significant ones. `seed` makes the permutations reproducible.
+pub fn change_points(
+    rows: &[Vec<f64>],
+    min_segment: usize,
+    min_noise: f64,
+    seed: u64,
+) -> Vec<ChangePoint> {
     let n = rows.len();
     let min_segment = min_segment.max(2);
     if n < 2 * min_segment || rows.iter().any(|r| r.len() != rows[0].len()) {
         return Vec::new();
     }
-    let scaled = scale_columns(rows);
+    let scaled = scale_columns(rows, min_noise);
     let dist = distances(&scaled);
     let mut rng = StdRng::seed_from_u64(seed);
     let mut cuts: Vec<usize> = vec![0, n];
@@ -124,12 +133,12 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// Each column divided by its noise: the median absolute difference of consecutive rows over
 /// sqrt(2) (0.6745 makes it a standard deviation for normal noise).
-fn scale_columns(rows: &[Vec<f64>]) -> Vec<Vec<f64>> {
+fn scale_columns(rows: &[Vec<f64>], min_noise: f64) -> Vec<Vec<f64>> {
     let width = rows[0].len();
     let scales: Vec<f64> = (0..width)
         .map(|k| {
             let mut d: Vec<f64> = rows.windows(2).map(|w| (w[1][k] - w[0][k]).abs()).collect();
-            let s = median(&mut d) / std::f64::consts::SQRT_2 / 0.6745;
+            let s = (median(&mut d) / std::f64::consts::SQRT_2 / 0.6745).max(min_noise);
             if s.is_finite() && s > 1e-12 {
                 s
             } else {
@@ -213,7 +222,7 @@ mod tests {
         let rows: Vec<Vec<f64>> = (0..120)
             .map(|i| vec![a[i], b[i] + if i >= 70 { 3.0 } else { 0.0 }])
             .collect();
-        let c = change_points(&rows, 5, 9);
+        let c = change_points(&rows, 5, 0.0, 9);
         assert_eq!(c.len(), 1, "{c:?}");
         assert!((68..=72).contains(&c[0].index), "{c:?}");
         assert!(c[0].after[1] - c[0].before[1] > 2.0, "{c:?}");
@@ -226,10 +235,16 @@ mod tests {
         let rows: Vec<Vec<f64>> = (0..150)
             .map(|i| vec![a[i] + if (50..100).contains(&i) { 4.0 } else { 0.0 }])
             .collect();
-        let mut at: Vec<usize> = change_points(&rows, 5, 1).iter().map(|c| c.index).collect();
+        let mut at: Vec<usize> = change_points(&rows, 5, 0.0, 1)
+            .iter()
+            .map(|c| c.index)
+            .collect();
         at.sort_unstable();
         assert_eq!(at.len(), 2, "{at:?}");
-        assert!(at[0].abs_diff(50) <= 2 && at[1].abs_diff(100) <= 2, "{at:?}");
+        assert!(
+            at[0].abs_diff(50) <= 2 && at[1].abs_diff(100) <= 2,
+            "{at:?}"
+        );
     }
 
     #[test]
@@ -238,14 +253,14 @@ mod tests {
         for seed in 0..20 {
             let (a, b) = (noise(100, seed), noise(100, seed + 100));
             let rows: Vec<Vec<f64>> = (0..100).map(|i| vec![a[i], b[i]]).collect();
-            false_alarms += usize::from(!change_points(&rows, 5, seed).is_empty());
+            false_alarms += usize::from(!change_points(&rows, 5, 0.0, seed).is_empty());
         }
         assert!(false_alarms <= 1, "{false_alarms} of 20");
     }
 
     #[test]
     fn too_short_or_ragged_input_has_none() {
-        assert!(change_points(&[vec![1.0], vec![2.0]], 5, 1).is_empty());
-        assert!(change_points(&[vec![1.0], vec![2.0, 3.0]], 1, 1).is_empty());
+        assert!(change_points(&[vec![1.0], vec![2.0]], 5, 0.0, 1).is_empty());
+        assert!(change_points(&[vec![1.0], vec![2.0, 3.0]], 1, 0.0, 1).is_empty());
     }
 }

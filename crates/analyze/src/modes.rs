@@ -450,7 +450,12 @@ mod tests {
                 ];
                 let v = synth::mixture(n, &comps, seed).unwrap();
                 let m = find_modes(&hist(&v));
-                assert_eq!(m.modes.len(), 2, "n {n} share {share} seed {seed}: {:?}", m.modes);
+                assert_eq!(
+                    m.modes.len(),
+                    2,
+                    "n {n} share {share} seed {seed}: {:?}",
+                    m.modes
+                );
             }
         }
     }

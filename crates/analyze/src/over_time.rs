@@ -124,13 +124,14 @@ pub fn over_time(
                 end_ns: origin_ns + (k + 1) * width,
                 count: n,
                 errors: group.iter().filter(|s| s.outcome == Outcome::Error).count() as u64,
-                timeouts: group.iter().filter(|s| s.outcome == Outcome::Timeout).count() as u64,
+                timeouts: group
+                    .iter()
+                    .filter(|s| s.outcome == Outcome::Timeout)
+                    .count() as u64,
                 values_ns: quantiles
                     .iter()
                     .map(|&q| {
-                        read.then(|| {
-                            values[(tailhunt_histogram::nearest_rank(q, n) - 1) as usize]
-                        })
+                        read.then(|| values[(tailhunt_histogram::nearest_rank(q, n) - 1) as usize])
                     })
                     .collect(),
                 share_below: boundaries_ns

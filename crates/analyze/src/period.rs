@@ -227,13 +227,23 @@ mod tests {
     use rand::SeedableRng;
     use rand_distr::{Distribution, Normal};
 
-    fn series(n: usize, period: f64, amp: f64, step_at: Option<usize>, seed: u64) -> Vec<Option<f64>> {
+    fn series(
+        n: usize,
+        period: f64,
+        amp: f64,
+        step_at: Option<usize>,
+        seed: u64,
+    ) -> Vec<Option<f64>> {
         let mut rng = StdRng::seed_from_u64(seed);
         let d = Normal::new(0.0, 1.0).unwrap();
         (0..n)
             .map(|i| {
                 let wave = amp * (2.0 * std::f64::consts::PI * i as f64 / period).sin();
-                let step = if step_at.is_some_and(|s| i >= s) { 5.0 } else { 0.0 };
+                let step = if step_at.is_some_and(|s| i >= s) {
+                    5.0
+                } else {
+                    0.0
+                };
                 Some(wave + step + d.sample(&mut rng))
             })
             .collect()
@@ -249,8 +259,14 @@ mod tests {
     #[test]
     fn a_step_or_noise_is_not_a_period() {
         for seed in 0..10 {
-            assert_eq!(find_period(&series(200, 17.0, 0.0, Some(90), seed), 4, 80), None);
-            assert_eq!(find_period(&series(200, 17.0, 0.0, None, seed), 4, 80), None);
+            assert_eq!(
+                find_period(&series(200, 17.0, 0.0, Some(90), seed), 4, 80),
+                None
+            );
+            assert_eq!(
+                find_period(&series(200, 17.0, 0.0, None, seed), 4, 80),
+                None
+            );
         }
     }
 

@@ -19,6 +19,9 @@ use crate::{modes, percentile_label, Distribution};
 pub const MIN_PERIOD_NS: i64 = 60_000_000_000;
 /// Longest period searched, ns (a day and a bit, so a daily cycle's peak is inside the range).
 pub const MAX_PERIOD_NS: i64 = 90_000_000_000_000;
+/// Smallest noise assumed of a percentile's log10 level (0.005 decade is 1.2%): a level that
+/// moves less than that is not a change however quiet the series.
+pub const MIN_NOISE_DECADES: f64 = 0.005;
 /// Fewest intervals in a segment between change points.
 pub const MIN_SEGMENT: usize = 5;
 
@@ -172,7 +175,7 @@ pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeA
         .iter()
         .map(|&g| flat.iter().map(|c| c[g].unwrap_or(0.0)).collect())
         .collect();
-    let changes = change_points(&rows, MIN_SEGMENT, opts.seed);
+    let changes = change_points(&rows, MIN_SEGMENT, MIN_NOISE_DECADES, opts.seed);
     // A period must survive the removal of the steps: the trough test keeps a clean step from
     // passing as one, but a step mixed with noise can still leave a bump in the
     // autocorrelation.
@@ -192,9 +195,10 @@ pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeA
             amplitude_ratio: 10f64.powf(p.amplitude),
         })
         .collect();
+    let cuts: Vec<usize> = changes.iter().map(|c| c.index).collect();
     let shifts = changes
         .iter()
-        .map(|c| shift(&ot, &grid, &slots, c))
+        .map(|c| shift(&ot, &grid, &slots, &cuts, c))
         .collect();
     Some(TimeAnalysis {
         over_time: ot,
@@ -217,19 +221,38 @@ fn grid(ot: &OverTime) -> Vec<Option<usize>> {
     g
 }
 
-fn shift(ot: &OverTime, grid: &[Option<usize>], slots: &[usize], c: &ChangePoint) -> Shift {
+fn shift(
+    ot: &OverTime,
+    grid: &[Option<usize>],
+    slots: &[usize],
+    cuts: &[usize],
+    c: &ChangePoint,
+) -> Shift {
     let interval_at = |row: usize| grid[slots[row.min(slots.len() - 1)]].unwrap_or(0);
     let i = interval_at(c.index);
+    // The segments on either side: from the previous change point to the next one.
+    let lo = cuts
+        .iter()
+        .copied()
+        .filter(|&x| x < c.index)
+        .max()
+        .unwrap_or(0);
+    let hi = cuts
+        .iter()
+        .copied()
+        .filter(|&x| x > c.index)
+        .min()
+        .unwrap_or(slots.len());
     let level = |v: &[f64]| v.iter().map(|x| 10f64.powf(*x).round() as u64).collect();
     Shift {
         at_ns: ot.intervals[i].start_ns,
         interval: i,
         p_value: c.p_value,
         // Levels are read from the original (not deseasonalized) percentiles.
-        before_ns: level(&medians(ot, &slots_between(grid, slots, 0, c.index))),
-        after_ns: level(&medians(ot, &slots_between(grid, slots, c.index, slots.len()))),
-        segment_start_ns: ot.intervals.first().map_or(0, |s| s.start_ns),
-        segment_end_ns: ot.intervals.last().map_or(0, |s| s.end_ns),
+        before_ns: level(&medians(ot, &slots_between(grid, slots, lo, c.index))),
+        after_ns: level(&medians(ot, &slots_between(grid, slots, c.index, hi))),
+        segment_start_ns: ot.intervals[interval_at(lo)].start_ns,
+        segment_end_ns: ot.intervals[interval_at(hi.saturating_sub(1))].end_ns,
     }
 }
 
@@ -292,19 +315,25 @@ mod tests {
         assert_eq!(format_offset(90_061_000_000_000), "1d1h01m");
     }
 
-    /// One sample a second for four hours; p99 (and only p99) doubles after 2h30m, and the
-    /// median follows a 20-minute wave.
+    /// One sample a second for four hours, log-normal around 1 ms with 3% of samples in a
+    /// slow mode 4x above; with `step`, the slow mode moves to 8x after 2h30m (p99 doubles,
+    /// p50 does not); with `wave`, everything follows a 20-minute wave (x e^(0.4 sin)).
     fn planted(step: bool, wave: bool) -> Vec<Sample> {
+        use rand::{Rng, SeedableRng};
+        use rand_distr::{Distribution, LogNormal};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let d = LogNormal::new(0.0, 0.2).unwrap();
         (0..14_400i64)
             .map(|i| {
-                let t = i * 1_000_000_000;
                 let phase = (2.0 * std::f64::consts::PI * i as f64 / 1200.0).sin();
-                let base = if wave { 1e6 * (0.4 * phase).exp() } else { 1e6 };
-                let slow = i % 50 == 7 || i % 50 == 31;
-                let tail = if step && i >= 9_000 { 8.0 } else { 4.0 };
-                let jitter = 1.0 + ((i * 7919) % 100) as f64 / 1000.0;
-                let v = base * jitter * if slow { tail } else { 1.0 };
-                Sample::from_latency(t, v as i64, Outcome::Ok)
+                let mut v = 1e6 * d.sample(&mut rng);
+                if wave {
+                    v *= (0.4 * phase).exp();
+                }
+                if rng.random::<f64>() < 0.03 {
+                    v *= if step && i >= 9_000 { 8.0 } else { 4.0 };
+                }
+                Sample::from_latency(i * 1_000_000_000, v as i64, Outcome::Ok)
             })
             .collect()
     }

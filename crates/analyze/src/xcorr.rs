@@ -56,7 +56,11 @@ pub fn correlation_at(a: &[Option<f64>], b: &[Option<f64>], lag: i64) -> LagCorr
 }
 
 /// Correlations at every lag in `-max_lag..=max_lag`.
-pub fn cross_correlation(a: &[Option<f64>], b: &[Option<f64>], max_lag: i64) -> Vec<LagCorrelation> {
+pub fn cross_correlation(
+    a: &[Option<f64>],
+    b: &[Option<f64>],
+    max_lag: i64,
+) -> Vec<LagCorrelation> {
     (-max_lag..=max_lag)
         .map(|lag| correlation_at(a, b, lag))
         .collect()
@@ -76,9 +80,7 @@ mod tests {
 
     #[test]
     fn a_delayed_copy_correlates_best_at_its_delay() {
-        let a: Vec<Option<f64>> = (0..100)
-            .map(|i| Some(((i * 37) % 11) as f64))
-            .collect();
+        let a: Vec<Option<f64>> = (0..100).map(|i| Some(((i * 37) % 11) as f64)).collect();
         let mut b = vec![Some(0.0); 3];
         b.extend(a.iter().take(97).copied());
         let best = best_lag(&a, &b, 10).unwrap();

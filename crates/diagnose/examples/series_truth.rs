@@ -50,15 +50,22 @@ fn matches(f: &Finding, p: &Planted, span_ns: i64) -> bool {
         return false;
     }
     let values = |k: &str| -> Vec<f64> {
-        f.evidence.iter().filter_map(|e| e.values.get(k).copied()).collect()
+        f.evidence
+            .iter()
+            .filter_map(|e| e.values.get(k).copied())
+            .collect()
     };
     if let Some(at) = p.at_ns {
         let width = values("interval_ns").first().copied().unwrap_or(0.0);
         let tol = (2.0 * width).max(0.03 * span_ns as f64);
-        return values("at_ns").into_iter().any(|x| (x - at as f64).abs() <= tol);
+        return values("at_ns")
+            .into_iter()
+            .any(|x| (x - at as f64).abs() <= tol);
     }
     if let Some(period) = p.period_ns {
-        return values("period_ns").into_iter().any(|x| (x / period as f64 - 1.0).abs() <= 0.15);
+        return values("period_ns")
+            .into_iter()
+            .any(|x| (x / period as f64 - 1.0).abs() <= 0.15);
     }
     true
 }
@@ -85,9 +92,16 @@ fn run_case(c: &ProbeCase, seed: u64, dir: &std::path::Path) -> Result<Vec<Findi
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1));
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
     let seed: u64 = flag("--seed").and_then(|s| s.parse().ok()).unwrap_or(1);
-    let seeds: u64 = flag("--seeds").and_then(|s| s.parse().ok()).unwrap_or(1).max(1);
+    let seeds: u64 = flag("--seeds")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -122,27 +136,59 @@ fn main() {
                 }
                 None => {
                     t.fn_ += 1;
-                    let _ = writeln!(notes, "- seed {seed}, {}: missed {} on {}", c.name, p.detector, p.probe);
+                    let _ = writeln!(
+                        notes,
+                        "- seed {seed}, {}: missed {} on {}",
+                        c.name, p.detector, p.probe
+                    );
                 }
             }
         }
         for (i, f) in found.iter().enumerate().filter(|(i, _)| !used[*i]) {
             let _ = i;
-            tally.entry(SCORED.iter().find(|d| **d == f.detector).copied().unwrap_or("other")).or_default().fp += 1;
-            let _ = writeln!(notes, "- seed {seed}, {}: false {}: {}", c.name, f.detector, f.summary);
+            tally
+                .entry(
+                    SCORED
+                        .iter()
+                        .find(|d| **d == f.detector)
+                        .copied()
+                        .unwrap_or("other"),
+                )
+                .or_default()
+                .fp += 1;
+            let _ = writeln!(
+                notes,
+                "- seed {seed}, {}: false {}: {}",
+                c.name, f.detector, f.summary
+            );
         }
         if c.is_control() && !found.is_empty() {
             controls_failed += 1;
         }
-        let names: Vec<String> = found.iter().map(|f| format!("{} ({})", f.detector, probe_of(f))).collect();
-        let planted: Vec<String> = c.planted.iter().map(|p| format!("{} ({})", p.detector, p.probe)).collect();
+        let names: Vec<String> = found
+            .iter()
+            .map(|f| format!("{} ({})", f.detector, probe_of(f)))
+            .collect();
+        let planted: Vec<String> = c
+            .planted
+            .iter()
+            .map(|p| format!("{} ({})", p.detector, p.probe))
+            .collect();
         let _ = writeln!(
             rows,
             "| {seed} | {} | {} | {} | {} |",
             c.name,
             c.description,
-            if planted.is_empty() { "nothing (control)".into() } else { planted.join(", ") },
-            if names.is_empty() { "-".into() } else { names.join(", ") },
+            if planted.is_empty() {
+                "nothing (control)".into()
+            } else {
+                planted.join(", ")
+            },
+            if names.is_empty() {
+                "-".into()
+            } else {
+                names.join(", ")
+            },
         );
         if seed == first_seed {
             for f in &found {
@@ -153,14 +199,21 @@ fn main() {
     let mut md = String::new();
     let last = seed + seeds - 1;
     let _ = writeln!(md, "## Per detector (seeds {seed} to {last})\n");
-    let _ = writeln!(md, "| detector | planted | TP | FP | FN | precision | recall |");
+    let _ = writeln!(
+        md,
+        "| detector | planted | TP | FP | FN | precision | recall |"
+    );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     let mut below = false;
     let ratio = |a: usize, b: usize| if b == 0 { 1.0 } else { a as f64 / b as f64 };
     for (d, t) in &tally {
         let (p, r) = (ratio(t.tp, t.tp + t.fp), ratio(t.tp, t.tp + t.fn_));
         below |= p < 0.9 || r < 0.9;
-        let _ = writeln!(md, "| {d} | {} | {} | {} | {} | {p:.2} | {r:.2} |", t.planted, t.tp, t.fp, t.fn_);
+        let _ = writeln!(
+            md,
+            "| {d} | {} | {} | {} | {} | {p:.2} | {r:.2} |",
+            t.planted, t.tp, t.fp, t.fn_
+        );
     }
     let _ = writeln!(md, "\nControls with a finding: {controls_failed}.\n");
     let none = if notes.is_empty() { "none\n" } else { "" };

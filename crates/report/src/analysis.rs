@@ -6,8 +6,8 @@
 //! series or flag that does not fit.
 
 use tailhunt_analyze::breakdown::{tail_owner, PartShare};
-use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
 use tailhunt_analyze::timeline::{analyze_over_time, interval_origin, TimeAnalysis, TimeOptions};
+use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
 use tailhunt_model::{Run, Sample, Series, SeriesData, Timing};
 use tailhunt_store::{SeriesInfo, Store, StoreError};
 
@@ -255,7 +255,9 @@ fn distribution(
 
 /// A timed sample series over time (`None` for others: without times there is no "when").
 fn timeline(run: &Run, series: &Series, interval_ns: Option<i64>) -> Option<TimeAnalysis> {
-    let samples = series.samples().filter(|_| series.timing == Timing::Timed)?;
+    let samples = series
+        .samples()
+        .filter(|_| series.timing == Timing::Timed)?;
     let opts = TimeOptions {
         interval_ns,
         origin_ns: interval_origin(run, samples)?,

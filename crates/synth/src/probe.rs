@@ -19,7 +19,9 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Pareto};
-use tailhunt_model::{Labels, Outcome, Sample, Series, SeriesData, SeriesMeta, SeriesSink, SinkError};
+use tailhunt_model::{
+    Labels, Outcome, Sample, Series, SeriesData, SeriesMeta, SeriesSink, SinkError,
+};
 
 use crate::Component;
 
@@ -284,7 +286,14 @@ fn planted(detector: &'static str, probe: &str) -> Planted {
     }
 }
 
-fn case(name: &str, description: String, interval_s: i64, rounds: i64, probes: Vec<ProbeSpec>, planted: Vec<Planted>) -> ProbeCase {
+fn case(
+    name: &str,
+    description: String,
+    interval_s: i64,
+    rounds: i64,
+    probes: Vec<ProbeSpec>,
+    planted: Vec<Planted>,
+) -> ProbeCase {
     ProbeCase {
         name: name.into(),
         description,
@@ -317,7 +326,11 @@ const SHORT_ROUNDS: i64 = 4 * 3600;
 
 fn steps(rng: &mut StdRng) -> Vec<ProbeCase> {
     let mut out = Vec::new();
-    for (name, lo, hi) in [("step-small", 1.3, 1.5), ("step-medium", 1.8, 2.5), ("step-large", 4.0, 8.0)] {
+    for (name, lo, hi) in [
+        ("step-small", 1.3, 1.5),
+        ("step-medium", 1.8, 2.5),
+        ("step-large", 4.0, 8.0),
+    ] {
         let factor = rng.random_range(lo..hi);
         let at = rng.random_range(0.25..0.75) * SHORT_ROUNDS as f64;
         let at_ns = at as i64 * S;
@@ -340,10 +353,17 @@ fn steps(rng: &mut StdRng) -> Vec<ProbeCase> {
     let at_ns = at as i64 * S;
     let share = rng.random_range(0.05..0.10);
     let mut m = Model::mixture(vec![comp(1e6, 0.2, 0.99), comp(15e6, 0.2, 0.01)]);
-    m.shift_to = Some((at_ns, vec![comp(1e6, 0.2, 1.0 - share), comp(15e6, 0.2, share)]));
+    m.shift_to = Some((
+        at_ns,
+        vec![comp(1e6, 0.2, 1.0 - share), comp(15e6, 0.2, share)],
+    ));
     out.push(case(
         "mode-shift",
-        format!("the 15 ms mode grows from 1% to {:.0}% at {:.0} s", share * 100.0, at),
+        format!(
+            "the 15 ms mode grows from 1% to {:.0}% at {:.0} s",
+            share * 100.0,
+            at
+        ),
         1,
         SHORT_ROUNDS,
         vec![ping(), ProbeSpec::new("db", "postgres", "default", m)],
@@ -363,7 +383,11 @@ fn periods(rng: &mut StdRng) -> Vec<ProbeCase> {
     m.tail_period = Some((p_tail, comp(25e6, 0.2, 1.0), share));
     out.push(case(
         "period-tail",
-        format!("a 25 ms mode takes 0..{:.0}% of samples, period {} min", share * 100.0, p_tail / 60 / S),
+        format!(
+            "a 25 ms mode takes 0..{:.0}% of samples, period {} min",
+            share * 100.0,
+            p_tail / 60 / S
+        ),
         1,
         SHORT_ROUNDS,
         vec![ping(), ProbeSpec::new("cache", "memcached", "default", m)],
@@ -378,7 +402,10 @@ fn periods(rng: &mut StdRng) -> Vec<ProbeCase> {
     m.period = Some((p_whole, amp));
     out.push(case(
         "period-whole",
-        format!("every sample x exp({amp:.2} sin), period {} min", p_whole / 60 / S),
+        format!(
+            "every sample x exp({amp:.2} sin), period {} min",
+            p_whole / 60 / S
+        ),
         1,
         SHORT_ROUNDS,
         vec![ping(), ProbeSpec::new("search", "http", "default", m)],
@@ -410,7 +437,10 @@ fn floors(rng: &mut StdRng) -> Vec<ProbeCase> {
     m.floor_ns = floor;
     vec![case(
         "floor",
-        format!("an in-memory lookup never under {:.1} ms; ping 0.45 ms", floor / 1e6),
+        format!(
+            "an in-memory lookup never under {:.1} ms; ping 0.45 ms",
+            floor / 1e6
+        ),
         10,
         360,
         vec![ping(), ProbeSpec::new("lookup", "memcached", "default", m)],
@@ -419,7 +449,15 @@ fn floors(rng: &mut StdRng) -> Vec<ProbeCase> {
 }
 
 /// A pair of variants; `cost_ns` 0 is a control.
-fn pair(name: &str, probe: &str, kind: &str, variants: [&str; 2], base: f64, cost_ns: f64, rounds: i64) -> ProbeCase {
+fn pair(
+    name: &str,
+    probe: &str,
+    kind: &str,
+    variants: [&str; 2],
+    base: f64,
+    cost_ns: f64,
+    rounds: i64,
+) -> ProbeCase {
     let cold = {
         let mut m = Model::lognormal(base, 0.25);
         if cost_ns > 0.0 {
@@ -435,9 +473,17 @@ fn pair(name: &str, probe: &str, kind: &str, variants: [&str; 2], base: f64, cos
     case(
         name,
         if cost_ns > 0.0 {
-            format!("{} costs {:.2} ms more than {} ({rounds} rounds)", variants[0], cost_ns / 1e6, variants[1])
+            format!(
+                "{} costs {:.2} ms more than {} ({rounds} rounds)",
+                variants[0],
+                cost_ns / 1e6,
+                variants[1]
+            )
         } else {
-            format!("{} and {} drawn alike ({rounds} rounds)", variants[0], variants[1])
+            format!(
+                "{} and {} drawn alike ({rounds} rounds)",
+                variants[0], variants[1]
+            )
         },
         10,
         rounds,
@@ -451,12 +497,60 @@ fn pair(name: &str, probe: &str, kind: &str, variants: [&str; 2], base: f64, cos
 
 fn variants(rng: &mut StdRng) -> Vec<ProbeCase> {
     vec![
-        pair("cold-dns", "resolver", "dns", ["by-name", "by-ip"], 800e3, rng.random_range(250e3..400e3), 60),
-        pair("cold-first", "kv", "redis", ["first", "second"], 300e3, rng.random_range(150e3..600e3), 120),
-        pair("cold-fresh", "pg", "postgres", ["fresh", "reused"], 600e3, rng.random_range(400e3..1.5e6), 120),
-        pair("same-dns", "resolver", "dns", ["by-name", "by-ip"], 800e3, 0.0, 60),
-        pair("same-first", "kv", "redis", ["first", "second"], 300e3, 0.0, 120),
-        pair("same-fresh", "pg", "postgres", ["fresh", "reused"], 600e3, 0.0, 360),
+        pair(
+            "cold-dns",
+            "resolver",
+            "dns",
+            ["by-name", "by-ip"],
+            800e3,
+            rng.random_range(250e3..400e3),
+            60,
+        ),
+        pair(
+            "cold-first",
+            "kv",
+            "redis",
+            ["first", "second"],
+            300e3,
+            rng.random_range(150e3..600e3),
+            120,
+        ),
+        pair(
+            "cold-fresh",
+            "pg",
+            "postgres",
+            ["fresh", "reused"],
+            600e3,
+            rng.random_range(400e3..1.5e6),
+            120,
+        ),
+        pair(
+            "same-dns",
+            "resolver",
+            "dns",
+            ["by-name", "by-ip"],
+            800e3,
+            0.0,
+            60,
+        ),
+        pair(
+            "same-first",
+            "kv",
+            "redis",
+            ["first", "second"],
+            300e3,
+            0.0,
+            120,
+        ),
+        pair(
+            "same-fresh",
+            "pg",
+            "postgres",
+            ["fresh", "reused"],
+            600e3,
+            0.0,
+            360,
+        ),
     ]
 }
 
@@ -486,12 +580,16 @@ fn controls(rng: &mut StdRng) -> Vec<ProbeCase> {
             "a database read 0.75 ms over a 0.45 ms ping: work, not a fixed cost".into(),
             10,
             360,
-            vec![ping(), ProbeSpec::new("db", "postgres", "default", near_ping)],
+            vec![
+                ping(),
+                ProbeSpec::new("db", "postgres", "default", near_ping),
+            ],
             Vec::new(),
         ),
         case(
             "fragile-p90",
-            "modes at 0.45/10/20 ms holding 88/8/4%: p90 sits on the gap and flips per interval".into(),
+            "modes at 0.45/10/20 ms holding 88/8/4%: p90 sits on the gap and flips per interval"
+                .into(),
             1,
             SHORT_ROUNDS,
             vec![ping(), ProbeSpec::new("store", "http", "default", fragile)],
@@ -502,7 +600,15 @@ fn controls(rng: &mut StdRng) -> Vec<ProbeCase> {
             "one log-normal, nothing planted".into(),
             1,
             SHORT_ROUNDS,
-            vec![ping(), ProbeSpec::new("api", "http", "default", Model::lognormal(rng.random_range(0.5e6..3e6), rng.random_range(0.2..0.8)))],
+            vec![
+                ping(),
+                ProbeSpec::new(
+                    "api",
+                    "http",
+                    "default",
+                    Model::lognormal(rng.random_range(0.5e6..3e6), rng.random_range(0.2..0.8)),
+                ),
+            ],
             Vec::new(),
         ),
         case(
@@ -549,12 +655,19 @@ mod tests {
 
     #[test]
     fn a_step_raises_the_level_after_its_time() {
-        let c = cases(3).into_iter().find(|c| c.name == "step-large").unwrap();
+        let c = cases(3)
+            .into_iter()
+            .find(|c| c.name == "step-large")
+            .unwrap();
         let at = c.planted[0].at_ns.unwrap();
         let series = c.series(1);
         let s = samples_of(&series, "api", "default");
         let mean = |f: &dyn Fn(&&Sample) -> bool| {
-            let v: Vec<f64> = s.iter().filter(f).map(|x| (x.latency_ns() as f64).ln()).collect();
+            let v: Vec<f64> = s
+                .iter()
+                .filter(f)
+                .map(|x| (x.latency_ns() as f64).ln())
+                .collect();
             v.iter().sum::<f64>() / v.len() as f64
         };
         let gain = (mean(&|x| x.intended_ns >= at) - mean(&|x| x.intended_ns < at)).exp();

@@ -70,7 +70,13 @@ fn interval(d: &tailhunt_analyze::ab::Difference) -> String {
     format!("{} [{}, {}]", ns(d.ns), ns(d.low_ns), ns(d.high_ns))
 }
 
-fn finding(cold: &ProbeSeries, warm: &ProbeSeries, what: &str, fix: &str, c: &PairedComparison) -> Finding {
+fn finding(
+    cold: &ProbeSeries,
+    warm: &ProbeSeries,
+    what: &str,
+    fix: &str,
+    c: &PairedComparison,
+) -> Finding {
     let probe = cold.label("probe");
     let kind = cold.label("kind");
     let sentence = format!(
@@ -118,7 +124,10 @@ fn finding(cold: &ProbeSeries, warm: &ProbeSeries, what: &str, fix: &str, c: &Pa
                 series: warm.display_name.clone(),
                 range_ns: None,
                 values: BTreeMap::from([("median_ns".to_string(), c.median_b_ns as f64)]),
-                note: format!("the warm path, paired with {} by round", cold.label("variant")),
+                note: format!(
+                    "the warm path, paired with {} by round",
+                    cold.label("variant")
+                ),
             },
         ],
         fix: Some(fix.into()),

@@ -35,7 +35,9 @@ fn minimum(s: &ProbeSeries) -> Option<u64> {
         .filter(|x| x.outcome == Outcome::Ok)
         .map(|x| x.latency_ns().max(0) as u64)
         .collect();
-    (ok.len() >= MIN_SAMPLES).then(|| ok.into_iter().min()).flatten()
+    (ok.len() >= MIN_SAMPLES)
+        .then(|| ok.into_iter().min())
+        .flatten()
 }
 
 /// Findings for the probes whose minimum sits far above the network's floor.

@@ -78,7 +78,12 @@ fn flips(a: &TimeAnalysis) -> Vec<Flip> {
         for (g, &b) in ot.boundaries_ns.iter().enumerate() {
             let vals: Vec<(u64, f64)> = readable
                 .iter()
-                .filter_map(|&i| Some((ot.intervals[i].values_ns[k]?, ot.intervals[i].share_below[g])))
+                .filter_map(|&i| {
+                    Some((
+                        ot.intervals[i].values_ns[k]?,
+                        ot.intervals[i].share_below[g],
+                    ))
+                })
                 .collect();
             let below: Vec<&(u64, f64)> = vals.iter().filter(|v| v.0 <= b).collect();
             let above: Vec<&(u64, f64)> = vals.iter().filter(|v| v.0 > b).collect();
@@ -110,7 +115,11 @@ fn flips(a: &TimeAnalysis) -> Vec<Flip> {
 }
 
 /// One finding for the series' fragile percentiles, per interval or over the whole series.
-pub fn fragile_over_time(series: &ProbeSeries, a: Option<&TimeAnalysis>, whole: &Analysis) -> Option<Finding> {
+pub fn fragile_over_time(
+    series: &ProbeSeries,
+    a: Option<&TimeAnalysis>,
+    whole: &Analysis,
+) -> Option<Finding> {
     let flips = a.map(flips).unwrap_or_default();
     let mut evidence: Vec<Evidence> = flips
         .iter()
@@ -154,7 +163,11 @@ pub fn fragile_over_time(series: &ProbeSeries, a: Option<&TimeAnalysis>, whole: 
     };
     let summary = match (evidence.first(), &whole_finding) {
         (Some(e), _) => e.note.clone(),
-        (None, Some(w)) => w.evidence.first().map(|e| e.note.clone()).unwrap_or_default(),
+        (None, Some(w)) => w
+            .evidence
+            .first()
+            .map(|e| e.note.clone())
+            .unwrap_or_default(),
         (None, None) => return None,
     };
     if let Some(w) = whole_finding {

@@ -61,7 +61,10 @@ pub fn periodic_tail(series: &ProbeSeries, a: &TimeAnalysis) -> Option<Finding> 
     let mut values = BTreeMap::from([
         ("period_ns".to_string(), tail.period_ns as f64),
         ("autocorrelation".to_string(), tail.r),
-        (format!("{}_amplitude_ratio", tail.label), tail.amplitude_ratio),
+        (
+            format!("{}_amplitude_ratio", tail.label),
+            tail.amplitude_ratio,
+        ),
         ("interval_ns".to_string(), a.over_time.interval_ns as f64),
         (
             "tail_only".to_string(),

@@ -48,7 +48,11 @@ fn describe(a: &TimeAnalysis, shift: &Shift, origin_ns: i64) -> String {
     format!(
         "{} {} from {} to {} ({:.2}x) at {} into the run ({}; change point p <= {:.3})",
         percentile_label(qs[k]),
-        if ratio >= 1.0 { "stepped up" } else { "stepped down" },
+        if ratio >= 1.0 {
+            "stepped up"
+        } else {
+            "stepped down"
+        },
         ns(shift.before_ns[k] as f64),
         ns(shift.after_ns[k] as f64),
         ratio,

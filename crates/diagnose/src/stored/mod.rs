@@ -91,8 +91,15 @@ pub fn diagnose_run(store: &Store, run_id: &str) -> Result<Diagnosis, DiagnoseEr
         RunKind::Transfer | RunKind::Sockets => sock::diagnose(store, &run)?,
         RunKind::Probe => probe::diagnose(store, &run)?,
         RunKind::Import => {
+            let (over_time, changed) = probe::diagnose_timed_import(store, &run)?;
             let mut f = load::diagnose(store, &run)?;
-            f.extend(probe::diagnose_timed_import(store, &run)?);
+            f.retain(|x| {
+                x.detector != crate::fragile::DETECTOR
+                    || x.evidence
+                        .first()
+                        .is_none_or(|e| !changed.contains(&e.series))
+            });
+            f.extend(over_time);
             f
         }
         RunKind::Load | RunKind::Other(_) => load::diagnose(store, &run)?,

@@ -87,18 +87,27 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
     Ok(findings)
 }
 
-/// A timestamped import's series over time: `step-change` and `periodic-tail` (its
-/// `fragile-percentile` comes from the whole-series analysis of the import's own path).
-pub(super) fn diagnose_timed_import(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
+/// A timestamped import's series over time: `step-change` and `periodic-tail`, and the
+/// display names of the series where either found something (a gap between modes in such a
+/// series' whole distribution comes from that change, so its `fragile-percentile` is dropped).
+pub(super) fn diagnose_timed_import(
+    store: &Store,
+    run: &Run,
+) -> Result<(Vec<Finding>, Vec<String>), DiagnoseError> {
     let mut findings = Vec::new();
+    let mut changed = Vec::new();
     for s in timed_series(store, run)? {
         let Some(first) = s.samples.iter().map(|x| x.intended_ns).min() else {
             continue;
         };
         if let Some(a) = time_analysis(run, &s, None) {
+            let before = findings.len();
             findings.extend(step::step_change(&s, &a, first));
             findings.extend(periodic::periodic_tail(&s, &a));
+            if findings.len() > before {
+                changed.push(s.display_name.clone());
+            }
         }
     }
-    Ok(findings)
+    Ok((findings, changed))
 }

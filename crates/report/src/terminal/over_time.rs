@@ -67,11 +67,19 @@ pub fn render_timeline(t: &TimeAnalysis, out: &mut String) {
         for s in &t.shifts {
             marks[slot(ot.intervals[s.interval].start_ns) / per] = '^';
         }
-        let _ = writeln!(out, "         {}", marks.iter().collect::<String>().trim_end());
+        let _ = writeln!(
+            out,
+            "         {}",
+            marks.iter().collect::<String>().trim_end()
+        );
     }
     let qs: Vec<String> = ot.quantiles.iter().map(|q| percentile_label(*q)).collect();
     if t.shifts.is_empty() {
-        let _ = writeln!(out, "  change points: none ({} tested at once)", qs.join("/"));
+        let _ = writeln!(
+            out,
+            "  change points: none ({} tested at once)",
+            qs.join("/")
+        );
     }
     for s in &t.shifts {
         let levels: Vec<String> = (0..qs.len())
