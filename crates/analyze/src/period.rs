@@ -161,10 +161,11 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         }
         a.swap(col, pivot);
         b.swap(col, pivot);
+        let pivot_row = a[col].clone();
         for row in col + 1..n {
-            let f = a[row][col] / a[col][col];
-            for c in col..n {
-                a[row][c] -= f * a[col][c];
+            let f = a[row][col] / pivot_row[col];
+            for (x, p) in a[row].iter_mut().zip(&pivot_row).skip(col) {
+                *x -= f * p;
             }
             b[row] -= f * b[col];
         }
