@@ -14,51 +14,12 @@ use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+pub use tailhunt_model::evidence::timeline::{Difference, PairedComparison};
 
 /// Bootstrap resamples.
 pub const RESAMPLES: usize = 1000;
 /// Fewest paired rounds for a comparison.
 pub const MIN_ROUNDS: usize = 10;
-
-/// A difference with its confidence interval, ns.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Difference {
-    /// The estimate, A - B.
-    pub ns: f64,
-    /// Lower end of the interval.
-    pub low_ns: f64,
-    /// Upper end of the interval.
-    pub high_ns: f64,
-}
-
-impl Difference {
-    /// Whether the interval lies wholly on one side of zero.
-    pub fn excludes_zero(&self) -> bool {
-        self.low_ns > 0.0 || self.high_ns < 0.0
-    }
-}
-
-/// Two variants compared by round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PairedComparison {
-    /// Rounds where both variants have a sample.
-    pub rounds: usize,
-    /// Confidence level of the intervals.
-    pub confidence: f64,
-    /// Median of A over those rounds, ns.
-    pub median_a_ns: u64,
-    /// Median of B, ns.
-    pub median_b_ns: u64,
-    /// p99 of A, ns.
-    pub p99_a_ns: u64,
-    /// p99 of B, ns.
-    pub p99_b_ns: u64,
-    /// Median of A minus median of B.
-    pub median_diff: Difference,
-    /// p99 of A minus p99 of B.
-    pub p99_diff: Difference,
-}
 
 fn quantile(sorted: &[u64], q: f64) -> u64 {
     sorted[(tailhunt_histogram::nearest_rank(q, sorted.len() as u64) - 1) as usize]

@@ -10,6 +10,8 @@
 use serde::Serialize;
 use tailhunt_model::Sample;
 
+pub use tailhunt_model::evidence::timeline::{Oscillation, Shift};
+
 use crate::changepoint::{change_points, ChangePoint};
 use crate::over_time::{auto_interval, over_time, OverTime};
 use crate::period::{deseasonalize, find_period, Period};
@@ -47,47 +49,6 @@ impl Default for TimeOptions {
             seed: 0x7a11,
         }
     }
-}
-
-/// A change point in time, with every percentile's level before and after.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Shift {
-    /// Start of the first interval after the change, ns.
-    pub at_ns: i64,
-    /// Index of that interval in [`OverTime::intervals`].
-    pub interval: usize,
-    /// p-value of the permutation test.
-    pub p_value: f64,
-    /// Each percentile's median over the segment before, ns (order of the quantiles).
-    pub before_ns: Vec<u64>,
-    /// ... and after.
-    pub after_ns: Vec<u64>,
-    /// Start of the segment before, ns.
-    pub segment_start_ns: i64,
-    /// End of the segment after, ns.
-    pub segment_end_ns: i64,
-}
-
-impl Shift {
-    /// `after / before` of percentile `k`.
-    pub fn ratio(&self, k: usize) -> f64 {
-        self.after_ns[k] as f64 / self.before_ns[k].max(1) as f64
-    }
-}
-
-/// A period of one percentile.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Oscillation {
-    /// Which percentile (`p99`).
-    pub label: String,
-    /// Index into the quantiles.
-    pub quantile: usize,
-    /// The period, ns.
-    pub period_ns: i64,
-    /// Autocorrelation at the period.
-    pub r: f64,
-    /// Highest over lowest per-phase level (a ratio: 2.0 is a doubling).
-    pub amplitude_ratio: f64,
 }
 
 /// One series over time.
