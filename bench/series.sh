@@ -7,7 +7,7 @@
 # A sibling of bench/detectors.sh rather than a part of it: that harness plants causes with real
 # traffic in namespaces (root, minutes per case) and scores tailhunt's capture, runq, load and
 # transfer commands; these causes live in a long probe run's series (a step on one date, a
-# daily cycle over three days), which the generator (crates/synth/src/probe.rs) writes straight
+# daily cycle over three days), which the generator (crates/synth/src/probe/) writes straight
 # into a store as a `probe` run would, in seconds and without root. Each case is diagnosed with
 # `diagnose_run` (never told what was planted) and scored by the runner
 # (crates/diagnose/examples/series_truth.rs): a finding naming the planted probe (a step within
@@ -75,7 +75,7 @@ report() {
     echo
     echo "\`bench/series.sh --seed $seed --seeds $seeds\`, $started to $finished, tailhunt built from commit"
     echo "$(git rev-parse --short HEAD). Each case is a probe run written by the seeded generator"
-    echo "(crates/synth/src/probe.rs) into a fresh store as \`tailhunt probe\` would write it, then"
+    echo "(crates/synth/src/probe/) into a fresh store as \`tailhunt probe\` would write it, then"
     echo "diagnosed by \`diagnose_run\`, which is not told what was planted. A finding naming the planted"
     echo "probe (a step within two intervals or 3% of the run, a period within 15% of its length) is a"
     echo "TP, any other finding of these detectors a FP, a planted cause nobody named a FN. Targets:"
