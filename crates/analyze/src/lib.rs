@@ -18,6 +18,17 @@
 //! - [`compare`]: two distributions side by side, explaining a percentile that jumped.
 //! - [`loghist`]: counts on a log axis for drawing.
 //!
+//! Over time, from timestamped samples:
+//!
+//! - [`over_time`]: p50/p90/p99 and mode shares per interval.
+//! - [`changepoint`]: change points in several percentiles at once (E-divisive, permutation
+//!   test, minimum segment length).
+//! - [`period`]: periods from the autocorrelation, minutes to a day.
+//! - [`timeline`]: the three together on one series ([`timeline::analyze_over_time`]).
+//! - [`ab`]: two variants of a probe compared round by round, with bootstrap intervals on the
+//!   differences of their medians and p99s.
+//! - [`xcorr`]: lagged cross-correlation with another series.
+//!
 //! ```
 //! use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
 //!
@@ -28,14 +39,20 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod ab;
 pub mod breakdown;
+pub mod changepoint;
 pub mod compare;
 mod distribution;
 pub mod floor;
 pub mod fragile;
 pub mod loghist;
 pub mod modes;
+pub mod over_time;
+pub mod period;
 pub mod quantiles;
+pub mod timeline;
+pub mod xcorr;
 
 use serde::Serialize;
 

@@ -18,6 +18,8 @@
 //!   [`window::WindowEvidence`]).
 //! - [`timeout`]: `application-timeout`, from a capture's closes or a transfer's own timeout.
 //! - [`sock`]: the same two from TCP_INFO and inet_diag (`tailhunt transfer`, `tailhunt sockets`).
+//! - [`probe`]: `step-change`, `periodic-tail`, `latency-floor`, `cold-path` and the
+//!   per-interval `fragile-percentile`, over the series of probe runs and timestamped imports.
 //! - [`stored`]: [`diagnose_run`], the one way from a stored run of any kind to its findings.
 //!
 //! ```
@@ -32,6 +34,7 @@ pub mod fragile;
 pub mod microburst;
 pub mod nagle;
 pub mod nagle_stall;
+pub mod probe;
 pub mod runq;
 pub mod saturated;
 pub mod sock;

@@ -6,8 +6,9 @@
 //! series or flag that does not fit.
 
 use tailhunt_analyze::breakdown::{tail_owner, PartShare};
+use tailhunt_analyze::timeline::{analyze_over_time, interval_origin, TimeAnalysis, TimeOptions};
 use tailhunt_analyze::{analyze, compare::compare, AnalyzeOptions, Distribution};
-use tailhunt_model::{Sample, Series, SeriesData, Timing};
+use tailhunt_model::{Run, Sample, Series, SeriesData, Timing};
 use tailhunt_store::{SeriesInfo, Store, StoreError};
 
 use crate::doc::{AnalyzeDoc, ComparisonDoc, OverTime, SeriesAnalysis};
@@ -66,6 +67,10 @@ pub struct AnalyzeRequest {
     pub floor_from: Option<String>,
     /// `--compare RUN[:SERIES]`: the "before" to compare the first series with.
     pub compare: Option<String>,
+    /// `--over-time`: percentiles per interval, change points and periods of timed series.
+    pub over_time: bool,
+    /// `--interval`: the interval width, ns (`None` chooses one).
+    pub interval_ns: Option<i64>,
 }
 
 /// The series of `run` selected by `wanted` (names or display names). With none asked for:
@@ -248,6 +253,19 @@ fn distribution(
     Ok((series, dist))
 }
 
+/// A timed sample series over time (`None` for others: without times there is no "when").
+fn timeline(run: &Run, series: &Series, interval_ns: Option<i64>) -> Option<TimeAnalysis> {
+    let samples = series
+        .samples()
+        .filter(|_| series.timing == Timing::Timed)?;
+    let opts = TimeOptions {
+        interval_ns,
+        origin_ns: interval_origin(run, samples)?,
+        ..TimeOptions::default()
+    };
+    analyze_over_time(samples, &opts)
+}
+
 /// Analyses the run's selected series: each one's distribution (and breakdown), against the
 /// expected floor, and the first compared with `--compare`'s series.
 pub fn analyze_run(store: &Store, req: &AnalyzeRequest) -> Result<AnalyzeDoc, AnalysisError> {
@@ -282,6 +300,10 @@ pub fn analyze_run(store: &Store, req: &AnalyzeRequest) -> Result<AnalyzeDoc, An
             });
         }
         series.push(SeriesAnalysis {
+            timeline: req
+                .over_time
+                .then(|| timeline(&run, &loaded, req.interval_ns))
+                .flatten(),
             p99_over_time: p99_over_time(&loaded),
             analysis: analyze(&dist, &opts),
             breakdown: breakdown(store, &all, &info, loaded.samples().unwrap_or_default())?,

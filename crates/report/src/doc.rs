@@ -61,6 +61,9 @@ pub struct SeriesAnalysis {
     /// terminal's sparkline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p99_over_time: Option<OverTime>,
+    /// With `--over-time`: percentiles per interval, change points and periods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<tailhunt_analyze::timeline::TimeAnalysis>,
 }
 
 /// One percentile over equal windows of a series' time range.

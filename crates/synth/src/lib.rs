@@ -2,12 +2,15 @@
 //!
 //! Mixtures allocate samples to components *exactly* (round to the nearest sample, then shuffle)
 //! so a generated set's mode shares are the requested ones, not a random draw around them.
+//! [`probe`] generates whole probe runs over time with the causes planted in them recorded.
 
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_distr::{Distribution, LogNormal, Pareto};
 use thiserror::Error;
+
+pub mod probe;
 
 /// A log-normal component of a mixture.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -187,6 +187,14 @@ pub struct AnalyzeArgs {
     /// is a percent). Each is the nearest-rank one, its rank ceil(q·n) computed exactly.
     #[arg(long, value_delimiter = ',', default_value = "50,90,99,99.9")]
     pub percentiles: Vec<tailhunt_histogram::Quantile>,
+    /// Also over time: p50/p90/p99 per interval (a sparkline each), with the change points
+    /// (E-divisive over the three at once, permutation test) and periods (a minute to a day)
+    /// marked. Timed series only (probe runs, imports with timestamps).
+    #[arg(long)]
+    pub over_time: bool,
+    /// Interval width for --over-time, e.g. 1m (default: about 100 samples per interval).
+    #[arg(long, value_name = "DURATION", requires = "over_time")]
+    pub interval: Option<String>,
 }
 
 /// `tailhunt export`.

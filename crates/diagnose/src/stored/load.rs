@@ -13,6 +13,13 @@ use crate::{fragile, nagle};
 
 /// Detectors run on load and import runs.
 pub const DETECTORS: [&str; 2] = [nagle::DETECTOR, fragile::DETECTOR];
+/// Detectors run on import runs: a timestamped import is read over time too.
+pub const IMPORT_DETECTORS: [&str; 4] = [
+    nagle::DETECTOR,
+    fragile::DETECTOR,
+    crate::probe::step::DETECTOR,
+    crate::probe::periodic::DETECTOR,
+];
 
 /// The measured latency series (warm-up left out), in the order they were written.
 fn latency_series(store: &Store, run: &Run) -> Result<Vec<SeriesInfo>, DiagnoseError> {

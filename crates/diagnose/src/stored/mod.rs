@@ -9,13 +9,16 @@
 //! | run kind | evidence read | detectors |
 //! |---|---|---|
 //! | `load` | the `sweep` document, the `latency` series per step | `latency-rises-as-load-falls`, `fragile-percentile` |
-//! | `import` (and unknown kinds) | every `latency` series | `fragile-percentile` |
+//! | `import` | every `latency` series (timestamped ones over time too) | `fragile-percentile`, `step-change`, `periodic-tail` |
+//! | unknown kinds | every `latency` series | `fragile-percentile` |
+//! | `probe` | every `probe_latency` series over time; the variants of each probe by round; the network probes' minimum | `step-change`, `periodic-tail`, `latency-floor`, `cold-path`, `fragile-percentile` (per interval) |
 //! | `pcap`, `capture` | the `capture` document, the paired request latencies and queue delays (and a `--requests` run's latencies) | `microburst`, `link-saturated`, `nagle-stall`, `receive-window-limited`, `application-timeout` |
 //! | `runq` | the `runq` document and the `runq_*`/`cpu_*` series (and the `--baseline` run's) | `noisy-neighbor`, `cpu-throttled` |
 //! | `transfer`, `sockets` | their report documents | `receive-window-limited`, `application-timeout` |
 
 mod capture;
 mod load;
+mod probe;
 mod runq;
 mod sock;
 
@@ -24,6 +27,7 @@ use tailhunt_store::{Store, StoreError};
 
 pub use capture::{capture_requests, requests_spec};
 pub use load::{sweep_steps, RateSamples};
+pub use probe::{round_interval_ns, time_analysis, timed_series, PROBE_SERIES};
 pub use runq::{runq_run, timelines};
 
 /// What [`diagnose_run`] could not do.
@@ -72,7 +76,9 @@ pub fn detectors_for(kind: &RunKind) -> &'static [&'static str] {
         RunKind::Pcap | RunKind::Capture => &crate::capture::DETECTORS,
         RunKind::Runq => &crate::runq::DETECTORS,
         RunKind::Transfer | RunKind::Sockets => &crate::sock::DETECTORS,
-        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => &load::DETECTORS,
+        RunKind::Probe => &crate::probe::DETECTORS,
+        RunKind::Import => &load::IMPORT_DETECTORS,
+        RunKind::Load | RunKind::Other(_) => &load::DETECTORS,
     }
 }
 
@@ -83,9 +89,20 @@ pub fn diagnose_run(store: &Store, run_id: &str) -> Result<Diagnosis, DiagnoseEr
         RunKind::Pcap | RunKind::Capture => capture::diagnose(store, &run)?,
         RunKind::Runq => runq::diagnose(store, &run)?,
         RunKind::Transfer | RunKind::Sockets => sock::diagnose(store, &run)?,
-        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => {
-            load::diagnose(store, &run)?
+        RunKind::Probe => probe::diagnose(store, &run)?,
+        RunKind::Import => {
+            let (over_time, changed) = probe::diagnose_timed_import(store, &run)?;
+            let mut f = load::diagnose(store, &run)?;
+            f.retain(|x| {
+                x.detector != crate::fragile::DETECTOR
+                    || x.evidence
+                        .first()
+                        .is_none_or(|e| !changed.contains(&e.series))
+            });
+            f.extend(over_time);
+            f
         }
+        RunKind::Load | RunKind::Other(_) => load::diagnose(store, &run)?,
     };
     Ok(Diagnosis {
         findings,

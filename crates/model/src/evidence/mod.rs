@@ -13,6 +13,7 @@
 //! | [`sock`] | [`sock::TransferReport`] (`transfer`), [`sock::SocketsReport`] (`sockets`) | `tailhunt transfer`, `tailhunt sockets` |
 //! | [`sweep`] | [`sweep::SweepRecord`] (`sweep`) | `tailhunt load` |
 //! | [`window`] | (derived) [`window::WindowEvidence`] | from a capture's flows or TCP_INFO |
+//! | [`timeline`] | (derived) [`timeline::Shift`], [`timeline::Oscillation`], [`timeline::PairedComparison`] | from a probe run's or a timestamped import's series |
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -23,6 +24,7 @@ pub mod capture;
 pub mod runq;
 pub mod sock;
 pub mod sweep;
+pub mod timeline;
 
 /// Stores `doc` as the run's [`Document::NAME`] document through any sink (the store's run
 /// writer keeps it versioned in its `documents` table).

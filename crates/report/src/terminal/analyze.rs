@@ -254,6 +254,9 @@ fn render_series(s: &SeriesAnalysis, out: &mut String) {
             );
         }
     }
+    if let Some(t) = &s.timeline {
+        super::over_time::render_timeline(t, out);
+    }
     if let Some(parts) = &s.breakdown {
         let _ = writeln!(
             out,

@@ -8,6 +8,7 @@ use crate::doc::{DiagnoseDoc, ImportDoc, RunsDoc};
 
 mod analyze;
 mod load;
+mod over_time;
 
 pub use analyze::render_analyze;
 pub use load::render_load;

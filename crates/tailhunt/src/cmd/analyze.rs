@@ -62,6 +62,15 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
         opts.expected_floor_ns = Some(ns as u64);
         opts.floor_source = Some(format!("--expect-floor {floor}"));
     }
+    let interval_ns = match &a.interval {
+        None => None,
+        Some(text) => {
+            let ns = tailhunt_model::parse_duration_ns(text, None)
+                .with_context(|| format!("--interval '{text}' (write a duration such as 1m)"))?;
+            anyhow::ensure!(ns > 0, "--interval '{text}' must be longer than zero");
+            Some(ns)
+        }
+    };
     let doc = analyze_run(
         &store,
         &AnalyzeRequest {
@@ -71,6 +80,8 @@ pub fn run(cli: &Cli, a: &AnalyzeArgs) -> Result<()> {
             ok_only: a.ok_only,
             floor_from: a.floor_from.clone(),
             compare: a.compare.clone(),
+            over_time: a.over_time,
+            interval_ns,
         },
     )?;
     output::print(cli.json, &doc, tailhunt_report::terminal::render_analyze)
