@@ -1,0 +1,189 @@
+//! Turning measurements into stored samples, and counting what each probe gave.
+//!
+//! In: each [`Measured`] with its slot, as the workers send them. Out: one
+//! `probe_latency{probe,kind,variant,...labels}` sample per measurement, pushed to the sink as
+//! it arrives (the sink commits on its timer), and the counts behind the `probe` document:
+//! per probe its outcomes, failure runs and last error, and the schedule's drift (how late each
+//! slot started).
+//!
+//! | sample field | value |
+//! |---|---|
+//! | `intended_ns` | the slot's scheduled time (`second`: when the first ended) |
+//! | `start_ns` | when the measurement began |
+//! | `end_ns` | when it ended; a timeout is censored at `start_ns + timeout` |
+//! | outcome | `ok`, `error`, `timeout` |
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tailhunt_histogram::Histogram;
+use tailhunt_model::evidence::probe::{ProbeRecord, ProbeStatus, ScheduleDrift};
+use tailhunt_model::{Outcome, Sample, SeriesMeta, SeriesSink};
+
+use crate::kind::{Failure, Measured};
+use crate::schedule::Slot;
+use crate::spec::ProbeSpec;
+use crate::ProbeError;
+
+/// The series every probe sample goes to.
+pub const SERIES: &str = "probe_latency";
+
+/// What a worker reports for one measurement.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The slot it was measured in.
+    pub slot: Slot,
+    /// The measurement.
+    pub measured: Measured,
+    /// Whether it is the slot's first measurement (its start is the slot's actual start).
+    pub first_of_slot: bool,
+}
+
+/// Writes samples and keeps the counts.
+pub struct Recorder {
+    names: Vec<(String, String, Vec<(String, String)>)>,
+    timeouts: Vec<Duration>,
+    series: HashMap<(usize, &'static str), usize>,
+    status: Vec<ProbeStatus>,
+    drift: Histogram,
+    late_rounds: u64,
+    interval_ns: i64,
+    origin_ns: i64,
+}
+
+impl Recorder {
+    /// A recorder for `probes` on a cadence of `interval` from `origin_ns` (monotonic).
+    pub fn new(probes: &[ProbeSpec], interval: Duration, origin_ns: i64) -> Recorder {
+        Recorder {
+            names: probes
+                .iter()
+                .map(|p| {
+                    let labels = p.labels.iter().map(|(k, v)| (k.clone(), v.clone()));
+                    (p.name.clone(), p.kind.name().to_string(), labels.collect())
+                })
+                .collect(),
+            timeouts: probes.iter().map(|p| p.timeout).collect(),
+            series: HashMap::new(),
+            status: probes
+                .iter()
+                .map(|p| ProbeStatus {
+                    name: p.name.clone(),
+                    kind: p.kind.name().to_string(),
+                    variants: p.variants().iter().map(|v| v.to_string()).collect(),
+                    timeout_ns: p.timeout.as_nanos() as u64,
+                    ..ProbeStatus::default()
+                })
+                .collect(),
+            drift: Histogram::new(),
+            late_rounds: 0,
+            interval_ns: (interval.as_nanos() as i64).max(1),
+            origin_ns,
+        }
+    }
+
+    fn series(
+        &mut self,
+        sink: &mut dyn SeriesSink,
+        probe: usize,
+        variant: &'static str,
+    ) -> Result<usize, ProbeError> {
+        if let Some(&h) = self.series.get(&(probe, variant)) {
+            return Ok(h);
+        }
+        let (name, kind, labels) = &self.names[probe];
+        let mut meta = SeriesMeta::latency(SERIES);
+        for (k, v) in labels {
+            meta.labels.insert(k.clone(), v.clone());
+        }
+        meta.labels.insert("probe".into(), name.clone());
+        meta.labels.insert("kind".into(), kind.clone());
+        meta.labels.insert("variant".into(), variant.into());
+        let h = sink
+            .open_series(&meta)
+            .map_err(|e| ProbeError::Sink(e.to_string()))?;
+        self.series.insert((probe, variant), h);
+        Ok(h)
+    }
+
+    /// Stores one measurement and counts it. Returns the sample stored.
+    pub fn add(&mut self, sink: &mut dyn SeriesSink, r: &Report) -> Result<Sample, ProbeError> {
+        let p = r.slot.probe;
+        let timeout_ns = self.timeouts[p].as_nanos() as i64;
+        let m = &r.measured;
+        let mut intended = r.slot.intended_ns;
+        if !r.first_of_slot {
+            // A later measurement of the slot (`second`) was due when the one before it ended,
+            // kept inside the slot's round so pairing by round holds.
+            let round_end = self.origin_ns + (r.slot.round as i64 + 1) * self.interval_ns;
+            intended = m.start_ns.min(round_end - 1).max(intended);
+        } else {
+            let lag = (m.start_ns - intended).max(0) as u64;
+            self.drift.record(lag);
+            if r.slot.position == 0 && lag as i64 * 10 > self.interval_ns {
+                self.late_rounds += 1;
+            }
+        }
+        let timed_out = matches!(m.failure, Some(Failure::Timeout))
+            || m.end_ns - m.start_ns > timeout_ns;
+        let (end, outcome) = match &m.failure {
+            _ if timed_out => (m.start_ns + timeout_ns, Outcome::Timeout),
+            None => (m.end_ns, Outcome::Ok),
+            Some(_) => (m.end_ns, Outcome::Error),
+        };
+        let sample = Sample::new(intended.min(m.start_ns), m.start_ns, end, outcome);
+        let h = self.series(sink, p, m.variant)?;
+        sink.push_samples(h, &[sample])
+            .map_err(|e| ProbeError::Sink(e.to_string()))?;
+        let s = &mut self.status[p];
+        s.samples += 1;
+        match outcome {
+            Outcome::Ok => {
+                s.ok += 1;
+                s.failing_now = 0;
+            }
+            Outcome::Error | Outcome::Timeout => {
+                if outcome == Outcome::Error {
+                    s.errors += 1;
+                } else {
+                    s.timeouts += 1;
+                }
+                s.failing_now += 1;
+                s.longest_failure_run = s.longest_failure_run.max(s.failing_now);
+                s.last_error = Some(match &m.failure {
+                    Some(Failure::Error(msg)) if outcome == Outcome::Error => {
+                        format!("{}: {msg}", m.variant)
+                    }
+                    _ => format!(
+                        "{}: no answer within {}",
+                        m.variant,
+                        tailhunt_model::format_duration_ns(timeout_ns as f64)
+                    ),
+                });
+            }
+        }
+        Ok(sample)
+    }
+
+    /// The counts so far.
+    pub fn status(&self) -> &[ProbeStatus] {
+        &self.status
+    }
+
+    /// The `probe` document of what was recorded.
+    pub fn record(&self, rounds: u64, seed: u64) -> ProbeRecord {
+        let q = |q: f64| self.drift.quantile(q).unwrap_or(0);
+        ProbeRecord {
+            interval_ns: self.interval_ns as u64,
+            rounds,
+            seed,
+            probes: self.status.clone(),
+            drift: ScheduleDrift {
+                started: self.drift.count(),
+                p50_ns: q(0.5),
+                p99_ns: q(0.99),
+                max_ns: self.drift.max().unwrap_or(0),
+                late_rounds: self.late_rounds,
+            },
+        }
+    }
+}
