@@ -105,9 +105,14 @@ fn duration(key: &str, text: &str) -> Result<Duration, ProbeError> {
 /// Reads a configuration file's text.
 pub fn parse_file(text: &str, over: &Overrides) -> Result<Config, ProbeError> {
     let doc: FileDoc = toml::from_str(text).map_err(|e| {
+        // One line: where, and toml's own message (its multi-line snippet is left out).
+        let line = e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ProbeError::Config(format!(
-            "{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, compare, timeout, labels)",
-            e.to_string().trim_end()
+            "{}{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, compare, timeout, labels)",
+            line.map(|l| format!("line {l}: ")).unwrap_or_default(),
+            e.message().trim_end().replace('\n', " ")
         ))
     })?;
     let interval = match (over.interval, &doc.interval) {

@@ -9,6 +9,7 @@ mod lab;
 mod lab_method;
 pub use lab_method::NotAllPassed;
 mod load;
+mod probe;
 pub(crate) mod pcap;
 mod report;
 pub(crate) mod runq;
@@ -33,6 +34,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Export(a) => export::run(cli, a),
         Command::Load(a) => load::run(cli, a),
         Command::Serve(a) => serve::run(cli, a),
+        Command::Probe(a) => probe::run(cli, a),
         Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Report(a) => report::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),
