@@ -30,6 +30,8 @@ use crate::ProbeError;
 
 /// How long before a round is due its slots are handed out.
 const LEAD_NS: i64 = 2_000_000;
+/// The longest a worker sleeps before it looks at the stop flag again.
+const STOP_POLL_NS: i64 = 50_000_000;
 /// How often the `probe` document is rewritten while the run goes on.
 pub const DOCUMENT_EVERY: Duration = Duration::from_secs(10);
 
@@ -208,12 +210,19 @@ fn worker(
     tailhunt_load::clock::tighten_timer_slack();
     let mut out = Vec::with_capacity(2);
     while let Ok(slot) = slots.recv() {
-        let wait = slot.intended_ns - now_ns();
-        if wait > 0 {
-            if stop.load(Ordering::Relaxed) {
-                continue; // not yet due when the stop came: never started, not a sample
+        // Sleep until the slot is due, in short steps so a stop request is seen: a slot not
+        // yet due when the stop came never started and is not a sample.
+        let mut stopped = false;
+        loop {
+            let wait = slot.intended_ns - now_ns();
+            stopped = stopped || stop.load(Ordering::Relaxed);
+            if wait <= 0 || stopped {
+                break;
             }
-            std::thread::sleep(Duration::from_nanos(wait as u64));
+            std::thread::sleep(Duration::from_nanos(wait.min(STOP_POLL_NS) as u64));
+        }
+        if stopped {
+            continue;
         }
         out.clear();
         probe.run(slot.op, timeout, &mut out);

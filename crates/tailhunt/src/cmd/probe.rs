@@ -94,7 +94,6 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
         .collect::<Result<Vec<_>, _>>()?;
     signals::install();
     let mut store = crate::cmd::open_tagged(cli)?;
-    let origin = ClockOrigin::now();
     let params = json!({
         "interval_ns": cfg.interval.as_nanos() as u64,
         "timeout_ns": cfg.probes.iter().map(|p| p.timeout.as_nanos() as u64).max().unwrap_or(0),
@@ -102,7 +101,7 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
         "duration_ns": a.duration.map(|d| d.as_nanos() as u64),
         "commit_interval_ns": interval.as_nanos() as u64,
     });
-    let mut writer = store.begin_run(RunKind::Probe, params, origin)?;
+    let mut writer = store.begin_run(RunKind::Probe, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));
     let run_id = writer.id().to_string();
     eprintln!(
@@ -116,6 +115,9 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
         Arc::new(AtomicBool::new(false)),
     );
     let watch = watcher(Arc::clone(&live), Arc::clone(&stop), Arc::clone(&done));
+    // The first round is due at the origin: take it now, not before the store was opened.
+    let origin = ClockOrigin::now();
+    writer.set_origin(origin)?;
     let ran = run::run(&cfg, probes, origin.mono_ns, length, &mut writer, &live, &stop);
     done.store(true, Ordering::Relaxed);
     let _ = watch.join();
