@@ -280,7 +280,10 @@ fn entry(i: usize, mut e: Entry, default_timeout: Duration) -> Result<ProbeSpec,
 fn detail(i: usize, kind: Kind, e: &mut Entry) -> Result<(String, Detail), ProbeError> {
     let need = |key, v: Option<String>| need(i, kind, key, v);
     Ok(match kind {
-        Kind::Dns => (String::new(), Detail::Query(need("lookup", e.lookup.take())?)),
+        Kind::Dns => (
+            String::new(),
+            Detail::Query(need("lookup", e.lookup.take())?),
+        ),
         Kind::Disk => {
             let bytes = e.bytes.unwrap_or(4096);
             if bytes == 0 || bytes % 512 != 0 || bytes > 1 << 24 {
@@ -418,8 +421,8 @@ pub fn from_urls(urls: &[String], over: &Overrides) -> Result<Config, ProbeError
     for (i, url) in urls.iter().enumerate() {
         let mut e = url_entry(url)?;
         e.timeout = None;
-        let mut spec = entry(i, e, timeout)
-            .map_err(|err| ProbeError::Config(format!("{url}: {err}")))?;
+        let mut spec =
+            entry(i, e, timeout).map_err(|err| ProbeError::Config(format!("{url}: {err}")))?;
         spec.name = url_name(url);
         probes.push(spec);
     }
@@ -453,7 +456,9 @@ fn url_entry(url: &str) -> Result<Entry, ProbeError> {
             "'{url}': {why} (write e.g. tcp://127.0.0.1:6379, redis://127.0.0.1:6379/key, dns://127.0.0.1:53/example.com; docs/probe.md lists every form)"
         ))
     };
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("not scheme://..."))?;
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("not scheme://..."))?;
     let (authority, path) = match rest.split_once('/') {
         Some((a, p)) => (a, Some(p.to_string())),
         None => (rest, None),

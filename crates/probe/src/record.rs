@@ -123,8 +123,8 @@ impl Recorder {
                 self.late_rounds += 1;
             }
         }
-        let timed_out = matches!(m.failure, Some(Failure::Timeout))
-            || m.end_ns - m.start_ns > timeout_ns;
+        let timed_out =
+            matches!(m.failure, Some(Failure::Timeout)) || m.end_ns - m.start_ns > timeout_ns;
         let (end, outcome) = match &m.failure {
             _ if timed_out => (m.start_ns + timeout_ns, Outcome::Timeout),
             None => (m.end_ns, Outcome::Ok),

@@ -141,7 +141,13 @@ pub fn run(
     }
     // No more slots: the workers finish the ones they hold and end; their results follow.
     drop(workers);
-    while drain(&results, Duration::from_millis(50), &mut recorder, sink, live)? {}
+    while drain(
+        &results,
+        Duration::from_millis(50),
+        &mut recorder,
+        sink,
+        live,
+    )? {}
     for h in handles {
         let _ = h.join();
     }

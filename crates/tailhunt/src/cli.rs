@@ -100,7 +100,9 @@ pub enum Command {
 
 /// `tailhunt probe`.
 #[derive(Debug, Args)]
-#[command(after_help = "Quick form: tcp://H:P (connect), tcp-echo://H:P, udp://H:P (echo), http://H:P/PATH, redis://H:P/KEY, memcached://H:P/KEY, postgres://USER[:PASS]@H:P/DB, mysql://USER[:PASS]@H:P/DB, dns://SERVER:PORT/NAME (dns:///NAME: the system resolver), icmp://HOST, disk:///PATH. The file format: docs/probe.md.")]
+#[command(
+    after_help = "Quick form: tcp://H:P (connect), tcp-echo://H:P, udp://H:P (echo), http://H:P/PATH, redis://H:P/KEY, memcached://H:P/KEY, postgres://USER[:PASS]@H:P/DB, mysql://USER[:PASS]@H:P/DB, dns://SERVER:PORT/NAME (dns:///NAME: the system resolver), icmp://HOST, disk:///PATH. The file format: docs/probe.md."
+)]
 pub struct ProbeArgs {
     /// Probes as URLs (instead of --config).
     #[arg(value_name = "URL", conflicts_with = "config")]

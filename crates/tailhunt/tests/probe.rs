@@ -30,7 +30,10 @@ fn samples(env: &Env, run: &str) -> BTreeMap<(String, String), Vec<Sample>> {
 
 fn record(env: &Env, run: &str) -> ProbeRecord {
     let store = Store::open_read_only(&env.db()).unwrap();
-    store.evidence::<ProbeRecord>(run).unwrap().expect("probe document")
+    store
+        .evidence::<ProbeRecord>(run)
+        .unwrap()
+        .expect("probe document")
 }
 
 #[test]
@@ -109,7 +112,13 @@ labels = {{ zone = "a" }}
     std::fs::write(&file, config).unwrap();
     let doc = env.json(
         "probe",
-        &["probe", "--config", file.to_str().unwrap(), "--duration", "10s"],
+        &[
+            "probe",
+            "--config",
+            file.to_str().unwrap(),
+            "--duration",
+            "10s",
+        ],
     );
     let run = doc["run_id"].as_str().unwrap();
     assert_eq!(doc["status"], "complete");
@@ -117,9 +126,15 @@ labels = {{ zone = "a" }}
     assert!(rounds >= 4, "{doc:#}");
     let got = samples(&env, run);
     let want: &[(&str, &[&str])] = &[
-        ("cache", &["by-name", "by-ip", "fresh", "reused", "first", "second"]),
+        (
+            "cache",
+            &["by-name", "by-ip", "fresh", "reused", "first", "second"],
+        ),
         ("mc", &["first", "second"]),
-        ("pg", &["by-name", "by-ip", "fresh", "reused", "first", "second"]),
+        (
+            "pg",
+            &["by-name", "by-ip", "fresh", "reused", "first", "second"],
+        ),
         ("maria", &["fresh", "reused", "first", "second"]),
         ("lookup", &["default"]),
         ("echo", &["default"]),
@@ -135,26 +150,46 @@ labels = {{ zone = "a" }}
             // One sample per round, never dropped; every one of them answered.
             assert_eq!(s.len() as u64, rounds, "{probe}/{v}");
             let ok = s.iter().filter(|x| x.outcome == Outcome::Ok).count();
-            assert!(ok * 4 >= s.len() * 3, "{probe}/{v}: {ok} of {} ok: {doc:#}", s.len());
+            assert!(
+                ok * 4 >= s.len() * 3,
+                "{probe}/{v}: {ok} of {} ok: {doc:#}",
+                s.len()
+            );
         }
     }
     // The echo servers' floor shows in every answer.
     for p in ["echo", "uecho"] {
         let s = &got[&(p.to_string(), "default".to_string())];
-        assert!(s.iter().filter(|x| x.outcome == Outcome::Ok).all(|x| x.service_ns() >= 3_000_000), "{p}: {s:?}");
+        assert!(
+            s.iter()
+                .filter(|x| x.outcome == Outcome::Ok)
+                .all(|x| x.service_ns() >= 3_000_000),
+            "{p}: {s:?}"
+        );
     }
     // The round of a sample is (intended - origin) / interval: each variant once per round.
     let store = Store::open_read_only(&env.db()).unwrap();
     let origin = store.run(run).unwrap().origin.mono_ns;
     for ((p, v), s) in &got {
-        let mut r: Vec<i64> = s.iter().map(|x| (x.intended_ns - origin) / 3_000_000_000).collect();
+        let mut r: Vec<i64> = s
+            .iter()
+            .map(|x| (x.intended_ns - origin) / 3_000_000_000)
+            .collect();
         r.dedup();
         assert_eq!(r, (0..rounds as i64).collect::<Vec<_>>(), "{p}/{v}");
     }
     let rec = record(&env, run);
     assert_eq!(rec.probes.len(), 9);
-    assert!(rec.probes.iter().all(|p| p.samples > 0 && !p.keeps_failing()), "{rec:#?}");
-    assert_eq!(rec.drift.started, rec.probes.iter().map(|p| p.samples).sum::<u64>() - rounds * 4);
+    assert!(
+        rec.probes
+            .iter()
+            .all(|p| p.samples > 0 && !p.keeps_failing()),
+        "{rec:#?}"
+    );
+    assert_eq!(
+        rec.drift.started,
+        rec.probes.iter().map(|p| p.samples).sum::<u64>() - rounds * 4
+    );
 }
 
 /// A TCP server that answers every connection with bytes no protocol accepts.
@@ -187,7 +222,10 @@ fn failing_targets_give_error_and_timeout_samples_and_the_schedule_holds() {
     // Hangs: accepts (the kernel completes the handshake from its backlog) and never answers.
     let hang = TcpListener::bind("127.0.0.1:0").unwrap();
     // Refuses: a port nobody listens on any more.
-    let refused = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let refused = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let (_garbage_thread, garbage) = garbage_server();
     let config = format!(
         r#"
@@ -221,17 +259,35 @@ target = "{echo}"
     );
     let file = env.path("bad.toml");
     std::fs::write(&file, config).unwrap();
-    let out = env.ok(&["probe", "--config", file.to_str().unwrap(), "--duration", "3s"]);
+    let out = env.ok(&[
+        "probe",
+        "--config",
+        file.to_str().unwrap(),
+        "--duration",
+        "3s",
+    ]);
     let line = |name: &str| {
         out.lines()
             .find(|l| l.starts_with(name))
             .unwrap_or_else(|| panic!("no status line for {name}:\n{out}"))
             .to_string()
     };
-    assert!(line("hangs").contains("FAILING") && line("hangs").contains("no answer within 80.0ms"), "{out}");
-    assert!(line("refuses").contains("FAILING") && line("refuses").contains("refused"), "{out}");
-    assert!(line("garbage").contains("FAILING") && line("garbage").contains("garbage"), "{out}");
-    assert!(line("nothing").contains("FAILING") && line("nothing").contains("resolves to nothing"), "{out}");
+    assert!(
+        line("hangs").contains("FAILING") && line("hangs").contains("no answer within 80.0ms"),
+        "{out}"
+    );
+    assert!(
+        line("refuses").contains("FAILING") && line("refuses").contains("refused"),
+        "{out}"
+    );
+    assert!(
+        line("garbage").contains("FAILING") && line("garbage").contains("garbage"),
+        "{out}"
+    );
+    assert!(
+        line("nothing").contains("FAILING") && line("nothing").contains("resolves to nothing"),
+        "{out}"
+    );
     assert!(line("fine").ends_with(" ok"), "{out}");
     assert!(out.contains("schedule drift"), "{out}");
     let store = Store::open_read_only(&env.db()).unwrap();
@@ -247,7 +303,11 @@ target = "{echo}"
     assert!(rec.drift.max_ns < 300_000_000, "{:?}", rec.drift);
     let got = samples(&env, &run.id);
     let hung = &got[&("hangs".to_string(), "default".to_string())];
-    assert!(hung.iter().all(|s| s.outcome == Outcome::Timeout && s.service_ns() == 80_000_000), "{hung:?}");
+    assert!(
+        hung.iter()
+            .all(|s| s.outcome == Outcome::Timeout && s.service_ns() == 80_000_000),
+        "{hung:?}"
+    );
     for p in ["refuses", "garbage", "nothing"] {
         let s = &got[&(p.to_string(), "default".to_string())];
         assert!(s.iter().all(|s| s.outcome == Outcome::Error), "{p}: {s:?}");
@@ -284,13 +344,20 @@ fn kill_9_keeps_the_samples_up_to_the_last_commit_and_sigterm_keeps_a_partial_ru
     let child = start(&[]);
     std::thread::sleep(Duration::from_millis(1000));
     let pid = child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(143));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(partial)") && text.contains(&url), "{text}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("kept what was measured as partial run"), "{err}");
+    assert!(
+        err.contains("kept what was measured as partial run"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -299,12 +366,22 @@ fn a_bad_configuration_is_refused_naming_the_key_and_the_fix() {
     let file = env.path("p.toml");
     std::fs::write(&file, "[[probe]]\nkind = \"redis\"\ntraget = \"x:1\"\n").unwrap();
     let err = env.fails(&["probe", "--config", file.to_str().unwrap(), "--once"]);
-    assert!(err.contains("unknown field `traget`") && err.contains("target"), "{err}");
+    assert!(
+        err.contains("unknown field `traget`") && err.contains("target"),
+        "{err}"
+    );
     std::fs::write(&file, "[[probe]]\nkind = \"redis\"\n").unwrap();
     let err = env.fails(&["probe", "--config", file.to_str().unwrap(), "--once"]);
     assert!(err.contains("`target` is missing"), "{err}");
     let err = env.fails(&["probe", "ftp://x:1", "--once"]);
     assert!(err.contains("unknown scheme"), "{err}");
     // Nothing ran, so nothing was stored.
-    assert!(!env.db().exists() || Store::open_read_only(&env.db()).unwrap().runs().unwrap().is_empty());
+    assert!(
+        !env.db().exists()
+            || Store::open_read_only(&env.db())
+                .unwrap()
+                .runs()
+                .unwrap()
+                .is_empty()
+    );
 }

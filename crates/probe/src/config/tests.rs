@@ -46,7 +46,10 @@ fn a_full_file_reads_with_defaults_and_labels() {
     assert_eq!(pg.timeout, Duration::from_millis(300));
     match &pg.detail {
         Detail::Database(d) => {
-            assert_eq!((d.user.as_str(), d.query.as_str()), ("postgres", "SELECT 1"));
+            assert_eq!(
+                (d.user.as_str(), d.query.as_str()),
+                ("postgres", "SELECT 1")
+            );
             assert_eq!(d.password, "secret");
         }
         d => panic!("{d:?}"),
@@ -64,9 +67,15 @@ fn mistakes_name_the_key_and_the_fix() {
     let e = err("intervl = \"1s\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"");
     assert!(e.contains("unknown field `intervl`"), "{e}");
     let e = err("[[probe]]\nkind = \"redis\"");
-    assert!(e.contains("`target` is missing") && e.contains("target = \""), "{e}");
+    assert!(
+        e.contains("`target` is missing") && e.contains("target = \""),
+        "{e}"
+    );
     let e = err("[[probe]]\nkind = \"ping\"\ntarget = \"x\"");
-    assert!(e.contains("kind = \"ping\" is not a probe kind") && e.contains("icmp"), "{e}");
+    assert!(
+        e.contains("kind = \"ping\" is not a probe kind") && e.contains("icmp"),
+        "{e}"
+    );
     let e = err("[[probe]]\nkind = \"tcp-connect\"\ntarget = \"a:1\"\nkey = \"k\"");
     assert!(e.contains("`key` does not apply"), "{e}");
     let e = err("[[probe]]\nkind = \"tcp-connect\"\ntarget = \"a:1\"\ncompare = [\"pair\"]");
@@ -75,7 +84,9 @@ fn mistakes_name_the_key_and_the_fix() {
     assert!(e.contains("raise the interval to at least 1.60s"), "{e}");
     let e = err("interval = \"soon\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"");
     assert!(e.contains("interval = \"soon\""), "{e}");
-    let e = err("[[probe]]\nkind = \"icmp\"\ntarget = \"x\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"");
+    let e = err(
+        "[[probe]]\nkind = \"icmp\"\ntarget = \"x\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"",
+    );
     assert!(e.contains("two probes are named"), "{e}");
     let e = err("[[probe]]\nkind = \"icmp\"\ntarget = \"x\"\nlabels = { kind = \"y\" }");
     assert!(e.contains("label `kind` is set by the prober"), "{e}");
@@ -106,14 +117,23 @@ fn quick_form_urls_make_probes_named_by_their_url() {
     let kinds: Vec<_> = c.probes.iter().map(|p| p.kind).collect();
     assert_eq!(
         kinds,
-        [Kind::TcpConnect, Kind::Redis, Kind::Postgres, Kind::Dns, Kind::Dns, Kind::Http]
+        [
+            Kind::TcpConnect,
+            Kind::Redis,
+            Kind::Postgres,
+            Kind::Dns,
+            Kind::Dns,
+            Kind::Http
+        ]
     );
     assert_eq!(c.probes[1].detail, Detail::Key("k".into()));
     assert_eq!(c.probes[2].name, "postgres://app@127.0.0.1:5432/shop");
     assert_eq!(c.probes[3].detail, Detail::Query("example.test".into()));
     assert_eq!(c.probes[4].resolver, Resolver::System);
     assert_eq!(c.probes[5].detail, Detail::Path("/".into()));
-    let e = from_urls(&["gopher://x:1".into()], &over).unwrap_err().to_string();
+    let e = from_urls(&["gopher://x:1".into()], &over)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unknown scheme"), "{e}");
     let e = from_urls(&[], &over).unwrap_err().to_string();
     assert!(e.contains("nothing to probe"), "{e}");

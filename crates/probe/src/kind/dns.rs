@@ -86,16 +86,21 @@ fn direct(host: &str, server: SocketAddr, deadline: Deadline) -> Result<IpAddr, 
     let bind: SocketAddr = if server.is_ipv6() {
         "[::]:0".parse().map_err(|_| Failure::error("bad bind"))?
     } else {
-        "0.0.0.0:0".parse().map_err(|_| Failure::error("bad bind"))?
+        "0.0.0.0:0"
+            .parse()
+            .map_err(|_| Failure::error("bad bind"))?
     };
     let sock = UdpSocket::bind(bind).map_err(|e| Failure::io("bind", &e))?;
-    sock.connect(server).map_err(|e| Failure::io("connect", &e))?;
+    sock.connect(server)
+        .map_err(|e| Failure::io("connect", &e))?;
     sock.send(&bytes).map_err(|e| Failure::io("send", &e))?;
     let mut buf = [0u8; 4096];
     loop {
         sock.set_read_timeout(Some(deadline.remaining()?))
             .map_err(|e| Failure::io("receive", &e))?;
-        let n = sock.recv(&mut buf).map_err(|e| Failure::io("receive", &e))?;
+        let n = sock
+            .recv(&mut buf)
+            .map_err(|e| Failure::io("receive", &e))?;
         let answer = Message::from_vec(&buf[..n])
             .map_err(|e| Failure::error(format!("garbage from {server}: {e}")))?;
         if answer.id() != id {

@@ -44,7 +44,10 @@ impl Dialer for PgDialer {
             .dbname(&self.db.database)
             .connect_timeout(deadline.remaining()?)
             .tcp_user_timeout(self.timeout)
-            .options(&format!("-c statement_timeout={}", self.timeout.as_millis().max(1)));
+            .options(&format!(
+                "-c statement_timeout={}",
+                self.timeout.as_millis().max(1)
+            ));
         if !self.db.password.is_empty() {
             cfg.password(&self.db.password);
         }

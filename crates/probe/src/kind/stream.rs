@@ -23,7 +23,8 @@ const MAX_ANSWER: usize = 1 << 20;
 pub fn connect(addr: SocketAddr, deadline: Deadline) -> Result<TcpStream, Failure> {
     let s = TcpStream::connect_timeout(&addr, deadline.remaining()?)
         .map_err(|e| Failure::io("connect", &e))?;
-    s.set_nodelay(true).map_err(|e| Failure::io("connect", &e))?;
+    s.set_nodelay(true)
+        .map_err(|e| Failure::io("connect", &e))?;
     Ok(s)
 }
 
@@ -131,5 +132,8 @@ impl Session for StreamSession {
 fn error_reply(buf: &[u8]) -> String {
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
     let text = String::from_utf8_lossy(line);
-    format!("error answer: {}", text.trim().chars().take(120).collect::<String>())
+    format!(
+        "error answer: {}",
+        text.trim().chars().take(120).collect::<String>()
+    )
 }

@@ -70,7 +70,9 @@ impl UdpEcho {
         loop {
             sock.set_read_timeout(Some(deadline.remaining()?))
                 .map_err(|e| Failure::io("receive", &e))?;
-            let n = sock.recv(&mut buf).map_err(|e| Failure::io("receive", &e))?;
+            let n = sock
+                .recv(&mut buf)
+                .map_err(|e| Failure::io("receive", &e))?;
             match wire::parse_response_body(&buf[..n]) {
                 Some((seq, _)) if seq == self.seq => return Ok(()),
                 Some((seq, _)) if seq < self.seq => continue,
@@ -82,7 +84,6 @@ impl UdpEcho {
             }
         }
     }
-
 }
 
 impl Probe for UdpEcho {

@@ -10,8 +10,8 @@ use serde_json::json;
 use tailhunt_model::evidence::probe::{ProbeStatus, ScheduleDrift};
 use tailhunt_model::{format_duration_ns, ClockOrigin, RunKind, RunStatus};
 use tailhunt_probe::config::{self, Config, Overrides};
-use tailhunt_probe::run::{self, Length, Live};
 use tailhunt_probe::kind;
+use tailhunt_probe::run::{self, Length, Live};
 
 use crate::cli::{Cli, ProbeArgs};
 use crate::progress::Line;
@@ -48,7 +48,11 @@ fn config(a: &ProbeArgs) -> Result<Config> {
 
 /// Prints a progress line on a terminal and turns a stopping signal into the prober's stop
 /// flag.
-fn watcher(live: Arc<Live>, stop: Arc<AtomicBool>, done: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+fn watcher(
+    live: Arc<Live>,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut line = Line::new();
         while !done.load(Ordering::Relaxed) {
@@ -57,14 +61,22 @@ fn watcher(live: Arc<Live>, stop: Arc<AtomicBool>, done: Arc<AtomicBool>) -> std
                 stop.store(true, Ordering::Relaxed);
             }
             line.show(|| {
-                let failing = live.failing.lock().map(|f| f.join(", ")).unwrap_or_default();
+                let failing = live
+                    .failing
+                    .lock()
+                    .map(|f| f.join(", "))
+                    .unwrap_or_default();
                 format!(
                     "probe: round {}, {} samples, {} errors, {} timeouts{}",
                     live.rounds.load(Ordering::Relaxed),
                     live.samples.load(Ordering::Relaxed),
                     live.errors.load(Ordering::Relaxed),
                     live.timeouts.load(Ordering::Relaxed),
-                    if failing.is_empty() { String::new() } else { format!("; failing: {failing}") }
+                    if failing.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; failing: {failing}")
+                    }
                 )
             });
         }
@@ -118,7 +130,15 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
     // The first round is due at the origin: take it now, not before the store was opened.
     let origin = ClockOrigin::now();
     writer.set_origin(origin)?;
-    let ran = run::run(&cfg, probes, origin.mono_ns, length, &mut writer, &live, &stop);
+    let ran = run::run(
+        &cfg,
+        probes,
+        origin.mono_ns,
+        length,
+        &mut writer,
+        &live,
+        &stop,
+    );
     done.store(true, Ordering::Relaxed);
     let _ = watch.join();
     let finished = ran.with_context(|| format!("run {run_id}"))?;
@@ -156,7 +176,13 @@ fn render(d: &ProbeDoc) -> String {
         d.rounds,
         ns(d.interval_ns)
     );
-    let width = d.probes.iter().map(|p| p.name.len()).max().unwrap_or(5).max(5);
+    let width = d
+        .probes
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     out.push_str(&format!(
         "{:<width$}  {:<11}  {:>7}  {:>7}  {:>7}  {:>8}  status\n",
         "probe", "kind", "samples", "ok", "errors", "timeouts"

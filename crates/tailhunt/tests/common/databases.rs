@@ -25,7 +25,9 @@ impl Server {
 }
 
 fn quiet(c: &mut Command) -> &mut Command {
-    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null())
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
 }
 
 /// PostgreSQL's programs (`initdb`, `postgres`) from Debian's versioned directory.
@@ -58,7 +60,10 @@ pub fn postgres() -> Server {
     let data = dir.path().join("data");
     if super::is_root() {
         let st = Command::new("chown")
-            .args([&format!("{NOBODY}:{NOBODY}"), &dir.path().display().to_string()])
+            .args([
+                &format!("{NOBODY}:{NOBODY}"),
+                &dir.path().display().to_string(),
+            ])
             .status()
             .unwrap();
         assert!(st.success());
@@ -100,7 +105,11 @@ pub fn mariadb() -> Server {
     let data = dir.path().join("data");
     let st = quiet(
         Command::new("mariadb-install-db")
-            .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal"])
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+            ])
             .arg(format!("--datadir={}", data.display())),
     )
     .status()
@@ -109,7 +118,12 @@ pub fn mariadb() -> Server {
     let port = free_port();
     let child = quiet(
         Command::new("mariadbd")
-            .args(["--no-defaults", "--user=root", "--skip-grant-tables", "--bind-address=127.0.0.1"])
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--skip-grant-tables",
+                "--bind-address=127.0.0.1",
+            ])
             .arg(format!("--datadir={}", data.display()))
             .arg(format!("--port={port}"))
             .arg(format!("--socket={}", dir.path().join("sock").display()))
