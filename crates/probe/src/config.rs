@@ -54,6 +54,9 @@ pub struct Overrides {
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// The default timeout of a measurement.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+/// The most hops a path probe tries unless told (the longest routes seen inside one
+/// provider's network are around 16).
+pub const DEFAULT_HOPS: u8 = 16;
 /// The fraction of the interval over which a round's slots are spread (the rest absorbs
 /// slow probes before the next round).
 pub const SPREAD: f64 = 0.5;
@@ -87,6 +90,7 @@ struct Entry {
     resolver: Option<String>,
     command: Option<Vec<String>>,
     bytes: Option<usize>,
+    hops: Option<u8>,
     compare: Option<Vec<String>>,
     timeout: Option<String>,
     #[serde(default)]
@@ -110,7 +114,7 @@ pub fn parse_file(text: &str, over: &Overrides) -> Result<Config, ProbeError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ProbeError::Config(format!(
-            "{}{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, compare, timeout, labels)",
+            "{}{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, hops, compare, timeout, labels)",
             line.map(|l| format!("line {l}: ")).unwrap_or_default(),
             e.message().trim_end().replace('\n', " ")
         ))
@@ -154,7 +158,7 @@ fn need(i: usize, kind: Kind, key: &'static str, v: Option<String>) -> Result<St
 
 fn example(kind: Kind, key: &str) -> &'static str {
     match (kind, key) {
-        (Kind::Icmp, _) => "write e.g. target = \"10.0.0.5\"",
+        (Kind::Icmp | Kind::Path, _) => "write e.g. target = \"10.0.0.5\"",
         (Kind::Dns, _) => "write e.g. lookup = \"db.internal\"",
         (Kind::Disk, _) => "write e.g. path = \"/dev/nbd0\"",
         (Kind::Command, _) => "write e.g. command = [\"sh\", \"-c\", \"ls /mnt\"]",
@@ -174,6 +178,7 @@ fn allowed(kind: Kind) -> &'static [&'static str] {
         Kind::Dns => &["lookup", "resolver"],
         Kind::Disk => &["path", "bytes"],
         Kind::Command => &["command"],
+        Kind::Path => &["target", "resolver", "hops"],
     }
 }
 
@@ -195,6 +200,7 @@ fn given(e: &Entry) -> Vec<&'static str> {
     add("resolver", e.resolver.is_some());
     add("command", e.command.is_some());
     add("bytes", e.bytes.is_some());
+    add("hops", e.hops.is_some());
     v
 }
 
@@ -305,6 +311,16 @@ fn detail(i: usize, kind: Kind, e: &mut Entry) -> Result<(String, Detail), Probe
         _ => {
             let target = need("target", e.target.take())?;
             let detail = match kind {
+                Kind::Path => {
+                    let hops = e.hops.unwrap_or(DEFAULT_HOPS);
+                    if !(1..=64).contains(&hops) {
+                        return Err(ProbeError::Config(format!(
+                            "probe #{} (kind path): hops = {hops} is not 1 to 64 (write e.g. hops = 16)",
+                            i + 1
+                        )));
+                    }
+                    Detail::Hops(hops)
+                }
                 Kind::Http => Detail::Path(e.path.take().unwrap_or_else(|| "/".into())),
                 Kind::Redis | Kind::Memcached => {
                     Detail::Key(e.key.take().unwrap_or_else(|| "tailhunt-probe".into()))
@@ -358,7 +374,7 @@ fn compare_list(kind: Kind, names: &[String]) -> Result<Vec<Compare>, String> {
 }
 
 /// Labels the prober sets itself.
-const RESERVED: [&str; 3] = ["probe", "kind", "variant"];
+const RESERVED: [&str; 4] = ["probe", "kind", "variant", "hop"];
 
 /// Checks what holds across probes: unique names, no reserved label, each probe's round
 /// within the interval.
@@ -413,7 +429,7 @@ fn finish(interval: Duration, probes: Vec<ProbeSpec>, seed: u64) -> Result<Confi
 /// Builds probes from quick-form URLs: `tcp://H:P` (a TCP connect), `tcp-echo://H:P`,
 /// `udp://H:P` (udp-echo), `http://H:P/PATH`, `redis://H:P/KEY`, `memcached://H:P/KEY`,
 /// `postgres://USER[:PASS]@H:P/DB`, `mysql://USER[:PASS]@H:P/DB`, `dns://SERVER:PORT/NAME`
-/// (`dns:///NAME`: the system resolver), `icmp://HOST`, `disk:///PATH`, each probe named by
+/// (`dns:///NAME`: the system resolver), `icmp://HOST`, `path://HOST`, `disk:///PATH`, each probe named by
 /// its URL (without a password).
 pub fn from_urls(urls: &[String], over: &Overrides) -> Result<Config, ProbeError> {
     let timeout = over.timeout.unwrap_or(DEFAULT_TIMEOUT);

@@ -43,7 +43,7 @@ pub struct Report {
 pub struct Recorder {
     names: Vec<(String, String, Vec<(String, String)>)>,
     timeouts: Vec<Duration>,
-    series: HashMap<(usize, &'static str), usize>,
+    series: HashMap<(usize, &'static str, u8), usize>,
     status: Vec<ProbeStatus>,
     drift: Histogram,
     late_rounds: u64,
@@ -86,8 +86,9 @@ impl Recorder {
         sink: &mut dyn SeriesSink,
         probe: usize,
         variant: &'static str,
+        hop: u8,
     ) -> Result<usize, ProbeError> {
-        if let Some(&h) = self.series.get(&(probe, variant)) {
+        if let Some(&h) = self.series.get(&(probe, variant, hop)) {
             return Ok(h);
         }
         let (name, kind, labels) = &self.names[probe];
@@ -98,10 +99,13 @@ impl Recorder {
         meta.labels.insert("probe".into(), name.clone());
         meta.labels.insert("kind".into(), kind.clone());
         meta.labels.insert("variant".into(), variant.into());
+        if hop > 0 {
+            meta.labels.insert("hop".into(), hop.to_string());
+        }
         let h = sink
             .open_series(&meta)
             .map_err(|e| ProbeError::Sink(e.to_string()))?;
-        self.series.insert((probe, variant), h);
+        self.series.insert((probe, variant, hop), h);
         Ok(h)
     }
 
@@ -131,7 +135,7 @@ impl Recorder {
             Some(_) => (m.end_ns, Outcome::Error),
         };
         let sample = Sample::new(intended.min(m.start_ns), m.start_ns, end, outcome);
-        let h = self.series(sink, p, m.variant)?;
+        let h = self.series(sink, p, m.variant, m.hop)?;
         sink.push_samples(h, &[sample])
             .map_err(|e| ProbeError::Sink(e.to_string()))?;
         let s = &mut self.status[p];
@@ -153,6 +157,11 @@ impl Recorder {
                     Some(Failure::Error(msg)) if outcome == Outcome::Error => {
                         format!("{}: {msg}", m.variant)
                     }
+                    _ if m.hop > 0 => format!(
+                        "hop {}: no answer within {}",
+                        m.hop,
+                        tailhunt_model::format_duration_ns(timeout_ns as f64)
+                    ),
                     _ => format!(
                         "{}: no answer within {}",
                         m.variant,
@@ -185,5 +194,108 @@ impl Recorder {
                 late_rounds: self.late_rounds,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{from_urls, Overrides};
+    use crate::kind::Op;
+    use tailhunt_model::{Series, SeriesData};
+
+    fn slot(round: u64, intended_ns: i64) -> Slot {
+        Slot {
+            probe: 0,
+            op: Op::Pair,
+            round,
+            position: 0,
+            intended_ns,
+        }
+    }
+
+    fn report(
+        slot: Slot,
+        variant: &'static str,
+        start: i64,
+        end: i64,
+        f: Option<Failure>,
+    ) -> Report {
+        Report {
+            slot,
+            first_of_slot: variant != "second",
+            measured: Measured {
+                variant,
+                hop: 0,
+                start_ns: start,
+                end_ns: end,
+                failure: f,
+            },
+        }
+    }
+
+    #[test]
+    fn timeouts_are_censored_failures_counted_and_a_second_request_stays_in_its_round() {
+        let over = Overrides {
+            interval: Some(Duration::from_millis(100)),
+            timeout: Some(Duration::from_millis(10)),
+            seed: None,
+        };
+        let cfg = from_urls(&["redis://127.0.0.1:1/k".into()], &over).unwrap();
+        let origin = 1_000_000_000;
+        let mut rec = Recorder::new(&cfg.probes, cfg.interval, origin);
+        let mut sink: Vec<Series> = Vec::new();
+        let s0 = slot(0, origin + 5_000_000);
+        // Late by 1 ms; the answer took 30 ms of a 10 ms timeout: censored at 10 ms.
+        let a = rec
+            .add(
+                &mut sink,
+                &report(s0, "first", origin + 6_000_000, origin + 36_000_000, None),
+            )
+            .unwrap();
+        assert_eq!(a.outcome, Outcome::Timeout);
+        assert_eq!(a.end_ns - a.start_ns, 10_000_000);
+        assert_eq!(a.intended_ns, origin + 5_000_000);
+        // The second began past the round's end: its intended time stays inside round 0.
+        let b = rec
+            .add(
+                &mut sink,
+                &report(
+                    s0,
+                    "second",
+                    origin + 120_000_000,
+                    origin + 121_000_000,
+                    None,
+                ),
+            )
+            .unwrap();
+        assert_eq!(b.outcome, Outcome::Ok);
+        assert_eq!((b.intended_ns - origin) / 100_000_000, 0);
+        let err = Some(Failure::error("boom"));
+        for k in 1..5 {
+            let s = slot(k, origin + k as i64 * 100_000_000);
+            rec.add(
+                &mut sink,
+                &report(s, "first", s.intended_ns, s.intended_ns + 1, err.clone()),
+            )
+            .unwrap();
+        }
+        let st = &rec.status()[0];
+        assert_eq!((st.samples, st.ok, st.errors, st.timeouts), (6, 1, 4, 1));
+        assert_eq!((st.failing_now, st.longest_failure_run), (4, 4));
+        assert!(st.keeps_failing());
+        assert_eq!(st.last_error.as_deref(), Some("first: boom"));
+        // One series per variant, labelled.
+        assert_eq!(sink.len(), 2);
+        assert_eq!(sink[0].labels["variant"], "first");
+        assert_eq!(sink[0].labels["kind"], "redis");
+        let SeriesData::Samples(v) = &sink[0].data else {
+            panic!()
+        };
+        assert_eq!(v.len(), 5);
+        let doc = rec.record(5, 1);
+        // Slots that started: the five firsts; the late one was 1 ms late.
+        assert_eq!(doc.drift.started, 5);
+        assert!(doc.drift.max_ns >= 1_000_000 && doc.drift.max_ns < 1_100_000);
     }
 }

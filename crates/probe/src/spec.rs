@@ -36,11 +36,13 @@ pub enum Kind {
     Disk,
     /// A command's run time.
     Command,
+    /// Latency per hop of the route (TTL-limited, mtr-style).
+    Path,
 }
 
 impl Kind {
     /// Every kind this build probes.
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Icmp,
         Kind::TcpConnect,
         Kind::TcpEcho,
@@ -53,6 +55,7 @@ impl Kind {
         Kind::Mysql,
         Kind::Disk,
         Kind::Command,
+        Kind::Path,
     ];
 
     /// The name in configurations and in the `kind` label.
@@ -70,6 +73,7 @@ impl Kind {
             Kind::Mysql => "mysql",
             Kind::Disk => "disk",
             Kind::Command => "command",
+            Kind::Path => "path",
         }
     }
 
@@ -175,6 +179,8 @@ pub enum Detail {
     },
     /// The program and its arguments.
     Command(Vec<String>),
+    /// The most hops a path probe tries.
+    Hops(u8),
 }
 
 /// What a database probe logs in with and asks.
@@ -229,6 +235,9 @@ impl ProbeSpec {
     /// How many timed measurements one round of this probe makes at most (each bounded by
     /// the timeout), so a round's work is bounded.
     pub fn measurements_per_round(&self) -> u32 {
+        if let Detail::Hops(n) = self.detail {
+            return u32::from(n);
+        }
         if self.compare.is_empty() {
             1
         } else {

@@ -92,7 +92,7 @@ pub enum Command {
     /// tracing as root, then every detector and one ranked verdict.
     Hunt(HuntArgs),
     /// Probe services continuously: every probe once per round (TCP connect, echo, DNS, HTTP,
-    /// Redis, memcached, PostgreSQL, MySQL, ICMP, disk, a command) in random order on a fixed
+    /// Redis, memcached, PostgreSQL, MySQL, ICMP, per-hop path, disk, a command) in random order on a fixed
     /// cadence, every sample kept (timeouts too), variants side by side (by name / by IP, fresh /
     /// reused connection, first / second request).
     Probe(ProbeArgs),
@@ -101,7 +101,7 @@ pub enum Command {
 /// `tailhunt probe`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Quick form: tcp://H:P (connect), tcp-echo://H:P, udp://H:P (echo), http://H:P/PATH, redis://H:P/KEY, memcached://H:P/KEY, postgres://USER[:PASS]@H:P/DB, mysql://USER[:PASS]@H:P/DB, dns://SERVER:PORT/NAME (dns:///NAME: the system resolver), icmp://HOST, disk:///PATH. The file format: docs/probe.md."
+    after_help = "Quick form: tcp://H:P (connect), tcp-echo://H:P, udp://H:P (echo), http://H:P/PATH, redis://H:P/KEY, memcached://H:P/KEY, postgres://USER[:PASS]@H:P/DB, mysql://USER[:PASS]@H:P/DB, dns://SERVER:PORT/NAME (dns:///NAME: the system resolver), icmp://HOST, path://HOST (per hop), disk:///PATH. The file format: docs/probe.md."
 )]
 pub struct ProbeArgs {
     /// Probes as URLs (instead of --config).

@@ -157,6 +157,7 @@ fn fail_now(variant: &'static str, failure: Failure, out: &mut Vec<Measured>) {
     };
     out.push(Measured {
         variant,
+        hop: 0,
         start_ns: t,
         end_ns: t,
         failure: Some(failure),

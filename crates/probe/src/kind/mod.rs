@@ -22,6 +22,7 @@ pub mod disk;
 pub mod dns;
 pub mod icmp;
 pub mod mysql;
+pub mod path;
 pub mod postgres;
 pub mod stream;
 pub mod udp;
@@ -76,6 +77,8 @@ impl Deadline {
 pub struct Measured {
     /// The variant it belongs to (`default`, `by-name`, `first`, ...).
     pub variant: &'static str,
+    /// The hop (TTL) of a path probe's measurement; 0 for every other kind.
+    pub hop: u8,
     /// When it started (monotonic ns).
     pub start_ns: i64,
     /// When it ended (monotonic ns).
@@ -155,6 +158,7 @@ pub fn measure(
     let r = f();
     out.push(Measured {
         variant,
+        hop: 0,
         start_ns,
         end_ns: now_ns(),
         failure: r.err(),
@@ -214,6 +218,7 @@ pub fn build(spec: &ProbeSpec) -> Result<Box<dyn Probe>, ProbeError> {
             Ok(Box::new(disk::DiskProbe::open(path, *bytes)?))
         }
         (Kind::Icmp, _) => Ok(Box::new(icmp::IcmpProbe::new(spec)?)),
+        (Kind::Path, Detail::Hops(n)) => Ok(Box::new(path::PathProbe::new(spec, *n)?)),
         (kind, detail) => Err(ProbeError::Config(format!(
             "probe '{}': kind {} cannot use {detail:?}",
             spec.name,
