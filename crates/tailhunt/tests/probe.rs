@@ -461,7 +461,7 @@ fn the_path_probe_times_each_hop_of_a_routed_path_root() {
             "--interval",
             "1s",
             "--timeout",
-            "100ms",
+            "30ms",
             "--duration",
             "3s",
             "--json",
