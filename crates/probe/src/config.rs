@@ -292,7 +292,7 @@ fn detail(i: usize, kind: Kind, e: &mut Entry) -> Result<(String, Detail), Probe
         ),
         Kind::Disk => {
             let bytes = e.bytes.unwrap_or(4096);
-            if bytes == 0 || bytes % 512 != 0 || bytes > 1 << 24 {
+            if bytes == 0 || !bytes.is_multiple_of(512) || bytes > 1 << 24 {
                 return Err(ProbeError::Config(format!(
                     "probe #{} (kind disk): bytes = {bytes} is not a multiple of 512 up to 16 MiB (O_DIRECT reads whole blocks; write e.g. bytes = 4096)",
                     i + 1

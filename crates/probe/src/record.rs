@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tailhunt_histogram::Histogram;
 use tailhunt_model::evidence::probe::{ProbeRecord, ProbeStatus, ScheduleDrift};
-use tailhunt_model::{Outcome, Sample, SeriesMeta, SeriesSink};
+use tailhunt_model::{Labels, Outcome, Sample, SeriesMeta, SeriesSink};
 
 use crate::kind::{Failure, Measured};
 use crate::schedule::Slot;
@@ -41,7 +41,8 @@ pub struct Report {
 
 /// Writes samples and keeps the counts.
 pub struct Recorder {
-    names: Vec<(String, String, Vec<(String, String)>)>,
+    /// Per probe: its own labels, `probe` and `kind`.
+    labels: Vec<Labels>,
     timeouts: Vec<Duration>,
     series: HashMap<(usize, &'static str, u8), usize>,
     status: Vec<ProbeStatus>,
@@ -55,11 +56,17 @@ impl Recorder {
     /// A recorder for `probes` on a cadence of `interval` from `origin_ns` (monotonic).
     pub fn new(probes: &[ProbeSpec], interval: Duration, origin_ns: i64) -> Recorder {
         Recorder {
-            names: probes
+            labels: probes
                 .iter()
                 .map(|p| {
-                    let labels = p.labels.iter().map(|(k, v)| (k.clone(), v.clone()));
-                    (p.name.clone(), p.kind.name().to_string(), labels.collect())
+                    let mut l: Labels = p
+                        .labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    l.insert("probe".into(), p.name.clone());
+                    l.insert("kind".into(), p.kind.name().into());
+                    l
                 })
                 .collect(),
             timeouts: probes.iter().map(|p| p.timeout).collect(),
@@ -91,13 +98,8 @@ impl Recorder {
         if let Some(&h) = self.series.get(&(probe, variant, hop)) {
             return Ok(h);
         }
-        let (name, kind, labels) = &self.names[probe];
         let mut meta = SeriesMeta::latency(SERIES);
-        for (k, v) in labels {
-            meta.labels.insert(k.clone(), v.clone());
-        }
-        meta.labels.insert("probe".into(), name.clone());
-        meta.labels.insert("kind".into(), kind.clone());
+        meta.labels = self.labels[probe].clone();
         meta.labels.insert("variant".into(), variant.into());
         if hop > 0 {
             meta.labels.insert("hop".into(), hop.to_string());

@@ -14,7 +14,9 @@
 //! | `ByIp` | `by-ip` | connect to the address looked up at start + one request |
 //!
 //! A kept connection that failed is dropped and opened again (untimed) before the next
-//! request on it; the address looked up at start is looked up again after a failure to get one.
+//! request on it; when that opening fails, the failure is the sample (timed from when the
+//! opening began). The address looked up at start is looked up again after a failure to get
+//! one.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -97,13 +99,13 @@ impl Conversation {
     /// A request on the kept connection, opened first (untimed) when there is none.
     fn on_kept(&mut self, variant: &'static str, timeout: Duration, out: &mut Vec<Measured>) {
         if self.kept.is_none() {
-            let deadline = Deadline::after(timeout);
+            let (start, deadline) = (now_ns(), Deadline::after(timeout));
             let opened = self
                 .addr(deadline)
                 .and_then(|a| self.dialer.dial(a, deadline));
             match opened {
                 Ok(s) => self.kept = Some(s),
-                Err(f) => return fail_now(variant, f, out),
+                Err(f) => return failed_open(variant, start, f, out),
             }
         }
         let Some(s) = self.kept.as_mut() else { return };
@@ -120,46 +122,45 @@ impl Conversation {
     }
 
     fn pair(&mut self, timeout: Duration, out: &mut Vec<Measured>) {
-        let deadline = Deadline::after(timeout);
+        let (start, deadline) = (now_ns(), Deadline::after(timeout));
         let opened = self
             .addr(deadline)
             .and_then(|a| self.dialer.dial(a, deadline));
         let mut s = match opened {
             Ok(s) => s,
             Err(f) => {
-                fail_now("first", f.clone(), out);
-                return fail_now("second", f, out);
+                let why = format!(
+                    "not sent: the connection could not be opened ({})",
+                    f.describe()
+                );
+                failed_open("first", start, f, out);
+                return failed_open("second", now_ns(), Failure::error(why), out);
             }
         };
-        let mut first_ok = false;
+        let mut first = Ok(());
         measure("first", out, || {
-            let r = s.request(Deadline::after(timeout));
-            first_ok = r.is_ok();
-            r
+            first = s.request(Deadline::after(timeout));
+            first.clone()
         });
-        if first_ok {
-            measure("second", out, || s.request(Deadline::after(timeout)));
-        } else {
-            let why = Failure::error("not sent: the first request on the connection failed");
-            fail_now("second", why, out);
+        match first {
+            Ok(()) => measure("second", out, || s.request(Deadline::after(timeout))),
+            Err(f) => {
+                let why = format!("not sent: the first request failed ({})", f.describe());
+                failed_open("second", now_ns(), Failure::error(why), out);
+            }
         }
     }
 }
 
-/// A measurement that failed before it could start (no address, no connection): it counts
-/// as a sample of its variant, taking no time.
-fn fail_now(variant: &'static str, failure: Failure, out: &mut Vec<Measured>) {
-    let t = now_ns();
-    let failure = match failure {
-        // A timeout while opening the connection for an untimed step still took the time.
-        Failure::Timeout => Failure::error("could not open the connection in time"),
-        f => f,
-    };
+/// A measurement whose connection could not be opened (no address, refused, no answer): it
+/// counts as a sample of its variant, from when the opening began (a timeout is censored at
+/// the timeout like any other).
+fn failed_open(variant: &'static str, start_ns: i64, failure: Failure, out: &mut Vec<Measured>) {
     out.push(Measured {
         variant,
         hop: 0,
-        start_ns: t,
-        end_ns: t,
+        start_ns,
+        end_ns: now_ns(),
         failure: Some(failure),
     });
 }

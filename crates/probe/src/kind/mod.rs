@@ -42,6 +42,14 @@ impl Failure {
         Failure::Error(msg.into())
     }
 
+    /// What went wrong, in words.
+    pub fn describe(&self) -> String {
+        match self {
+            Failure::Timeout => "no answer within the timeout".to_string(),
+            Failure::Error(m) => m.clone(),
+        }
+    }
+
     /// An I/O error of step `what` (`connect`, `read`): a timed-out socket is a timeout.
     pub fn io(what: &str, e: &io::Error) -> Failure {
         match e.kind() {
