@@ -46,8 +46,8 @@ pub struct Live {
     pub errors: AtomicU64,
     /// Timeout samples.
     pub timeouts: AtomicU64,
-    /// Names of the probes failing now (three or more failures in a row).
-    pub failing: Mutex<Vec<String>>,
+    /// The probes failing now (three or more failures in a row): name and last error.
+    pub failing: Mutex<Vec<(String, String)>>,
 }
 
 /// How long to go on.
@@ -196,7 +196,7 @@ fn drain(
                 .status()
                 .iter()
                 .filter(|s| s.keeps_failing())
-                .map(|s| s.name.clone())
+                .map(|s| (s.name.clone(), s.last_error.clone().unwrap_or_default()))
                 .collect();
         }
     }

@@ -292,13 +292,24 @@ target = "{echo}"
     );
     let file = env.path("bad.toml");
     std::fs::write(&file, config).unwrap();
-    let out = env.ok(&[
+    let output = env.run(&[
         "probe",
         "--config",
         file.to_str().unwrap(),
         "--duration",
         "3s",
     ]);
+    assert!(output.status.success());
+    let out = String::from_utf8(output.stdout).unwrap();
+    // Each failing probe is announced on stderr while the run goes on, the healthy one never.
+    let err = String::from_utf8(output.stderr).unwrap();
+    for p in ["hangs", "refuses", "garbage", "nothing"] {
+        assert!(
+            err.contains(&format!("probe '{p}' is failing: default: ")),
+            "{err}"
+        );
+    }
+    assert!(!err.contains("probe 'fine' is failing"), "{err}");
     let line = |name: &str| {
         out.lines()
             .find(|l| l.starts_with(name))

@@ -55,27 +55,38 @@ fn watcher(
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut line = Line::new();
+        let mut failing: Vec<(String, String)> = Vec::new();
         while !done.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
             if signals::requested() {
                 stop.store(true, Ordering::Relaxed);
             }
+            let now = live.failing.lock().map(|f| f.clone()).unwrap_or_default();
+            // A probe that starts or stops failing gets a line of its own, on a terminal or
+            // in a log: a long run must not hide it until the end.
+            for (name, error) in &now {
+                if !failing.iter().any(|(n, _)| n == name) {
+                    line.note(&format!("probe '{name}' is failing: {error}"));
+                }
+            }
+            for (name, _) in &failing {
+                if !now.iter().any(|(n, _)| n == name) {
+                    line.note(&format!("probe '{name}' answers again"));
+                }
+            }
+            failing = now;
             line.show(|| {
-                let failing = live
-                    .failing
-                    .lock()
-                    .map(|f| f.join(", "))
-                    .unwrap_or_default();
+                let names: Vec<&str> = failing.iter().map(|(n, _)| n.as_str()).collect();
                 format!(
                     "probe: round {}, {} samples, {} errors, {} timeouts{}",
                     live.rounds.load(Ordering::Relaxed),
                     live.samples.load(Ordering::Relaxed),
                     live.errors.load(Ordering::Relaxed),
                     live.timeouts.load(Ordering::Relaxed),
-                    if failing.is_empty() {
+                    if names.is_empty() {
                         String::new()
                     } else {
-                        format!("; failing: {failing}")
+                        format!("; failing: {}", names.join(", "))
                     }
                 )
             });
