@@ -17,10 +17,12 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # zlib1g-dev (libbpf links it), libbpf-tools and linux-perf (bench/runq.sh's peer `runqlat` and
 # its `perf bench sched` workload), chromium and fonts-dejavu-core (scripts/render-report.sh
 # opens the HTML report headless: the report tests read its DOM and console, `make demo` keeps
-# its screenshot; without a font the text is drawn as boxes).
+# its screenshot; without a font the text is drawn as boxes), postgresql, mariadb-server and
+# dnsmasq-base (the prober's tests start private instances on free loopback ports and stop
+# them by PID; dnsmasq-base is the program without a system service).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
-    linux-perf chromium fonts-dejavu-core)
+    linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

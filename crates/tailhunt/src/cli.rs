@@ -91,6 +91,44 @@ pub enum Command {
     /// latency or errors climb, meanwhile a capture, TCP_INFO and (local targets) run-queue
     /// tracing as root, then every detector and one ranked verdict.
     Hunt(HuntArgs),
+    /// Probe services continuously: every probe once per round (TCP connect, echo, DNS, HTTP,
+    /// Redis, memcached, PostgreSQL, MySQL, ICMP, per-hop path, disk, a command) in random order on a fixed
+    /// cadence, every sample kept (timeouts too), variants side by side (by name / by IP, fresh /
+    /// reused connection, first / second request).
+    Probe(ProbeArgs),
+}
+
+/// `tailhunt probe`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Quick form: tcp://H:P (connect), tcp-echo://H:P, udp://H:P (echo), http://H:P/PATH, redis://H:P/KEY, memcached://H:P/KEY, postgres://USER[:PASS]@H:P/DB, mysql://USER[:PASS]@H:P/DB, dns://SERVER:PORT/NAME (dns:///NAME: the system resolver), icmp://HOST, path://HOST (per hop), disk:///PATH. The file format: docs/probe.md."
+)]
+pub struct ProbeArgs {
+    /// Probes as URLs (instead of --config).
+    #[arg(value_name = "URL", conflicts_with = "config")]
+    pub urls: Vec<String>,
+    /// The probes' TOML file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// One round every this long (default: the file's `interval`, else 10s).
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub interval: Option<Duration>,
+    /// Per-measurement timeout of probes that set none (default: the file's, else 1s).
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub timeout: Option<Duration>,
+    /// One round, then stop.
+    #[arg(long, conflicts_with = "duration")]
+    pub once: bool,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
+    /// Seed of the order and jitter (default: the file's, else 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Longest time samples wait before they are committed to the store: what a `kill -9`
+    /// can lose (10ms .. 10s).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::flags::duration)]
+    pub commit_interval: Duration,
 }
 
 /// `tailhunt hunt`.
@@ -479,6 +517,10 @@ pub struct ServeArgs {
     /// Server "application" time per request: 2ms, exp:1ms, uniform:1ms:3ms, lognormal:1ms:0.5.
     #[arg(long, default_value = "0")]
     pub think_time: String,
+    /// Never answer faster than this: a latency floor, like an RPC layer's fixed cost (the
+    /// same as --think-time D).
+    #[arg(long, value_parser = crate::flags::duration, conflicts_with = "think_time")]
+    pub floor: Option<Duration>,
     /// Write each reply in two pieces (header, then body).
     #[arg(long)]
     pub split_writes: bool,

@@ -41,6 +41,15 @@ impl Line {
         let _ = write!(io::stderr(), "\r{}\x1b[K", what());
         self.shown = true;
     }
+
+    /// Prints a line of its own on stderr (terminal or not), above the progress line, which
+    /// the next [`Line::show`] draws again.
+    pub fn note(&mut self, text: &str) {
+        let clear = if self.shown { "\r\x1b[K" } else { "" };
+        let _ = writeln!(io::stderr(), "{clear}{text}");
+        self.shown = false;
+        self.last = None;
+    }
 }
 
 impl Drop for Line {

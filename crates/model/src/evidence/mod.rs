@@ -9,6 +9,7 @@
 //! | module | document | produced by |
 //! |---|---|---|
 //! | [`capture`] | [`capture::CaptureEvidence`] (`capture`) | `tailhunt pcap`, `tailhunt capture` |
+//! | [`probe`] | [`probe::ProbeRecord`] (`probe`) | `tailhunt probe` |
 //! | [`runq`] | [`runq::RunqRecord`] (`runq`) | `tailhunt runq` |
 //! | [`sock`] | [`sock::TransferReport`] (`transfer`), [`sock::SocketsReport`] (`sockets`) | `tailhunt transfer`, `tailhunt sockets` |
 //! | [`sweep`] | [`sweep::SweepRecord`] (`sweep`) | `tailhunt load` |
@@ -21,6 +22,7 @@ use serde::Serialize;
 use crate::{SeriesSink, SinkError};
 
 pub mod capture;
+pub mod probe;
 pub mod runq;
 pub mod sock;
 pub mod sweep;

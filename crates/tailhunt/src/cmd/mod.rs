@@ -10,6 +10,7 @@ mod lab_method;
 pub use lab_method::NotAllPassed;
 mod load;
 pub(crate) mod pcap;
+mod probe;
 mod report;
 pub(crate) mod runq;
 mod runs;
@@ -33,6 +34,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Export(a) => export::run(cli, a),
         Command::Load(a) => load::run(cli, a),
         Command::Serve(a) => serve::run(cli, a),
+        Command::Probe(a) => probe::run(cli, a),
         Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Report(a) => report::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),

@@ -30,8 +30,11 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     let mut cfg = ServeConfig::new(a.proto, listen);
     cfg.nodelay = a.nodelay;
     cfg.reply_bytes = a.reply_bytes;
-    cfg.think = ThinkTime::parse(&a.think_time)
-        .with_context(|| format!("--think-time '{}'", a.think_time))?;
+    cfg.think = match a.floor {
+        Some(d) => ThinkTime::Fixed(d),
+        None => ThinkTime::parse(&a.think_time)
+            .with_context(|| format!("--think-time '{}'", a.think_time))?,
+    };
     cfg.split_writes = a.split_writes;
     cfg.threads = a.threads;
     cfg.pause = a.pause.as_deref().map(pause).transpose()?;

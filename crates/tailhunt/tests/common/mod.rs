@@ -4,6 +4,7 @@
 pub mod browser;
 pub mod capture;
 pub mod cgroups;
+pub mod databases;
 pub mod odd;
 pub mod servers;
 pub mod sock;

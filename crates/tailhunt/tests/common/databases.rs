@@ -1,0 +1,180 @@
+//! Real database and DNS servers started by tests on loopback, each in its own temporary
+//! directory on a free port, stopped by PID when dropped (also when the test fails):
+//! PostgreSQL (`initdb` + `postgres`, run as `nobody` because it refuses root), MariaDB
+//! (`mariadb-install-db` + `mariadbd`, grant tables skipped so any login works) and dnsmasq
+//! (answers `probe.test` with 127.0.0.1, `void.test` with NXDOMAIN). Debian packages, installed
+//! by scripts/setup.sh.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::servers::{free_port, wait_for_port, Proc};
+
+/// A server and the directory it keeps its data in (removed after the server stops).
+pub struct Server {
+    pub proc: Proc,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+fn quiet(c: &mut Command) -> &mut Command {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+}
+
+/// PostgreSQL's programs (`initdb`, `postgres`) from Debian's versioned directory.
+fn pg_bin(name: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is not installed: run scripts/setup.sh")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .collect();
+    dirs.sort();
+    dirs.pop().expect("no PostgreSQL version").join(name)
+}
+
+/// `nobody` and `nogroup` on Debian.
+const NOBODY: u32 = 65534;
+
+/// `program`, run as `nobody` when we are root (PostgreSQL refuses to run as root); the
+/// switch happens in the child before exec, so its PID is the server's own.
+fn as_nobody(program: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(program);
+    if super::is_root() {
+        c.uid(NOBODY).gid(NOBODY);
+    }
+    c
+}
+
+/// A private PostgreSQL on a free loopback port; user `postgres`, trust authentication.
+pub fn postgres() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    if super::is_root() {
+        let st = Command::new("chown")
+            .args([
+                &format!("{NOBODY}:{NOBODY}"),
+                &dir.path().display().to_string(),
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let st = quiet(
+        as_nobody(&pg_bin("initdb"))
+            .args(["-U", "postgres", "--auth=trust", "--no-sync", "-D"])
+            .arg(&data),
+    )
+    .status()
+    .expect("initdb");
+    assert!(st.success(), "initdb failed");
+    let port = free_port();
+    let child = quiet(
+        as_nobody(&pg_bin("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]),
+    )
+    .spawn()
+    .expect("postgres");
+    let proc = Proc {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+    };
+    wait_for_port(port);
+    Server {
+        proc,
+        port,
+        _dir: dir,
+    }
+}
+
+/// A private MariaDB on a free loopback port; grant tables skipped (any user logs in).
+pub fn mariadb() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let st = quiet(
+        Command::new("mariadb-install-db")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+            ])
+            .arg(format!("--datadir={}", data.display())),
+    )
+    .status()
+    .expect("mariadb-install-db");
+    assert!(st.success(), "mariadb-install-db failed");
+    let port = free_port();
+    let child = quiet(
+        Command::new("mariadbd")
+            .args([
+                "--no-defaults",
+                "--user=root",
+                "--skip-grant-tables",
+                "--bind-address=127.0.0.1",
+            ])
+            .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--port={port}"))
+            .arg(format!("--socket={}", dir.path().join("sock").display()))
+            .arg(format!("--pid-file={}", dir.path().join("pid").display()))
+            .args(["--skip-log-bin", "--innodb-buffer-pool-size=16M"]),
+    )
+    .spawn()
+    .expect("mariadbd");
+    let proc = Proc {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+    };
+    wait_for_port(port);
+    Server {
+        proc,
+        port,
+        _dir: dir,
+    }
+}
+
+/// A private dnsmasq on a free loopback port (UDP and TCP): `probe.test` is 127.0.0.1,
+/// `void.test` does not exist (NXDOMAIN); nothing is forwarded.
+pub fn dnsmasq() -> Server {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let child = quiet(
+        Command::new("dnsmasq")
+            .args([
+                "--keep-in-foreground",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+                "--no-hosts",
+                "--bind-interfaces",
+                "--listen-address=127.0.0.1",
+                "--user=root",
+                "--address=/probe.test/127.0.0.1",
+                "--address=/void.test/",
+            ])
+            .arg(format!("--port={port}"))
+            .arg(format!("--pid-file={}", dir.path().join("pid").display())),
+    )
+    .spawn()
+    .expect("dnsmasq (installed by scripts/setup.sh)");
+    let proc = Proc {
+        child,
+        addr: format!("127.0.0.1:{port}"),
+    };
+    wait_for_port(port);
+    Server {
+        proc,
+        port,
+        _dir: dir,
+    }
+}
