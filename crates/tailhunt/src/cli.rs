@@ -531,6 +531,18 @@ pub struct ServeArgs {
     /// coordinated omission).
     #[arg(long, value_name = "AT+DUR")]
     pub pause: Option<String>,
+    /// Fault injection: the first request on each connection waits this much more (a cold
+    /// connection: a session looked up, a pool connection checked out).
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
+    pub first_request: Option<Duration>,
+    /// Fault injection: from AT after start every reply waits DELAY more, e.g. 90s+3ms (a
+    /// step on one date).
+    #[arg(long, value_name = "AT+DELAY")]
+    pub step: Option<String>,
+    /// Fault injection: in the first half of every PERIOD, SHARE of the replies wait DELAY
+    /// more, e.g. 60s:15%:8ms (a tail that comes and goes; the median stays).
+    #[arg(long, value_name = "PERIOD:SHARE:DELAY")]
+    pub tail_wave: Option<String>,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, value_parser = crate::flags::duration)]
     pub duration: Option<Duration>,

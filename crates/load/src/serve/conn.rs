@@ -98,6 +98,8 @@ pub(crate) struct Conn<S> {
     /// Reading stopped at a limit with bytes possibly left in the kernel (edge-triggered epoll
     /// will not say so again).
     read_blocked: bool,
+    /// A request of this connection has been read (the next is not its first).
+    answered_one: bool,
 }
 
 impl<S: Default> Conn<S> {
@@ -117,6 +119,7 @@ impl<S: Default> Conn<S> {
             armed: None,
             read_closed: false,
             read_blocked: false,
+            answered_one: false,
         }
     }
 
@@ -208,7 +211,13 @@ impl<S: Default> Conn<S> {
                 }
             };
             let think = match reply {
-                Reply::Ok(_) => ctx.think.sample_ns(),
+                Reply::Ok(_) => {
+                    let first = !self.answered_one;
+                    self.answered_one = true;
+                    ctx.think
+                        .sample_ns()
+                        .saturating_add(ctx.inject.extra_ns(now, first))
+                }
                 Reply::Error(_) => 0,
             };
             let due = now.saturating_add(think).max(self.last_due);

@@ -48,6 +48,7 @@
 mod conn;
 mod event_loop;
 mod http;
+mod inject;
 mod listen;
 mod runtime;
 mod tcp;
@@ -61,6 +62,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+pub use inject::{Injected, TailWave};
 pub use think::ThinkTime;
 
 use runtime::{Counters, Inbox, Shared};
@@ -131,6 +133,9 @@ pub struct ServeConfig {
     /// Fault injection: `(at, dur)`: from `at` after start, answer nothing for `dur` (requests
     /// are still read); afterwards everything held is answered, in order.
     pub pause: Option<(Duration, Duration)>,
+    /// Fault injection on top of the think time: a cost on each connection's first request, a
+    /// step, a periodic tail.
+    pub inject: Injected,
     /// Fill the server timestamps of each reply (0 when off).
     pub timestamps: bool,
 }
@@ -148,6 +153,7 @@ impl ServeConfig {
             split_writes: false,
             threads: 1,
             pause: None,
+            inject: Injected::default(),
             timestamps: true,
         }
     }

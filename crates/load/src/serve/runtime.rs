@@ -21,6 +21,7 @@ use rustix::time::{
     TimerfdFlags, TimerfdTimerFlags, Timespec,
 };
 
+use super::inject::InjectSampler;
 use super::think::ThinkSampler;
 use super::{ServeConfig, ServeStats};
 use crate::tstamp;
@@ -81,6 +82,8 @@ impl Counters {
 /// State shared by the server handle and all its workers.
 pub(crate) struct Shared {
     pub stop: AtomicBool,
+    /// When the server started, monotonic ns (the origin of injected steps and waves).
+    pub origin_ns: u64,
     /// Monotonic ns window `[start, end)` in which nothing is sent.
     pause: Option<(u64, u64)>,
 }
@@ -91,6 +94,7 @@ impl Shared {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         Shared {
             stop: AtomicBool::new(false),
+            origin_ns: now,
             pause: pause.map(|(at, dur)| {
                 let start = now.saturating_add(ns(at));
                 (start, start.saturating_add(ns(dur)))
@@ -201,6 +205,8 @@ pub(crate) struct WorkerCtx {
     pub epoll: OwnedFd,
     pub timer: Timer,
     pub think: ThinkSampler,
+    /// The planted faults' extra waits.
+    pub inject: InjectSampler,
     pub timestamps: bool,
     /// `recvmsg` with a reused control buffer, for the kernel receive timestamps.
     reader: tstamp::Reader,
@@ -228,6 +234,7 @@ impl WorkerCtx {
             EventData::new_u64(TOKEN_WAKE),
             EventFlags::IN,
         )?;
+        let inject = InjectSampler::new(cfg.inject, shared.origin_ns);
         Ok(WorkerCtx {
             id,
             shared,
@@ -236,6 +243,7 @@ impl WorkerCtx {
             epoll,
             timer,
             think: ThinkSampler::new(&cfg.think),
+            inject,
             timestamps: cfg.timestamps,
             reader: tstamp::Reader::new(),
         })

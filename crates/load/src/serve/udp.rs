@@ -126,7 +126,12 @@ impl UdpWorker {
                 app_send_ns: 0,
             };
             let now = mono_ns();
-            let due = now.saturating_add(self.ctx.think.sample_ns());
+            let wait = self
+                .ctx
+                .think
+                .sample_ns()
+                .saturating_add(self.ctx.inject.extra_ns(now, false));
+            let due = now.saturating_add(wait);
             if due <= now && self.held.is_empty() && self.ctx.shared.paused_until(now).is_none() {
                 self.send(seq, &peer, times);
             } else {

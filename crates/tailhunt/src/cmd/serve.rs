@@ -5,18 +5,19 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tailhunt_load::serve::{ServeConfig, Server, ThinkTime};
+use tailhunt_load::serve::{Injected, ServeConfig, Server, TailWave, ThinkTime};
 use tailhunt_report::doc::ServeDoc;
 
 use crate::cli::{Cli, ServeArgs};
 use crate::output;
 use crate::{flags, signals};
 
-fn pause(text: &str) -> Result<(Duration, Duration)> {
+/// `AT+DUR` of `--pause` and `--step`.
+fn at_plus(flag: &str, text: &str, example: &str) -> Result<(Duration, Duration)> {
     let (at, dur) = text
         .split_once('+')
-        .with_context(|| format!("--pause '{text}' must be AT+DUR, e.g. 5s+1s"))?;
-    let part = |t: &str| flags::duration(t).map_err(|e| anyhow::anyhow!("--pause '{text}': {e}"));
+        .with_context(|| format!("{flag} '{text}' must be AT+DURATION, e.g. {example}"))?;
+    let part = |t: &str| flags::duration(t).map_err(|e| anyhow::anyhow!("{flag} '{text}': {e}"));
     Ok((part(at)?, part(dur)?))
 }
 
@@ -37,7 +38,25 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     };
     cfg.split_writes = a.split_writes;
     cfg.threads = a.threads;
-    cfg.pause = a.pause.as_deref().map(pause).transpose()?;
+    cfg.pause = a
+        .pause
+        .as_deref()
+        .map(|t| at_plus("--pause", t, "5s+1s"))
+        .transpose()?;
+    cfg.inject = Injected {
+        first_request: a.first_request,
+        step: a
+            .step
+            .as_deref()
+            .map(|t| at_plus("--step", t, "90s+3ms"))
+            .transpose()?,
+        wave: a
+            .tail_wave
+            .as_deref()
+            .map(TailWave::parse)
+            .transpose()
+            .context("--tail-wave")?,
+    };
     let until = a.duration;
     signals::install();
     let server = Server::start(cfg)?;
