@@ -72,6 +72,31 @@ pub fn autocorrelation(values: &[Option<f64>], lag: usize) -> f64 {
     }
 }
 
+/// Tukey's fences: how many interquartile ranges beyond the quartiles a value may lie before
+/// it is clipped for the autocorrelation.
+const FENCE_IQRS: f64 = 1.5;
+
+/// `values` with those beyond Tukey's fences (the quartiles widened by [`FENCE_IQRS`]
+/// interquartile ranges) pulled in to the fence. A one-interval stall of the host (a p99 three
+/// decades up) would otherwise carry most of the variance and hide a period of a few tenths of
+/// a decade; a sine or a square wave lies within its quartiles' span, so clipping leaves it
+/// whole. (Not the median absolute deviation: for a square wave, half the values sit at the
+/// median's level and its MAD is the noise, which would clip the wave itself.)
+fn clip_outliers(values: &[Option<f64>]) -> Vec<Option<f64>> {
+    let mut present: Vec<f64> = values.iter().flatten().copied().collect();
+    if present.len() < 4 {
+        return values.to_vec();
+    }
+    present.sort_by(f64::total_cmp);
+    let q = |f: f64| present[((present.len() - 1) as f64 * f).round() as usize];
+    let (q1, q3) = (q(0.25), q(0.75));
+    let (low, high) = (q1 - FENCE_IQRS * (q3 - q1), q3 + FENCE_IQRS * (q3 - q1));
+    values
+        .iter()
+        .map(|v| v.map(|x| x.clamp(low, high)))
+        .collect()
+}
+
 /// The strongest period between `min_lag` and `max_lag` intervals (inclusive).
 pub fn find_period(values: &[Option<f64>], min_lag: usize, max_lag: usize) -> Option<Period> {
     let n = values.len();
@@ -80,8 +105,9 @@ pub fn find_period(values: &[Option<f64>], min_lag: usize, max_lag: usize) -> Op
     if max_lag < min_lag {
         return None;
     }
+    let clipped = clip_outliers(values);
     let r: Vec<f64> = (0..=max_lag + 1)
-        .map(|l| autocorrelation(values, l))
+        .map(|l| autocorrelation(&clipped, l))
         .collect();
     let half = |l: f64| {
         let (a, f) = ((l / 2.0).floor() as usize, l / 2.0 - (l / 2.0).floor());
@@ -248,6 +274,47 @@ mod tests {
                 Some(wave + step + d.sample(&mut rng))
             })
             .collect()
+    }
+
+    /// A tail that is up for the first half of every minute, read at 2 s intervals for three
+    /// minutes (log10 of p99: 7.3 ms up, 2.4 ms down), with a one-second stall of the host
+    /// that put two intervals three decades higher: the stall must not hide the period.
+    #[test]
+    fn a_square_wave_survives_a_two_interval_stall() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let d = Normal::new(0.0, 0.02).unwrap();
+        let mut v: Vec<Option<f64>> = (0..90)
+            .map(|i| {
+                let level = if (i % 30) < 15 { 6.86 } else { 6.38 };
+                Some(level + d.sample(&mut rng))
+            })
+            .collect();
+        v[46] = Some(8.97);
+        v[47] = Some(8.88);
+        let p = find_period(&v, 30, 100).expect("the minute's period");
+        assert!((p.lag - 30.0).abs() < 1.5, "{p:?}");
+    }
+
+    /// The same wave as the lab's `cold-path` scenario measured it (log10 of p99 per 2 s, 15%
+    /// of replies 5 ms late in the first half of every minute over a 2 ms round trip): host
+    /// noise in the down phases, a one-second stall at 1m32s.
+    #[test]
+    fn the_lab_s_measured_tail_wave_has_its_period() {
+        let v: Vec<Option<f64>> = [
+            6.91, 6.87, 6.88, 6.87, 6.88, 6.87, 6.87, 6.86, 6.88, 6.94, 6.89, 6.87, 6.87, 6.91,
+            6.86, 6.43, 6.46, 7.02, 6.58, 7.0, 6.54, 6.49, 6.49, 6.43, 6.46, 7.21, 6.44, 6.44,
+            6.51, 6.39, 6.87, 6.86, 6.87, 6.87, 6.87, 6.87, 6.98, 6.89, 6.88, 6.87, 6.9, 6.87,
+            6.87, 6.86, 6.87, 6.6, 8.97, 8.62, 6.38, 6.55, 6.49, 6.42, 6.38, 6.49, 6.4, 6.42, 6.44,
+            6.47, 7.0, 7.0, 6.9, 6.87, 6.87, 7.0, 6.87, 6.87, 6.87, 6.87, 6.86, 6.87, 6.87, 6.94,
+            7.0, 6.89, 6.93, 7.22, 6.98, 6.65, 6.65, 6.47, 6.41, 6.47, 6.75, 6.8, 6.8, 6.9, 6.96,
+            6.75, 6.66, 6.49,
+        ]
+        .into_iter()
+        .map(Some)
+        .collect();
+        // The search starts a tenth below the minute (timeline::PERIOD_SLACK): 27 intervals.
+        let p = find_period(&v, 27, 100).expect("the minute's period");
+        assert!((p.lag - 30.0).abs() < 3.0, "{p:?}");
     }
 
     #[test]

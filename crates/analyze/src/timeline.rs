@@ -17,8 +17,12 @@ use crate::over_time::{auto_interval, over_time, OverTime};
 use crate::period::{deseasonalize, find_period, Period};
 use crate::{modes, percentile_label, Distribution};
 
-/// Shortest period searched, ns (a minute).
+/// Shortest period reported, ns (a minute).
 pub const MIN_PERIOD_NS: i64 = 60_000_000_000;
+/// The search starts this share below [`MIN_PERIOD_NS`]: the autocorrelation peak of a period
+/// read over a few cycles wanders by a lag or two (the lab's minute-long tail wave peaked at
+/// 56 s in 2 s intervals), and a period exactly at the bound must not be lost to it.
+pub const PERIOD_SLACK: f64 = 0.1;
 /// Longest period searched, ns (a day and a bit, so a daily cycle's peak is inside the range).
 pub const MAX_PERIOD_NS: i64 = 90_000_000_000_000;
 /// Smallest noise assumed of a percentile's log10 level (0.005 decade is 1.2%): a level that
@@ -116,7 +120,7 @@ pub fn analyze_over_time(samples: &[Sample], opts: &TimeOptions) -> Option<TimeA
                 .collect()
         })
         .collect();
-    let min_lag = (MIN_PERIOD_NS as f64 / width as f64).ceil() as usize;
+    let min_lag = (MIN_PERIOD_NS as f64 * (1.0 - PERIOD_SLACK) / width as f64).floor() as usize;
     let max_lag = (MAX_PERIOD_NS as f64 / width as f64).ceil() as usize;
     let found: Vec<(usize, Period)> = columns
         .iter()
