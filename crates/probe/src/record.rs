@@ -77,6 +77,7 @@ impl Recorder {
                     name: p.name.clone(),
                     kind: p.kind.name().to_string(),
                     variants: p.variants().iter().map(|v| v.to_string()).collect(),
+                    host: p.host(),
                     timeout_ns: p.timeout.as_nanos() as u64,
                     ..ProbeStatus::default()
                 })

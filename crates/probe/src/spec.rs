@@ -219,6 +219,26 @@ pub struct ProbeSpec {
     pub labels: BTreeMap<String, String>,
 }
 
+impl ProbeSpec {
+    /// The host of its target (`[::1]:80` -> `::1`, `db:5432` -> `db`), if it has a target.
+    pub fn host(&self) -> Option<String> {
+        let t = self.target.trim();
+        if t.is_empty() {
+            return None;
+        }
+        let host = match t.rsplit_once(':') {
+            // `host:port`, `[v6]:port`; a bare IPv6 address has more than one ':'.
+            Some((h, port)) if port.parse::<u16>().is_ok() && !h.ends_with(':') => h,
+            _ => t,
+        };
+        Some(
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+        )
+    }
+}
+
 fn as_ns<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

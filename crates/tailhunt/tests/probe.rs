@@ -225,6 +225,104 @@ hops = 4
     );
 }
 
+/// The acceptance case of the cold path and the floor: a name looked up at a caching resolver
+/// (whose uncached answers take a second hop to the authority) costs more than the address,
+/// round by round, with an interval above zero; a server that never answers in under 3 ms is
+/// a floor against the TCP connect to the same host. The run's own findings say so.
+#[test]
+fn a_lookup_is_a_cold_path_and_a_slow_minimum_a_floor() {
+    let env = Env::new();
+    let dns = databases::dnsmasq();
+    let echo = tailhunt_serve("tcp", &[]);
+    let floor = tailhunt_serve("http", &["--floor", "3ms"]);
+    let config = format!(
+        r#"
+interval = "100ms"
+timeout = "25ms"
+[[probe]]
+name = "echo"
+kind = "tcp-echo"
+target = "{echo_name}"
+resolver = "{resolver}"
+compare = ["name"]
+[[probe]]
+name = "net"
+kind = "tcp-connect"
+target = "{echo}"
+[[probe]]
+name = "web"
+kind = "http"
+target = "{floor}"
+"#,
+        echo_name = echo.addr.replace("127.0.0.1", "probe.test"),
+        resolver = dns.addr(),
+        echo = echo.addr,
+        floor = floor.addr,
+    );
+    let file = env.path("cold.toml");
+    std::fs::write(&file, config).unwrap();
+    let doc = env.json(
+        "probe",
+        &[
+            "probe",
+            "--config",
+            file.to_str().unwrap(),
+            "--duration",
+            "8s",
+        ],
+    );
+    let findings = doc["findings"].as_array().unwrap();
+    let about = |detector: &str, probe: &str| {
+        findings
+            .iter()
+            .find(|f| {
+                f["detector"] == detector
+                    && f["summary"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("{probe} ("))
+            })
+            .unwrap_or_else(|| panic!("no {detector} about {probe}: {doc:#}"))
+    };
+    let cold = about("cold-path", "echo");
+    let values = &cold["evidence"][0]["values"];
+    assert!(
+        values["median_diff_low_ns"].as_f64().unwrap() > 0.0,
+        "the lookup's interval must exclude zero: {cold:#}"
+    );
+    assert!(
+        cold["summary"]
+            .as_str()
+            .unwrap()
+            .contains("a DNS lookup adds"),
+        "{cold:#}"
+    );
+    let floor = about("latency-floor", "web");
+    // Held to the TCP connect of its own host, and the 3 ms show.
+    assert!(
+        floor["summary"]
+            .as_str()
+            .unwrap()
+            .contains("net (tcp-connect"),
+        "{floor:#}"
+    );
+    assert!(
+        floor["evidence"][0]["values"]["min_ns"].as_f64().unwrap() >= 3e6,
+        "{floor:#}"
+    );
+    // Nothing else: the network probes are no floor, the address is no cold path.
+    assert!(
+        !findings.iter().any(|f| f["verdict"] == "detected"
+            && (f["summary"].as_str().unwrap().starts_with("net (")
+                || f["detector"] == "step-change"
+                || f["detector"] == "periodic-tail")),
+        "{doc:#}"
+    );
+    let rec = record(&env, doc["run_id"].as_str().unwrap());
+    let web = rec.probes.iter().find(|p| p.name == "web").unwrap();
+    assert_eq!(web.host.as_deref(), Some("127.0.0.1"));
+}
+
 /// A TCP server that answers every connection with bytes no protocol accepts.
 fn garbage_server() -> (std::thread::JoinHandle<()>, String) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -6,9 +6,12 @@
 //! the server's path (a timer or poll interval, a synchronous call, a lookup that is not in
 //! memory).
 //!
-//! In: the run's probe series. The network floor is the smallest `ok` sample of the network
-//! probes (`icmp`, `tcp-connect`, `tcp-echo`, `udp-echo`), or a probe's own `floor` label (a
-//! duration: a round trip the user measured). Out: a finding per other probe whose minimum is at
+//! In: the run's probe series, and the host each probe measures (from the run's `probe`
+//! document; empty when unknown). The network floor is a probe's own `floor` label (a duration:
+//! a round trip the user measured), else the smallest `ok` sample of the network probes
+//! (`icmp`, `tcp-connect`, `tcp-echo`, `udp-echo`) of the same host, else of any host (a
+//! service far away must not be held to the round trip of one next door, but a run that
+//! probes the network of one host only still gives a floor). Out: a finding per other probe whose minimum is at
 //! least [`FLOOR_RATIO`] times that floor *and* at least [`MIN_EXCESS_NS`] above it (a database
 //! query's 0.2 ms over a 0.05 ms loopback ping is work, not a floor).
 
@@ -40,13 +43,25 @@ fn minimum(s: &ProbeSeries) -> Option<u64> {
         .flatten()
 }
 
-/// Findings for the probes whose minimum sits far above the network's floor.
-pub fn latency_floor(series: &[ProbeSeries]) -> Vec<Finding> {
-    let network = series
+/// Findings for the probes whose minimum sits far above the network's floor; `hosts` maps a
+/// probe's name to the host it measures.
+pub fn latency_floor(series: &[ProbeSeries], hosts: &BTreeMap<String, String>) -> Vec<Finding> {
+    let host_of = |s: &ProbeSeries| hosts.get(s.label("probe")).map(String::as_str);
+    let networks: Vec<(u64, &ProbeSeries)> = series
         .iter()
         .filter(|s| NETWORK_KINDS.contains(&s.label("kind")))
         .filter_map(|s| minimum(s).map(|m| (m, s)))
-        .min_by_key(|(m, _)| *m);
+        .collect();
+    let network_for = |s: &ProbeSeries| {
+        let same = host_of(s).and_then(|h| {
+            networks
+                .iter()
+                .filter(|(_, n)| host_of(n) == Some(h))
+                .min_by_key(|(m, _)| *m)
+        });
+        same.or_else(|| networks.iter().min_by_key(|(m, _)| *m))
+            .copied()
+    };
     series
         .iter()
         .filter(|s| !NETWORK_KINDS.contains(&s.label("kind")))
@@ -58,7 +73,8 @@ pub fn latency_floor(series: &[ProbeSeries]) -> Vec<Finding> {
                 .filter(|&f| f > 0)
                 .map(|f| (f as u64, format!("its floor label {}", s.label("floor"))));
             let (floor, source) = own.or_else(|| {
-                network.map(|(m, n)| (m, format!("the fastest {} of {}", n.label("kind"), n.who())))
+                network_for(s)
+                    .map(|(m, n)| (m, format!("the fastest {} of {}", n.label("kind"), n.who())))
             })?;
             let min = minimum(s)?;
             let ratio = min as f64 / floor.max(1) as f64;
@@ -96,4 +112,62 @@ pub fn latency_floor(series: &[ProbeSeries]) -> Vec<Finding> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailhunt_model::Sample;
+
+    fn series(probe: &str, kind: &str, min_ns: i64) -> ProbeSeries {
+        let samples = (0..50)
+            .map(|i| {
+                Sample::new(
+                    i * 1_000_000,
+                    i * 1_000_000,
+                    i * 1_000_000 + min_ns + i * 10,
+                    Outcome::Ok,
+                )
+            })
+            .collect();
+        ProbeSeries {
+            display_name: format!("probe_latency{{probe={probe}}}"),
+            labels: [("probe", probe), ("kind", kind), ("variant", "default")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            samples,
+        }
+    }
+
+    #[test]
+    fn a_far_service_is_held_to_the_round_trip_of_its_own_host() {
+        let all = [
+            series("near-ping", "tcp-connect", 100_000),
+            series("far-ping", "tcp-connect", 5_000_000),
+            series("far-db", "postgres", 6_000_000),
+            series("near-cache", "redis", 4_000_000),
+        ];
+        let hosts: BTreeMap<String, String> = [
+            ("near-ping", "10.0.0.1"),
+            ("near-cache", "10.0.0.1"),
+            ("far-ping", "10.9.0.1"),
+            ("far-db", "10.9.0.1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let found = latency_floor(&all, &hosts);
+        // far-db: 6 ms over its own host's 5 ms is work, not a floor; near-cache: 4 ms over
+        // 0.1 ms next door is.
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].summary.starts_with("near-cache"),
+            "{}",
+            found[0].summary
+        );
+        // Without hosts, every service is held to the fastest network probe.
+        let found = latency_floor(&all, &BTreeMap::new());
+        assert_eq!(found.len(), 2, "{found:#?}");
+    }
 }

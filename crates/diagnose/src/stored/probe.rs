@@ -3,6 +3,7 @@
 
 use tailhunt_analyze::timeline::{analyze_over_time, interval_origin, TimeAnalysis, TimeOptions};
 use tailhunt_analyze::{analyze, AnalyzeOptions, Distribution};
+use tailhunt_model::evidence::probe::ProbeRecord;
 use tailhunt_model::{Run, SeriesData, Timing};
 use tailhunt_store::Store;
 
@@ -79,7 +80,19 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
         findings.extend(fragile_time::fragile_over_time(s, a.as_ref(), &whole));
     }
     if run.kind == tailhunt_model::RunKind::Probe {
-        findings.extend(floor::latency_floor(&series));
+        // The hosts come from the prober's document when it has one (older runs: none).
+        let hosts = store
+            .evidence::<ProbeRecord>(&run.id)
+            .ok()
+            .flatten()
+            .map(|r| {
+                r.probes
+                    .into_iter()
+                    .filter_map(|p| p.host.map(|h| (p.name, h)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        findings.extend(floor::latency_floor(&series, &hosts));
         if let Some(interval) = round_interval_ns(run) {
             findings.extend(cold::cold_path(&series, run.origin.mono_ns, interval));
         }

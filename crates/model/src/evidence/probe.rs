@@ -34,6 +34,10 @@ pub struct ProbeStatus {
     pub kind: String,
     /// Its variants (the `variant` labels), in the order configured.
     pub variants: Vec<String>,
+    /// The host it measures (its target without the port, as configured), when it has one: a
+    /// probe's latency floor is read against the network probes of the same host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The per-measurement timeout, ns; a timeout sample ends at start + this.
     pub timeout_ns: u64,
     /// Samples stored (every outcome).

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::json;
 use tailhunt_model::evidence::probe::{ProbeStatus, ScheduleDrift};
-use tailhunt_model::{format_duration_ns, ClockOrigin, RunKind, RunStatus};
+use tailhunt_model::{format_duration_ns, ClockOrigin, Finding, RunKind, RunStatus};
 use tailhunt_probe::config::{self, Config, Overrides};
 use tailhunt_probe::kind;
 use tailhunt_probe::run::{self, Length, Live};
@@ -27,6 +27,8 @@ struct ProbeDoc {
     rounds: u64,
     drift: ScheduleDrift,
     probes: Vec<ProbeStatus>,
+    /// What the detectors found in the run (as `tailhunt diagnose RUN` shows it).
+    findings: Vec<Finding>,
 }
 
 fn config(a: &ProbeArgs) -> Result<Config> {
@@ -160,6 +162,9 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
         writer.finish(json!({}))?;
         RunStatus::Complete
     };
+    // The detectors read the run back from the store, as `tailhunt diagnose` would.
+    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
+    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let r = finished.record;
     let doc = ProbeDoc {
         run_id: run_id.clone(),
@@ -168,6 +173,7 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
         rounds: r.rounds,
         drift: r.drift,
         probes: r.probes,
+        findings: diagnosis.findings,
     };
     output::print(cli.json, &doc, render)?;
     if finished.interrupted {
@@ -222,5 +228,6 @@ fn render(d: &ProbeDoc) -> String {
         d.drift.started,
         d.drift.late_rounds
     ));
+    tailhunt_report::terminal::render_findings(&d.findings, &mut out);
     out
 }

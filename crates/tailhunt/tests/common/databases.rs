@@ -2,7 +2,7 @@
 //! directory on a free port, stopped by PID when dropped (also when the test fails):
 //! PostgreSQL (`initdb` + `postgres`, run as `nobody` because it refuses root), MariaDB
 //! (`mariadb-install-db` + `mariadbd`, grant tables skipped so any login works) and dnsmasq
-//! (answers `probe.test` with 127.0.0.1, `void.test` with NXDOMAIN). Debian packages, installed
+//! (a caching resolver in front of an authority for `probe.test`; `void.test` is NXDOMAIN). Debian packages, installed
 //! by scripts/setup.sh.
 #![allow(dead_code)]
 
@@ -144,9 +144,8 @@ pub fn mariadb() -> Server {
     }
 }
 
-/// A private dnsmasq on a free loopback port (UDP and TCP): `probe.test` is 127.0.0.1,
-/// `void.test` does not exist (NXDOMAIN); nothing is forwarded.
-pub fn dnsmasq() -> Server {
+/// One dnsmasq on a free loopback port (UDP and TCP) with `extra` options.
+fn dnsmasq_with(extra: &[String]) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     let port = free_port();
     let child = quiet(
@@ -159,9 +158,8 @@ pub fn dnsmasq() -> Server {
                 "--bind-interfaces",
                 "--listen-address=127.0.0.1",
                 "--user=root",
-                "--address=/probe.test/127.0.0.1",
-                "--address=/void.test/",
             ])
+            .args(extra)
             .arg(format!("--port={port}"))
             .arg(format!("--pid-file={}", dir.path().join("pid").display())),
     )
@@ -176,5 +174,37 @@ pub fn dnsmasq() -> Server {
         proc,
         port,
         _dir: dir,
+    }
+}
+
+/// A resolver as most hosts have one: a caching dnsmasq that forwards `probe.test` to a second
+/// dnsmasq (its authority, answering 127.0.0.1 with a 1 s TTL), so an uncached answer costs a
+/// second hop and a name falls out of the cache every second; `void.test` does not exist
+/// (NXDOMAIN, from the first).
+pub struct Dns {
+    front: Server,
+    _authority: Server,
+}
+
+impl Dns {
+    /// Where to send queries.
+    pub fn addr(&self) -> String {
+        self.front.addr()
+    }
+}
+
+/// Starts the two dnsmasq of a [`Dns`].
+pub fn dnsmasq() -> Dns {
+    let authority = dnsmasq_with(&[
+        "--address=/probe.test/127.0.0.1".into(),
+        "--local-ttl=1".into(),
+    ]);
+    let front = dnsmasq_with(&[
+        format!("--server=/probe.test/127.0.0.1#{}", authority.port),
+        "--address=/void.test/".into(),
+    ]);
+    Dns {
+        front,
+        _authority: authority,
     }
 }
