@@ -16,7 +16,9 @@ use serde_json::Value;
 /// The root tests measure: one at a time, so they do not slow each other down.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Root-cause detectors (the findings that count as causes), as the scoring names them.
+/// Root-cause detectors (the findings that count as causes), as the scoring names them, and
+/// the probe detectors of the cold-path scenario.
+use tailhunt_lab::method::PROBE_DETECTORS;
 use tailhunt_lab::truth::score::DETECTORS as CAUSES;
 
 #[test]
@@ -36,6 +38,7 @@ fn lab_list_names_every_scenario_with_its_cause_fix_and_needs() {
         "noisy-neighbor",
         "noisy-neighbor-system-service",
         "noisy-neighbor-cpu-quota",
+        "cold-path",
         "healthy",
     ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
@@ -81,8 +84,9 @@ fn check_row(row: &Value) {
         .map(|p| p.as_str().unwrap())
         .collect();
     let strong = |f: &Value| {
+        let d = f["detector"].as_str().unwrap();
         f["confidence"].as_f64().unwrap() >= 0.5
-            && CAUSES.contains(&f["detector"].as_str().unwrap())
+            && (CAUSES.contains(&d) || PROBE_DETECTORS.contains(&d))
     };
     let mut all: Vec<&Value> = row["top"]
         .as_object()
@@ -192,6 +196,18 @@ fn lab_run_network_scenarios_root() {
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     run_and_check(&["microburst", "nagle", "rcvbuf", "healthy"]);
+}
+
+/// The cold paths and traps of root cause #5: each planted cause found about the probe it was
+/// planted on (the twins stay silent), and the caching resolver cuts the lookup's cost.
+#[test]
+fn lab_run_cold_path_root() {
+    if !is_root() {
+        eprintln!("skipped: lab run needs root (network namespaces, the link emulator)");
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    run_and_check(&["cold-path"]);
 }
 
 #[test]

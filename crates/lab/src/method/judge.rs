@@ -139,6 +139,11 @@ fn about(f: &FindingRef, scope: &str) -> bool {
     f.summary.starts_with(scope)
 }
 
+/// The detectors of probe runs (root cause #5): counted as root causes beside the truth
+/// harness's [`DETECTORS`].
+pub const PROBE_DETECTORS: [&str; 4] =
+    ["cold-path", "latency-floor", "step-change", "periodic-tail"];
+
 /// The detected root-cause findings of a `diagnose` document.
 fn root_causes(doc: &Value, run: &str) -> Vec<FindingRef> {
     let list = doc["findings"].as_array().cloned().unwrap_or_default();
@@ -146,7 +151,8 @@ fn root_causes(doc: &Value, run: &str) -> Vec<FindingRef> {
         .filter(|f| f["verdict"] == "detected")
         .filter_map(|f| {
             let detector = f["detector"].as_str()?;
-            DETECTORS.contains(&detector).then(|| FindingRef {
+            let known = DETECTORS.contains(&detector) || PROBE_DETECTORS.contains(&detector);
+            known.then(|| FindingRef {
                 detector: detector.to_string(),
                 confidence: f["confidence"].as_f64().unwrap_or(0.0),
                 summary: f["summary"].as_str().unwrap_or("").to_string(),

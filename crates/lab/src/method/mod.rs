@@ -15,6 +15,7 @@
 //! ([`crate::state::clean`]); while running, the lab's state directory names every process it
 //! started, so `tailhunt lab clean` can do the same after this run is killed.
 
+mod coldpath;
 mod judge;
 mod microburst;
 mod nagle;
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use judge::{FindingRef, Verdict};
+pub use judge::{FindingRef, Verdict, PROBE_DETECTORS};
 
 use crate::truth::{Tools, TruthError};
 
@@ -139,6 +140,15 @@ pub fn catalogue() -> Vec<ScenarioInfo> {
             needs: cpu,
             quick_s: 30,
             full_s: 50,
+        },
+        ScenarioInfo {
+            name: "cold-path",
+            planted: "a DNS lookup at a resolver one 2 ms round trip away, 3 ms on each connection's first request, a server never faster than 5 ms, a 3 ms step mid-run and a tail that rises every minute, each beside a healthy twin: cold-path (api's lookup, session's first request), latency-floor (lookup), step-change (store), periodic-tail (feed)",
+            measures: "tailhunt probe (two runs at once: 100 ms rounds for the cold paths and the floor, 20 ms rounds over time): what each variant costs, with its 95% interval",
+            fix: "a caching resolver beside the client: api's lookup cost (median by name minus by IP) falls to a quarter or less",
+            needs: vec!["root (network namespaces, link emulator)", "dnsmasq"],
+            quick_s: 270,
+            full_s: 370,
         },
         ScenarioInfo {
             name: "healthy",
@@ -389,6 +399,7 @@ pub fn run_one(
         "microburst" => microburst::run(&ctx, opts, &say),
         "nagle" => nagle::run(&ctx, opts, &say),
         "rcvbuf" => rcvbuf::run(&ctx, opts, &say),
+        "cold-path" => coldpath::run(&ctx, opts, &say),
         "healthy" => healthy(&ctx, opts, &say),
         "noisy-neighbor" => noisy::run(&ctx, opts, noisy::Variant::Neighbour, &say),
         "noisy-neighbor-system-service" => noisy::run(&ctx, opts, noisy::Variant::System, &say),
@@ -412,6 +423,7 @@ pub(crate) fn planted_of(name: &str) -> &'static [&'static str] {
         "rcvbuf" => &["receive-window-limited", "application-timeout"],
         "noisy-neighbor" | "noisy-neighbor-system-service" => &["noisy-neighbor"],
         "noisy-neighbor-cpu-quota" => &["cpu-throttled"],
+        "cold-path" => &["cold-path", "latency-floor", "step-change", "periodic-tail"],
         _ => &[],
     }
 }
