@@ -263,6 +263,20 @@ impl RunWriter<'_> {
         self.end(extra_params, false)
     }
 
+    /// [`RunWriter::finish_partial`] when `partial`, else [`RunWriter::finish`]; returns the
+    /// run id and the status it ended with.
+    pub fn finish_as(
+        self,
+        partial: bool,
+        extra_params: serde_json::Value,
+    ) -> Result<(String, tailhunt_model::RunStatus), StoreError> {
+        let status = match partial {
+            true => tailhunt_model::RunStatus::Partial,
+            false => tailhunt_model::RunStatus::Complete,
+        };
+        Ok((self.end(extra_params, !partial)?, status))
+    }
+
     fn end(
         mut self,
         extra_params: serde_json::Value,

@@ -12,7 +12,7 @@ use tailhunt_load::sweep;
 use tailhunt_load::{limits, target};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::units::parse_request_rates;
-use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
+use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::doc::LoadDoc;
 
 use crate::cli::{Cli, LoadArgs};
@@ -161,13 +161,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         }
         return Err(failure.unwrap_or_else(|| Interrupted.into()));
     }
-    let status = if failure.is_some() || interrupted {
-        writer.finish_partial(json!({}))?;
-        RunStatus::Partial
-    } else {
-        writer.finish(json!({}))?;
-        RunStatus::Complete
-    };
+    let (_, status) = writer.finish_as(failure.is_some() || interrupted, json!({}))?;
     let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let findings = diagnosis.findings;

@@ -147,11 +147,7 @@ fn execute(
         "files": outcome.inputs,
     });
     let partial = stopped.is_some() || outcome.damaged().next().is_some();
-    if partial {
-        writer.finish_partial(extra)?;
-    } else {
-        writer.finish(extra)?;
-    }
+    writer.finish_as(partial, extra)?;
     let Outcome {
         report,
         inputs: files,

@@ -155,13 +155,7 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
     done.store(true, Ordering::Relaxed);
     let _ = watch.join();
     let finished = ran.with_context(|| format!("run {run_id}"))?;
-    let status = if finished.interrupted {
-        writer.finish_partial(json!({}))?;
-        RunStatus::Partial
-    } else {
-        writer.finish(json!({}))?;
-        RunStatus::Complete
-    };
+    let (_, status) = writer.finish_as(finished.interrupted, json!({}))?;
     // The detectors read the run back from the store, as `tailhunt diagnose` would.
     let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;

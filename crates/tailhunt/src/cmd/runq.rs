@@ -251,9 +251,7 @@ fn close(
     stopped: bool,
     cfg: &TracerConfig,
 ) -> Result<(String, RunStatus, bool)> {
-    if stopped && cfg.duration.is_some() {
-        Ok((writer.finish_partial(json!({}))?, RunStatus::Partial, true))
-    } else {
-        Ok((writer.finish(json!({}))?, RunStatus::Complete, false))
-    }
+    let partial = stopped && cfg.duration.is_some();
+    let (id, status) = writer.finish_as(partial, json!({}))?;
+    Ok((id, status, partial))
 }

@@ -57,11 +57,7 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("storing the sockets run: {e}"))?;
     // A signal before --duration ended cuts the sampling short: kept, marked partial.
     let cut_short = signals::requested();
-    let run_id = if cut_short {
-        run.finish_partial(serde_json::json!({}))?
-    } else {
-        run.finish(serde_json::json!({}))?
-    };
+    let (run_id, _) = run.finish_as(cut_short, serde_json::json!({}))?;
     let diagnosis = tailhunt_diagnose::diagnose_run(&db, &run_id)?;
     tailhunt_diagnose::store_findings(&mut db, &run_id, &diagnosis)?;
     let doc = SocketsDoc {
