@@ -345,6 +345,7 @@ fn sweep(
         arrival: Arrival::Fixed,
         seed: cfg.seed,
         breakdown: false,
+        http: Default::default(),
     };
     let mut params = json!({
         "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,

@@ -80,6 +80,9 @@ pub fn check_sweep(rates: &[f64], repeat: usize) -> Result<(), LimitError> {
 /// Checks one step's flags; every message names the flag, the limit and why.
 pub fn check_step(cfg: &StepConfig) -> Result<(), LimitError> {
     check_sweep(&[cfg.rate], 1)?;
+    if let Err(e) = crate::proto::for_target(&cfg.target, cfg.request_bytes, &cfg.http) {
+        return refuse(e.to_string());
+    }
     if !(cfg.rate.is_finite() && cfg.rate > 0.0) {
         return refuse(format!(
             "rate {} must be a positive number of requests per second",
@@ -177,6 +180,7 @@ mod tests {
             arrival: Arrival::Fixed,
             seed: 1,
             breakdown: false,
+            http: Default::default(),
         }
     }
 

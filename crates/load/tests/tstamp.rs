@@ -243,6 +243,7 @@ fn step(url: &str, breakdown: bool) -> StepConfig {
         arrival: Arrival::Fixed,
         seed: 1,
         breakdown,
+        http: Default::default(),
     }
 }
 

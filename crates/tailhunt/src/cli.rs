@@ -475,9 +475,22 @@ pub struct LoadArgs {
     /// Write each request in two pieces (header, then body): the write-write-read pattern.
     #[arg(long)]
     pub split_writes: bool,
-    /// Request size in bytes (tcp/udp body; http request padded with a header).
+    /// Request size in bytes (tcp/udp body; http request padded with a header; the value of a
+    /// redis SET or a memcached set).
     #[arg(long, default_value_t = 64)]
     pub request_bytes: usize,
+    /// HTTP method (http:// targets).
+    #[arg(long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// An HTTP header, `Name: value` (repeat for more).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// HTTP request body (sent with its Content-Length).
+    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// HTTP request body read from a file.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<std::path::PathBuf>,
     /// Arrival process.
     #[arg(long, value_enum, default_value = "fixed")]
     pub arrival: Arrival,

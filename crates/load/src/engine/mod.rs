@@ -59,6 +59,8 @@ pub struct StepConfig {
     pub seed: u64,
     /// Collect the per-request breakdown (server timestamps).
     pub breakdown: bool,
+    /// HTTP: the method, headers and body of every request.
+    pub http: crate::proto::HttpRequest,
 }
 
 /// Counters of a step (what the requests' outcomes do not say; those are in the samples).

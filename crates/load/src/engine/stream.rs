@@ -110,9 +110,14 @@ impl Worker {
         out: Outbox,
     ) -> WorkerResult {
         let mut r = WorkerResult::new(out, &w);
-        let proto = match proto::for_target(&cfg.target, cfg.request_bytes) {
-            Some(p) => p,
-            None => return r,
+        // The request was checked before the run (limits::check_step).
+        let proto = match proto::for_target(&cfg.target, cfg.request_bytes, &cfg.http) {
+            Ok(Some(p)) => p,
+            Ok(None) => return r,
+            Err(e) => {
+                r.note_error(|| e.to_string());
+                return r;
+            }
         };
         let mut lp = match Loop::new(self, cfg, proto, live) {
             Ok(lp) => lp,

@@ -1,4 +1,4 @@
-//! HTTP/1.1 keep-alive GET.
+//! HTTP/1.1 keep-alive requests: GET by default, or any method with headers and a body.
 
 use super::{find_crlf, ProtoError, Response, StreamProtocol};
 use crate::wire;
@@ -6,26 +6,61 @@ use crate::wire;
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
 
-/// `GET PATH HTTP/1.1` with a Host header (padded to the request size with `X-Pad`).
+/// What to send besides the method line's path and the Host header.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// The method (`GET` when empty).
+    pub method: String,
+    /// Extra headers, in order, as `(name, value)`.
+    pub headers: Vec<(String, String)>,
+    /// The body (sent with its `Content-Length`; none when empty and the method is GET or
+    /// HEAD).
+    pub body: Vec<u8>,
+}
+
+/// One request, the same every time: the method line, `Host`, the user's headers, padding to
+/// the request size with `X-Pad`, then the body.
 pub struct Http {
     request: Vec<u8>,
     split: usize,
+    /// A HEAD request: the response's Content-Length describes a body that is not sent.
+    head_only: bool,
 }
 
 impl Http {
     /// A GET of `path` on `host`, padded to at least `request_bytes`.
     pub fn new(host: &str, path: &str, request_bytes: usize) -> Http {
-        let line = format!("GET {path} HTTP/1.1\r\n");
+        Http::with(host, path, &HttpRequest::default(), request_bytes)
+    }
+
+    /// `req` to `path` on `host`, its head padded so the whole request is at least
+    /// `request_bytes`.
+    pub fn with(host: &str, path: &str, req: &HttpRequest, request_bytes: usize) -> Http {
+        let method = match req.method.as_str() {
+            "" => "GET",
+            m => m,
+        };
+        let line = format!("{method} {path} HTTP/1.1\r\n");
         let mut head = format!("{line}Host: {host}\r\n");
+        for (name, value) in &req.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        let bodiless = req.body.is_empty() && matches!(method, "GET" | "HEAD");
+        if !bodiless {
+            head.push_str(&format!("Content-Length: {}\r\n", req.body.len()));
+        }
         // "X-Pad: " + padding + CRLF, then the blank line's CRLF.
-        let fixed = head.len() + "X-Pad: ".len() + 2 + 2;
+        let fixed = head.len() + "X-Pad: ".len() + 2 + 2 + req.body.len();
         if request_bytes > fixed {
             head.push_str(&format!("X-Pad: {}\r\n", "x".repeat(request_bytes - fixed)));
         }
         head.push_str("\r\n");
+        let mut request = head.into_bytes();
+        request.extend_from_slice(&req.body);
         Http {
             split: line.len(),
-            request: head.into_bytes(),
+            request,
+            head_only: method == "HEAD",
         }
     }
 }
@@ -170,7 +205,9 @@ impl StreamProtocol for Http {
             return Ok(None);
         };
         let (status, body_start) = (head.status, head.body_start);
-        let body_len = if let Some(cl) = head.content_length {
+        let body_len = if self.head_only {
+            0
+        } else if let Some(cl) = head.content_length {
             cl.map_err(|v| ProtoError(format!("bad Content-Length '{v}'")))?
         } else if head.chunked {
             match chunked_len(&buf[body_start..])? {
@@ -197,6 +234,38 @@ impl StreamProtocol for Http {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_method_headers_and_a_body_are_sent_and_a_head_reply_has_no_body() {
+        let req = HttpRequest {
+            method: "POST".into(),
+            headers: vec![("X-Trace".into(), "1".into())],
+            body: b"hello".to_vec(),
+        };
+        let h = Http::with("svc", "/api", &req, 0);
+        let mut out = Vec::new();
+        h.write_request(&mut out, 0);
+        assert_eq!(
+            out,
+            b"POST /api HTTP/1.1\r\nHost: svc\r\nX-Trace: 1\r\nContent-Length: 5\r\n\r\nhello"
+        );
+        let padded = Http::with("svc", "/api", &req, 200);
+        let mut out = Vec::new();
+        padded.write_request(&mut out, 0);
+        assert_eq!(out.len(), 200);
+        assert!(out.ends_with(b"\r\n\r\nhello"));
+        let head = Http::with(
+            "svc",
+            "/",
+            &HttpRequest {
+                method: "HEAD".into(),
+                ..HttpRequest::default()
+            },
+            0,
+        );
+        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nHTTP/1.1 200 OK";
+        assert_eq!(head.parse_response(reply).unwrap().unwrap().len, 39);
+    }
 
     #[test]
     fn parses_content_length_chunked_and_errors() {

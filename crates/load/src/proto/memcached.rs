@@ -1,8 +1,8 @@
-//! memcached text protocol `get key`.
+//! memcached text protocol: `get key`, or `set key` with a value of a given size.
 
 use super::{find_crlf, ProtoError, Response, StreamProtocol};
 
-/// `get key`.
+/// One command, sent the same way every time.
 pub struct Memcached {
     request: Vec<u8>,
 }
@@ -13,6 +13,14 @@ impl Memcached {
         Memcached {
             request: format!("get {key}\r\n").into_bytes(),
         }
+    }
+
+    /// set of `key` to `value_bytes` bytes (flags 0, no expiry).
+    pub fn set(key: &str, value_bytes: usize) -> Memcached {
+        let mut request = format!("set {key} 0 0 {value_bytes}\r\n").into_bytes();
+        request.resize(request.len() + value_bytes, b'x');
+        request.extend_from_slice(b"\r\n");
+        Memcached { request }
     }
 }
 
@@ -30,7 +38,7 @@ impl StreamProtocol for Memcached {
             };
             let line = &buf[pos..eol];
             let next = eol + 2;
-            if line == b"END" {
+            if line == b"END" || line == b"STORED" {
                 return Ok(Some(Response {
                     len: next,
                     ok: true,
@@ -38,6 +46,9 @@ impl StreamProtocol for Memcached {
                 }));
             }
             if line == b"ERROR"
+                || line == b"NOT_STORED"
+                || line == b"EXISTS"
+                || line == b"NOT_FOUND"
                 || line.starts_with(b"CLIENT_ERROR")
                 || line.starts_with(b"SERVER_ERROR")
             {
@@ -87,5 +98,15 @@ mod tests {
                 .ok
         );
         assert!(m.parse_response(b"+OK\r\n").is_err());
+    }
+
+    #[test]
+    fn a_set_sends_its_value_and_reads_stored() {
+        let m = Memcached::set("k", 5);
+        let mut out = Vec::new();
+        m.write_request(&mut out, 0);
+        assert_eq!(out, b"set k 0 0 5\r\nxxxxx\r\n");
+        assert!(m.parse_response(b"STORED\r\n").unwrap().unwrap().ok);
+        assert!(!m.parse_response(b"NOT_STORED\r\n").unwrap().unwrap().ok);
     }
 }

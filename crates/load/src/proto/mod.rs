@@ -11,7 +11,7 @@ mod redis;
 use thiserror::Error;
 
 pub use frames::Frames;
-pub use http::Http;
+pub use http::{Http, HttpRequest};
 pub use memcached::Memcached;
 pub use redis::Redis;
 
@@ -43,15 +43,77 @@ pub trait StreamProtocol: Send + Sync {
     fn parse_response(&self, buf: &[u8]) -> Result<Option<Response>, ProtoError>;
 }
 
+/// A request the target's protocol cannot carry.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct RequestError(pub String);
+
+/// The path's segments, percent-decoded (`%2F` is a `/` inside a segment).
+fn segments(path: &str) -> Vec<Vec<u8>> {
+    path.trim_start_matches('/')
+        .split('/')
+        .map(|s| percent_encoding::percent_decode_str(s).collect())
+        .collect()
+}
+
+/// Whether a path segment names a command (letters only: `GET`, `set`, `HINCRBY`).
+fn is_command(word: &[u8]) -> bool {
+    !word.is_empty() && word.iter().all(u8::is_ascii_alphabetic)
+}
+
 /// The codec for a target; `None` for UDP (datagrams have their own path).
-pub fn for_target(t: &Target, request_bytes: usize) -> Option<Box<dyn StreamProtocol>> {
-    Some(match t.scheme {
+///
+/// Redis: `redis://H/KEY` is `GET KEY`; `redis://H/CMD/ARG/...` sends any command (`SET/k` gets
+/// a value of `request_bytes` bytes). memcached: `memcached://H/KEY` is `get KEY`,
+/// `memcached://H/set/KEY` stores `request_bytes` bytes. HTTP: `http` sets the method, headers
+/// and body; other schemes refuse them.
+pub fn for_target(
+    t: &Target,
+    request_bytes: usize,
+    http: &HttpRequest,
+) -> Result<Option<Box<dyn StreamProtocol>>, RequestError> {
+    if t.scheme != Scheme::Http && *http != HttpRequest::default() {
+        return Err(RequestError(format!(
+            "--method, --header and --body are for http:// targets, not {}://",
+            t.scheme.name()
+        )));
+    }
+    Ok(Some(match t.scheme {
         Scheme::Tcp => Box::new(Frames { request_bytes }),
-        Scheme::Http => Box::new(Http::new(&t.host, &t.path, request_bytes)),
-        Scheme::Redis => Box::new(Redis::new(&t.path)),
-        Scheme::Memcached => Box::new(Memcached::new(&t.path)),
-        Scheme::Udp => return None,
-    })
+        Scheme::Http => Box::new(Http::with(&t.host, &t.path, http, request_bytes)),
+        Scheme::Redis => {
+            let mut words = segments(&t.path);
+            if words.len() < 2 || !is_command(&words[0]) {
+                return Ok(Some(Box::new(Redis::new(&t.path))));
+            }
+            words[0].make_ascii_uppercase();
+            if words[0] == b"SET" && words.len() == 2 {
+                words.push(vec![b'x'; request_bytes]);
+            }
+            let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+            Box::new(Redis::command(&refs))
+        }
+        Scheme::Memcached => {
+            let words = segments(&t.path);
+            let text = |w: &[u8]| String::from_utf8_lossy(w).into_owned();
+            match words.as_slice() {
+                [cmd, key] if cmd.eq_ignore_ascii_case(b"set") => {
+                    Box::new(Memcached::set(&text(key), request_bytes))
+                }
+                [cmd, key] if cmd.eq_ignore_ascii_case(b"get") => {
+                    Box::new(Memcached::new(&text(key)))
+                }
+                [cmd, ..] if words.len() > 1 && is_command(cmd) => {
+                    return Err(RequestError(format!(
+                        "memcached://HOST/{}/...: only get and set are supported (memcached://HOST/KEY gets KEY)",
+                        text(cmd)
+                    )))
+                }
+                _ => Box::new(Memcached::new(&t.path)),
+            }
+        }
+        Scheme::Udp => return Ok(None),
+    }))
 }
 
 /// Finds `\r\n` from `from`; returns the index of `\r`.

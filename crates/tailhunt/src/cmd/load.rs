@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_load::engine::{Live, StepConfig};
+use tailhunt_load::proto::HttpRequest;
 use tailhunt_load::record::{run_sweep, Ran, SweepRun};
 use tailhunt_load::sweep;
 use tailhunt_load::{limits, target};
@@ -31,6 +32,58 @@ fn commit_interval(a: &LoadArgs) -> Result<Duration> {
         );
     }
     Ok(d)
+}
+
+/// Largest request body read from `--body-file`.
+const MAX_BODY_FILE: u64 = 16 << 20;
+
+/// The HTTP method, headers and body from the flags (GET without either: the default request,
+/// which every scheme accepts).
+fn http_request(a: &LoadArgs) -> Result<HttpRequest> {
+    let method = a.method.trim().to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
+        anyhow::bail!(
+            "--method '{}' is not an HTTP method (e.g. GET, POST, PUT, DELETE)",
+            a.method
+        );
+    }
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        let (name, value) = h
+            .split_once(':')
+            .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
+            .with_context(|| format!("--header '{h}' must be 'Name: value'"))?;
+        if value.contains(['\r', '\n']) {
+            anyhow::bail!("--header '{h}': a value may not contain a line break");
+        }
+        headers.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    let body = match (&a.body, &a.body_file) {
+        (Some(text), _) => text.clone().into_bytes(),
+        (None, Some(path)) => {
+            let size = std::fs::metadata(path)
+                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
+                .len();
+            if size > MAX_BODY_FILE {
+                anyhow::bail!(
+                    "--body-file '{}' is {size} bytes; the limit is {MAX_BODY_FILE} (16 MiB)",
+                    path.display()
+                );
+            }
+            std::fs::read(path)
+                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
+        }
+        (None, None) => Vec::new(),
+    };
+    Ok(HttpRequest {
+        method: if method == "GET" {
+            String::new()
+        } else {
+            method
+        },
+        headers,
+        body,
+    })
 }
 
 fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
@@ -70,6 +123,7 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         arrival: a.arrival,
         seed: a.seed,
         breakdown: a.breakdown,
+        http: http_request(a)?,
     };
     for &rate in &rates {
         limits::check_step(&StepConfig {
@@ -120,6 +174,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
         "commit_interval_ns": a.commit_interval.as_nanos() as u64,
+        "http": {"method": a.method.to_ascii_uppercase(), "headers": base.http.headers.len(), "body_bytes": base.http.body.len()},
     });
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));
