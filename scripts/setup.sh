@@ -20,7 +20,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # its screenshot; without a font the text is drawn as boxes), postgresql, mariadb-server and
 # dnsmasq-base (the prober's tests start private instances on free loopback ports and stop
 # them by PID; dnsmasq-base is the program without a system service).
-packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3
+packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3 openssl
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
     linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base)
 missing=()

@@ -346,6 +346,7 @@ fn sweep(
         seed: cfg.seed,
         breakdown: false,
         http: Default::default(),
+        tls: Default::default(),
     };
     let mut params = json!({
         "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,

@@ -83,6 +83,15 @@ pub fn check_step(cfg: &StepConfig) -> Result<(), LimitError> {
     if let Err(e) = crate::proto::for_target(&cfg.target, cfg.request_bytes, &cfg.http) {
         return refuse(e.to_string());
     }
+    if cfg.target.scheme == Scheme::Https {
+        if cfg.breakdown {
+            return refuse(
+                "--breakdown needs tailhunt's reference servers, which do not speak TLS: leave it off for https://".into(),
+            );
+        }
+        crate::engine::tls::client_config(&cfg.tls).map_err(LimitError)?;
+        crate::engine::tls::server_name(&cfg.target.host).map_err(LimitError)?;
+    }
     if !(cfg.rate.is_finite() && cfg.rate > 0.0) {
         return refuse(format!(
             "rate {} must be a positive number of requests per second",
@@ -131,7 +140,7 @@ pub fn check_step(cfg: &StepConfig) -> Result<(), LimitError> {
     }
     let (max_request, why) = match cfg.target.scheme {
         Scheme::Udp => (MAX_UDP_REQUEST, "the most one IPv4 datagram carries"),
-        Scheme::Http => (MAX_HTTP_REQUEST, "servers refuse larger request heads"),
+        Scheme::Http | Scheme::Https => (MAX_HTTP_REQUEST, "servers refuse larger request heads"),
         _ => (wire::MAX_BODY, "the largest frame tailhunt's servers take"),
     };
     if cfg.request_bytes > max_request {
@@ -181,6 +190,7 @@ mod tests {
             seed: 1,
             breakdown: false,
             http: Default::default(),
+            tls: Default::default(),
         }
     }
 

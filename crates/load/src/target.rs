@@ -1,4 +1,4 @@
-//! What to load: `tcp://HOST:PORT`, `udp://HOST:PORT`, `http://HOST:PORT/PATH`,
+//! What to load: `tcp://HOST:PORT`, `udp://HOST:PORT`, `http[s]://HOST:PORT/PATH`,
 //! `redis://HOST:PORT/KEY`, `memcached://HOST:PORT/KEY`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -14,6 +14,8 @@ pub enum Scheme {
     Udp,
     /// HTTP/1.1 keep-alive GET.
     Http,
+    /// HTTP/1.1 over TLS.
+    Https,
     /// Redis `GET key`.
     Redis,
     /// memcached `get key`.
@@ -27,6 +29,7 @@ impl Scheme {
             Scheme::Tcp => "tcp",
             Scheme::Udp => "udp",
             Scheme::Http => "http",
+            Scheme::Https => "https",
             Scheme::Redis => "redis",
             Scheme::Memcached => "memcached",
         }
@@ -53,7 +56,9 @@ pub enum TargetError {
     #[error("malformed target '{0}' (write e.g. tcp://127.0.0.1:7000, http://127.0.0.1:8080/, redis://127.0.0.1:6379/key)")]
     Malformed(String),
     /// A scheme tailhunt does not speak.
-    #[error("unsupported scheme '{scheme}' in '{url}' (use tcp, udp, http, redis or memcached)")]
+    #[error(
+        "unsupported scheme '{scheme}' in '{url}' (use tcp, udp, http, https, redis or memcached)"
+    )]
     Scheme {
         /// The scheme written.
         scheme: String,
@@ -75,6 +80,7 @@ pub enum TargetError {
 fn default_port(scheme: Scheme) -> Option<u16> {
     match scheme {
         Scheme::Http => Some(80),
+        Scheme::Https => Some(443),
         Scheme::Redis => Some(6379),
         Scheme::Memcached => Some(11211),
         Scheme::Tcp | Scheme::Udp => None,
@@ -89,6 +95,7 @@ pub fn parse_target(url: &str) -> Result<Target, TargetError> {
         "tcp" => Scheme::Tcp,
         "udp" => Scheme::Udp,
         "http" => Scheme::Http,
+        "https" => Scheme::Https,
         "redis" => Scheme::Redis,
         "memcached" | "memcache" => Scheme::Memcached,
         other => {
@@ -135,7 +142,7 @@ pub fn parse_target(url: &str) -> Result<Target, TargetError> {
             reason: "no addresses".into(),
         })?;
     let path = match scheme {
-        Scheme::Http if path.is_empty() => "/".to_string(),
+        Scheme::Http | Scheme::Https if path.is_empty() => "/".to_string(),
         Scheme::Redis | Scheme::Memcached => {
             let key = path.trim_start_matches('/');
             if key.is_empty() {

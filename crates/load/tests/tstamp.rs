@@ -244,6 +244,7 @@ fn step(url: &str, breakdown: bool) -> StepConfig {
         seed: 1,
         breakdown,
         http: Default::default(),
+        tls: Default::default(),
     }
 }
 

@@ -491,6 +491,13 @@ pub struct LoadArgs {
     /// HTTP request body read from a file.
     #[arg(long, value_name = "FILE")]
     pub body_file: Option<std::path::PathBuf>,
+    /// https://: trust the PEM certificates in FILE (a private CA) instead of the system's
+    /// roots.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// https://: do not check the server's certificate (a self-signed test server).
+    #[arg(long)]
+    pub insecure: bool,
     /// Arrival process.
     #[arg(long, value_enum, default_value = "fixed")]
     pub arrival: Arrival,

@@ -11,6 +11,7 @@
 mod datagram;
 pub mod handoff;
 mod stream;
+pub mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -61,6 +62,8 @@ pub struct StepConfig {
     pub breakdown: bool,
     /// HTTP: the method, headers and body of every request.
     pub http: crate::proto::HttpRequest,
+    /// HTTPS: how the server's certificate is checked.
+    pub tls: tls::TlsOptions,
 }
 
 /// Counters of a step (what the requests' outcomes do not say; those are in the samples).

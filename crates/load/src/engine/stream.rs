@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +11,7 @@ use rustix::event::epoll;
 use tailhunt_model::{Outcome, Sample};
 
 use super::handoff::Outbox;
+use super::tls::{self, Link, Tls};
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
 use crate::breakdown::{Breakdown, ClientTimes};
 use crate::clock::{mono_ns, real_ns};
@@ -39,7 +39,7 @@ struct InFlight {
 }
 
 struct Conn {
-    sock: Option<TcpStream>,
+    sock: Option<Link>,
     inflight: VecDeque<InFlight>,
     /// Read buffer: zeroed once and reused; `rlen` bytes of it hold unparsed data.
     rbuf: Vec<u8>,
@@ -57,26 +57,27 @@ struct Conn {
 /// A worker's connections, opened before the schedule starts.
 pub(crate) struct Worker {
     conns: Vec<Conn>,
+    /// `https://`: the sessions' configuration.
+    tls: Option<Tls>,
 }
 
 /// Opens a connection; with `--breakdown` also turns on kernel timestamps (before the first
 /// byte is written, so transmit ids count from the connection's first byte) and says whether
 /// transmit timestamps are on. Timestamps are best effort: refused, the breakdown has less.
-fn open(cfg: &StepConfig, timeout: Duration) -> std::io::Result<(TcpStream, bool)> {
-    let s = TcpStream::connect_timeout(&cfg.target.addr, timeout)?;
-    s.set_nodelay(cfg.nodelay)?;
-    s.set_nonblocking(true)?;
-    let tx = cfg.breakdown && tstamp::enable(&s, tstamp::Want::ALL).is_ok_and(|on| on.tx);
+fn open(cfg: &StepConfig, tls: Option<&Tls>, timeout: Duration) -> std::io::Result<(Link, bool)> {
+    let s = tls::connect(&cfg.target.addr, tls, cfg.nodelay, timeout)?;
+    let tx = cfg.breakdown && tstamp::enable(s.tcp(), tstamp::Want::ALL).is_ok_and(|on| on.tx);
     Ok((s, tx))
 }
 
 impl Worker {
     /// Opens `n` connections; fails only if none opens.
     pub fn connect(cfg: &StepConfig, n: usize) -> std::io::Result<Worker> {
+        let tls = tls::for_step(cfg)?;
         let mut conns = Vec::with_capacity(n);
         let mut last_err = None;
         for _ in 0..n {
-            let (sock, tx_stamps) = match open(cfg, CONNECT_TIMEOUT) {
+            let (sock, tx_stamps) = match open(cfg, tls.as_ref(), CONNECT_TIMEOUT) {
                 Ok((s, tx)) => (Some(s), tx),
                 Err(e) => {
                     last_err = Some(e);
@@ -97,7 +98,7 @@ impl Worker {
         }
         match last_err {
             Some(e) if conns.iter().all(|c| c.sock.is_none()) => Err(e),
-            _ => Ok(Worker { conns }),
+            _ => Ok(Worker { conns, tls }),
         }
     }
 
@@ -136,6 +137,8 @@ impl Worker {
 
 struct Loop<'a> {
     cfg: &'a StepConfig,
+    /// `https://`: the sessions' configuration (for reconnects).
+    tls: Option<Tls>,
     proto: Box<dyn StreamProtocol>,
     conns: Vec<Conn>,
     epoll: rustix::fd::OwnedFd,
@@ -187,6 +190,7 @@ impl<'a> Loop<'a> {
             cfg,
             proto,
             conns: w.conns,
+            tls: w.tls,
             epoll,
             backlog: VecDeque::new(),
             room: VecDeque::new(),
@@ -383,7 +387,7 @@ impl<'a> Loop<'a> {
         if let Some(e) = failed {
             r.note_error(|| format!("write: {e}"));
             self.fail(i, Outcome::Error, r);
-        } else if !self.conns[i].wbuf.is_empty() {
+        } else if !self.conns[i].wbuf.is_empty() || self.pending_tls(i) {
             self.interest(i, true);
         }
     }
@@ -404,13 +408,23 @@ impl<'a> Loop<'a> {
         }
     }
 
+    /// Whether connection `i`'s TLS session holds bytes the socket did not take yet.
+    fn pending_tls(&self, i: usize) -> bool {
+        self.conns[i].sock.as_ref().is_some_and(Link::pending_write)
+    }
+
     fn flush(&mut self, i: usize, r: &mut WorkerResult) {
         let c = &mut self.conns[i];
         let Some(sock) = c.sock.as_mut() else { return };
-        match sock.write(&c.wbuf) {
+        // Encrypted bytes first: they belong to requests before those in `wbuf`.
+        let written = sock.flush_tls().and_then(|()| match c.wbuf.is_empty() {
+            true => Ok(0),
+            false => sock.write(&c.wbuf),
+        });
+        match written {
             Ok(k) => {
                 c.wbuf.drain(..k);
-                if c.wbuf.is_empty() {
+                if c.wbuf.is_empty() && !self.pending_tls(i) {
                     self.interest(i, false);
                 }
             }
@@ -443,7 +457,7 @@ impl<'a> Loop<'a> {
                 let len = c.rlen;
                 let got = if self.cfg.breakdown {
                     self.reader
-                        .recv(sock, &mut c.rbuf[len..])
+                        .recv(sock.tcp(), &mut c.rbuf[len..])
                         .map(|(k, t)| (k, t.software_ns))
                 } else {
                     sock.read(&mut c.rbuf[len..]).map(|k| (k, None))
@@ -456,7 +470,8 @@ impl<'a> Loop<'a> {
                     Ok((k, rx)) => {
                         c.rlen += k;
                         kernel_rx_ns = rx.unwrap_or(kernel_rx_ns);
-                        if k < READ_CHUNK {
+                        // A TLS session may hold more plaintext than one read returned.
+                        if k < READ_CHUNK && sock.short_read_drains() {
                             break;
                         }
                     }
@@ -539,7 +554,7 @@ impl<'a> Loop<'a> {
             return;
         };
         let inflight = &mut c.inflight;
-        let _ = self.reader.drain_tx(sock, |stamp| {
+        let _ = self.reader.drain_tx(sock.tcp(), |stamp| {
             let Some(t) = stamp.time.software_ns else {
                 return; // a hardware-only report of a send already stamped in software
             };
@@ -581,7 +596,7 @@ impl<'a> Loop<'a> {
     }
 
     fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
-        match open(self.cfg, RECONNECT_TIMEOUT) {
+        match open(self.cfg, self.tls.as_ref(), RECONNECT_TIMEOUT) {
             Ok((s, tx_stamps)) => {
                 if epoll::add(
                     &self.epoll,

@@ -72,15 +72,16 @@ pub fn for_target(
     request_bytes: usize,
     http: &HttpRequest,
 ) -> Result<Option<Box<dyn StreamProtocol>>, RequestError> {
-    if t.scheme != Scheme::Http && *http != HttpRequest::default() {
+    let is_http = matches!(t.scheme, Scheme::Http | Scheme::Https);
+    if !is_http && *http != HttpRequest::default() {
         return Err(RequestError(format!(
-            "--method, --header and --body are for http:// targets, not {}://",
+            "--method, --header and --body are for http:// and https:// targets, not {}://",
             t.scheme.name()
         )));
     }
     Ok(Some(match t.scheme {
         Scheme::Tcp => Box::new(Frames { request_bytes }),
-        Scheme::Http => Box::new(Http::with(&t.host, &t.path, http, request_bytes)),
+        Scheme::Http | Scheme::Https => Box::new(Http::with(&t.host, &t.path, http, request_bytes)),
         Scheme::Redis => {
             let mut words = segments(&t.path);
             if words.len() < 2 || !is_command(&words[0]) {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::json;
+use tailhunt_load::engine::tls::TlsOptions;
 use tailhunt_load::engine::{Live, StepConfig};
 use tailhunt_load::proto::HttpRequest;
 use tailhunt_load::record::{run_sweep, Ran, SweepRun};
@@ -124,6 +125,10 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         seed: a.seed,
         breakdown: a.breakdown,
         http: http_request(a)?,
+        tls: TlsOptions {
+            ca_file: a.ca_file.clone(),
+            insecure: a.insecure,
+        },
     };
     for &rate in &rates {
         limits::check_step(&StepConfig {
