@@ -23,14 +23,62 @@ use tailhunt_diagnose::stored::{round_interval_ns, time_analysis, PROBE_SERIES};
 use tailhunt_model::{format_duration_ns, RunKind, SeriesKind, Timing};
 use tailhunt_store::StoreError;
 
-use crate::html::format::{fmt_value, Fmt};
+use crate::html::format::Fmt;
 use crate::html::run::{Chart, ChartKind, RunData};
 use crate::html::svg::{colour, Axis, Kind, Plot, Scale};
 
 /// Height of one variant's panel.
 const PANEL: f64 = 190.0;
+/// Runs with fewer intervals than this draw each interval's level as a step.
+const STEPS_BELOW: usize = 20;
 /// Change points labelled on one panel before the rest are left to the hover titles.
 const MAX_SHIFT_LABELS: usize = 4;
+
+/// The time axis of a run's probe charts: its range in the chosen unit, the unit in seconds,
+/// and its name (a four-hour run reads in minutes, a month in days).
+#[derive(Clone, Copy)]
+struct TimeAxis {
+    lo: f64,
+    hi: f64,
+    unit_s: f64,
+    name: &'static str,
+}
+
+impl TimeAxis {
+    fn new(lo_s: f64, hi_s: f64) -> TimeAxis {
+        let span = hi_s - lo_s;
+        let (unit_s, name) = match span {
+            s if s <= 900.0 => (1.0, "seconds"),
+            s if s <= 15.0 * 3600.0 => (60.0, "minutes"),
+            s if s <= 15.0 * 86_400.0 => (3600.0, "hours"),
+            _ => (86_400.0, "days"),
+        };
+        TimeAxis {
+            lo: lo_s / unit_s,
+            hi: hi_s / unit_s,
+            unit_s,
+            name,
+        }
+    }
+
+    /// `t_ns` on the run's clock, in the axis' unit from the run's start.
+    fn at(&self, rd: &RunData<'_>, t_ns: i64) -> f64 {
+        rd.secs(t_ns) / self.unit_s
+    }
+
+    fn axis(&self) -> Axis {
+        let fmt = if self.unit_s == 1.0 {
+            Fmt::Seconds
+        } else {
+            Fmt::Count
+        };
+        Axis::new(
+            Scale::new(Kind::Linear, self.lo, self.hi),
+            fmt,
+            format!("{} from the start of the run", self.name),
+        )
+    }
+}
 
 /// One probe: its name in headings and its variants' series with their analyses.
 struct Probe {
@@ -58,6 +106,7 @@ pub fn charts(
         .flat_map(|p| &p.variants)
         .flat_map(|(s, _)| s.samples.iter().map(|x| rd.secs(x.intended_ns)))
         .fold((f64::MAX, f64::MIN), |(a, b), t| (a.min(t), b.max(t)));
+    let time = TimeAxis::new(t_lo, t_hi);
     for (k, p) in probes.iter().enumerate() {
         // An import's series is drawn over time only when the analysis found something the
         // generic percentiles chart does not mark; a probe run's always.
@@ -68,7 +117,7 @@ pub fn charts(
         if !probe_run && !marked {
             continue;
         }
-        match over_time(rd, p, k, (t_lo, t_hi)) {
+        match over_time(rd, p, k, time) {
             Some(c) => out.push(c),
             None => missing.push(format!(
                 "{} over time: too few samples to read percentiles per interval",
@@ -145,7 +194,7 @@ fn variant_name(s: &ProbeSeries) -> &str {
     }
 }
 
-fn over_time(rd: &RunData<'_>, p: &Probe, k: usize, t: (f64, f64)) -> Option<Chart> {
+fn over_time(rd: &RunData<'_>, p: &Probe, k: usize, t: TimeAxis) -> Option<Chart> {
     let id = rd.id(ChartKind::ProbeOverTime, k);
     let mut svg = String::new();
     let mut notes: Vec<String> = Vec::new();
@@ -190,7 +239,7 @@ fn panel(
     rd: &RunData<'_>,
     s: &ProbeSeries,
     a: &TimeAnalysis,
-    t: (f64, f64),
+    t: TimeAxis,
     plot_id: &str,
     notes: &mut Vec<String>,
 ) -> String {
@@ -208,11 +257,7 @@ fn panel(
     };
     let mut plot = Plot::new(
         PANEL,
-        Axis::new(
-            Scale::new(Kind::Linear, t.0, t.1),
-            Fmt::Seconds,
-            "time from the start of the run",
-        ),
+        t.axis(),
         Axis::new(
             Scale::new(Kind::Log, lo.max(1) as f64 / 1.3, hi.max(1) as f64 * 1.3),
             Fmt::Duration,
@@ -236,16 +281,18 @@ fn panel(
             o.label,
             tailhunt_analyze::timeline::format_offset(o.period_ns)
         );
+        // The label goes on a band wholly inside the plot (the first may start at its edge).
+        let labelled = usize::from(bands.len() > 1);
         for (i, (x0, x1)) in bands.iter().enumerate() {
             let title = format!(
                 "{label}: high phase (autocorrelation {:.2}, highest/lowest phase {:.1}x)",
                 o.r, o.amplitude_ratio
             );
             plot.band(
-                rd.secs(*x0),
-                rd.secs(*x1),
+                t.at(rd, *x0),
+                t.at(rd, *x1),
                 "period",
-                if i == 0 { label.as_str() } else { "" },
+                if i == labelled { label.as_str() } else { "" },
                 &title,
             );
         }
@@ -261,8 +308,8 @@ fn panel(
     if failed > 0 {
         for (i, (x0, x1)) in failing(a).iter().enumerate() {
             plot.band(
-                rd.secs(*x0),
-                rd.secs(*x1),
+                t.at(rd, *x0),
+                t.at(rd, *x1),
                 "failing",
                 if i == 0 { "failing" } else { "" },
                 "most samples of these intervals failed (errors or timeouts)",
@@ -270,19 +317,32 @@ fn panel(
         }
         let total: u64 = ot.intervals.iter().map(|i| i.count).sum();
         notes.push(format!(
-            "{who}{failed} of {total} samples failed ({} errors drawn at the time they took to fail, {} timeouts at the timeout); red bands: intervals where most failed.",
+            "{who}{failed} of {total} samples failed ({} errors, {} timeouts){}.",
             ot.intervals.iter().map(|i| i.errors).sum::<u64>(),
             ot.intervals.iter().map(|i| i.timeouts).sum::<u64>(),
+            if failing(a).is_empty() {
+                ""
+            } else {
+                "; red bands: intervals where most failed"
+            }
         ));
     }
     for (i, q) in ot.quantiles.iter().enumerate() {
         let name = tailhunt_analyze::percentile_label(*q);
+        // Few intervals are drawn as steps across each interval (two points at their middles
+        // would read as a trend); many as a line through their middles.
+        let steps = ot.intervals.len() < STEPS_BELOW;
         let pts: Vec<(f64, f64)> = ot
             .column(i)
             .into_iter()
-            .map(|(j, v)| {
+            .flat_map(|(j, v)| {
                 let iv = &ot.intervals[j];
-                (rd.secs((iv.start_ns + iv.end_ns) / 2), v.max(1) as f64)
+                let y = v.max(1) as f64;
+                if steps {
+                    vec![(t.at(rd, iv.start_ns), y), (t.at(rd, iv.end_ns), y)]
+                } else {
+                    vec![(t.at(rd, (iv.start_ns + iv.end_ns) / 2), y)]
+                }
             })
             .collect();
         plot.series(&name, colour(i));
@@ -307,10 +367,10 @@ fn panel(
         } else {
             String::new()
         };
-        plot.vrule(rd.secs(sh.at_ns), "change", &label, i % 3);
+        plot.vrule(t.at(rd, sh.at_ns), "change", &label, i % 3);
         notes.push(format!(
             "{who}change at {} (p = {:.3}): {}.",
-            fmt_value(Fmt::Seconds, rd.secs(sh.at_ns)),
+            tailhunt_analyze::timeline::format_offset((rd.secs(sh.at_ns) * 1e9) as i64),
             sh.p_value,
             levels.join(", ")
         ));
@@ -390,48 +450,53 @@ fn variants(
     let (cn, wn) = (cold_s.label("variant"), warm.label("variant"));
     let id = rd.id(ChartKind::ProbeVariants, k);
     let sides = [(cn, levels(cold_s), colour(1)), (wn, levels(warm), colour(0))];
-    let (mut lo, mut hi) = (f64::MAX, 0f64);
-    for q in sides.iter().flat_map(|s| &s.1) {
-        lo = lo.min(q.ci_low_ns.unwrap_or(q.value_ns).max(1) as f64);
-        hi = hi.max(q.ci_high_ns.unwrap_or(q.value_ns).max(1) as f64);
-    }
+    let hi = sides
+        .iter()
+        .flat_map(|s| &s.1)
+        .map(|q| q.ci_high_ns.unwrap_or(q.value_ns) as f64)
+        .fold(1.0, f64::max);
+    // Linear from zero: two variants' levels read as lengths, side by side per percentile.
     let mut top = Plot::new(
         230.0,
         Axis::new(
-            Scale::new(Kind::Linear, 0.4, 4.6),
+            Scale::new(Kind::Linear, 0.5, 3.5),
             Fmt::Count,
             "each variant over the whole run",
         ),
-        Axis::new(
-            Scale::new(Kind::Log, lo / 1.3, hi * 1.3),
-            Fmt::Duration,
-            "latency (log)",
-        ),
+        Axis::new(Scale::from_zero(hi * 1.1), Fmt::Duration, "latency"),
     );
     let mut labels = Vec::new();
     for (j, (name, qs, col)) in sides.iter().enumerate() {
         top.series(name, *col);
         for (m, q) in qs.iter().enumerate() {
-            let x = 1.0 + j as f64 + 2.0 * m as f64;
+            let x = 1.0 + 0.5 * j as f64 + 1.5 * m as f64;
             labels.push((x, format!("{name} {}", q.label)));
             let (l, h) = (
                 q.ci_low_ns.unwrap_or(q.value_ns) as f64,
                 q.ci_high_ns.unwrap_or(q.value_ns) as f64,
             );
+            let text = format!(
+                "{} [{}, {}]",
+                format_duration_ns(q.value_ns as f64),
+                format_duration_ns(l),
+                format_duration_ns(h)
+            );
             top.error_bar(
                 x,
-                q.value_ns.max(1) as f64,
-                l.max(1.0),
-                h.max(1.0),
+                q.value_ns as f64,
+                l,
+                h,
                 &format!(
-                    "{name} {}: {} [{}, {}] (95% CI, {} samples)",
+                    "{name} {}: {text} (95% CI, {} samples)",
                     q.label,
-                    format_duration_ns(q.value_ns as f64),
-                    format_duration_ns(l),
-                    format_duration_ns(h),
-                    cold_s.samples.len().max(warm.samples.len())
+                    if j == 0 {
+                        cold_s.samples.len()
+                    } else {
+                        warm.samples.len()
+                    }
                 ),
             );
+            top.note(x + 0.04, q.value_ns as f64, &text);
         }
     }
     top.x_categories(labels);
@@ -442,7 +507,7 @@ fn variants(
     let mut bottom = Plot::new(
         200.0,
         Axis::new(
-            Scale::new(Kind::Linear, 0.4, 2.6),
+            Scale::new(Kind::Linear, 0.5, 2.5),
             Fmt::Count,
             format!("{cn} minus {wn}, paired by round"),
         ),
@@ -458,6 +523,16 @@ fn variants(
     for (j, (name, d)) in diffs.iter().enumerate() {
         let x = 1.0 + j as f64;
         labels.push((x, format!("{name}: {cn} - {wn}")));
+        bottom.note(
+            x + 0.04,
+            d.ns,
+            &format!(
+                "{} [{}, {}]",
+                format_duration_ns(d.ns),
+                format_duration_ns(d.low_ns),
+                format_duration_ns(d.high_ns)
+            ),
+        );
         bottom.error_bar(
             x,
             d.ns,
