@@ -473,7 +473,11 @@ fn a_probe_run_draws_its_percentiles_over_time_with_the_planted_step_period_and_
     );
     let png = artifact("probe-planted.png");
     let page = browser::open(&out, None, &png).unwrap_or_else(|e| panic!("{e}"));
-    assert!(page.errors.is_empty(), "the page logged errors: {:?}", page.errors);
+    assert!(
+        page.errors.is_empty(),
+        "the page logged errors: {:?}",
+        page.errors
+    );
     for (chart, marks) in page.within("svg.chart", ".mark") {
         assert!(marks > 0, "{:?} drew no marks", chart.attr("data-plot"));
     }
@@ -511,7 +515,10 @@ fn a_probe_run_draws_its_percentiles_over_time_with_the_planted_step_period_and_
     // Variants' levels with their intervals, and the paired differences above zero.
     assert_eq!(count(&dom, &format!("figure[id='{cold}'] svg.chart")), 2);
     assert_eq!(
-        count(&dom, &format!("figure[id='{cold}'] svg.chart g.series .mark")),
+        count(
+            &dom,
+            &format!("figure[id='{cold}'] svg.chart g.series .mark")
+        ),
         6,
         "two levels per variant and two differences"
     );
@@ -522,7 +529,10 @@ fn a_probe_run_draws_its_percentiles_over_time_with_the_planted_step_period_and_
     );
     // The resolver's panels carry no change point: nothing was planted there.
     let resolver = figure_titled(&dom, "resolver (dns) over time").expect("the resolver's chart");
-    assert_eq!(count(&dom, &format!("figure[id='{resolver}'] g.rule.change")), 0);
+    assert_eq!(
+        count(&dom, &format!("figure[id='{resolver}'] g.rule.change")),
+        0
+    );
     assert_eq!(
         count(&dom, &format!("figure[id='{resolver}'] svg.chart")),
         2,
@@ -565,8 +575,12 @@ target = "{refused}"
         "4s",
         "--json",
     ]);
-    let doc: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("probe gave no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr)));
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe gave no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
     let run = doc["run_id"].as_str().expect("run id").to_string();
     let out = env.path("real.html");
     let rep = env.json("report", &["report", &run, "-o", out.to_str().unwrap()]);
@@ -585,7 +599,11 @@ target = "{refused}"
     }
     let png = artifact("probe-real.png");
     let page = browser::open(&out, None, &png).unwrap_or_else(|e| panic!("{e}"));
-    assert!(page.errors.is_empty(), "the page logged errors: {:?}", page.errors);
+    assert!(
+        page.errors.is_empty(),
+        "the page logged errors: {:?}",
+        page.errors
+    );
     let dom = Html::parse_document(&page.dom);
     let echo = figure_titled(&dom, "echo (tcp-echo) over time").expect("echo's chart");
     assert_eq!(
@@ -607,7 +625,9 @@ target = "{refused}"
     // The trust facts: the schedule's drift, and the failing probe in red with its error.
     let facts = texts(&dom, "table.facts tr");
     assert!(
-        facts.iter().any(|f| f.starts_with("probe schedule") && f.contains("drift p50")),
+        facts
+            .iter()
+            .any(|f| f.starts_with("probe schedule") && f.contains("drift p50")),
         "{facts:?}"
     );
     let doubts = texts(&dom, "td.doubt");

@@ -279,9 +279,9 @@ fn preferred(detector: &str) -> &'static [ChartKind] {
 /// preferred kind, then any chart of the series.
 fn chart_for(s: &RunSection, f: &Finding) -> Option<(String, String)> {
     let exact = preferred(&f.detector).iter().find_map(|k| {
-        s.charts.iter().find(|c| {
-            c.kind == *k && f.evidence.iter().any(|e| c.series.contains(&e.series))
-        })
+        s.charts
+            .iter()
+            .find(|c| c.kind == *k && f.evidence.iter().any(|e| c.series.contains(&e.series)))
     });
     let by_pref = exact.or_else(|| {
         preferred(&f.detector)

@@ -161,9 +161,11 @@ fn load(rd: &RunData<'_>) -> Result<Vec<Probe>, StoreError> {
         "latency"
     };
     let mut probes: Vec<Probe> = Vec::new();
-    for info in rd.infos.iter().filter(|i| {
-        i.name == name && i.timing == Timing::Timed && i.kind == SeriesKind::Samples
-    }) {
+    for info in rd
+        .infos
+        .iter()
+        .filter(|i| i.name == name && i.timing == Timing::Timed && i.kind == SeriesKind::Samples)
+    {
         let samples = rd.samples(info)?;
         if samples.is_empty() {
             continue;
@@ -214,15 +216,23 @@ fn over_time(rd: &RunData<'_>, p: &Probe, k: usize, t: TimeAxis) -> Option<Chart
     }
     let mut series = vec![PROBE_SERIES.to_string(), "latency".to_string()];
     series.extend(p.variants.iter().map(|(s, _)| s.display_name.clone()));
+    let found =
+        |f: fn(&TimeAnalysis) -> bool| p.variants.iter().any(|(_, a)| a.as_ref().is_some_and(f));
     let mut caption = format!(
-        "p50, p90 and p99 of every {} interval (log scale; every sample counts: a timeout at the timeout, an error at the time it took to fail), one panel per variant, every probe of the run on the same time axis. Dashed rules: change points in the percentiles, labelled with the levels before -> after.",
+        "p50, p90 and p99 of every {} interval (log scale; every sample counts: a timeout at the timeout, an error at the time it took to fail), one panel per variant, every probe of the run on the same time axis.",
         format_duration_ns(width as f64)
     );
-    if notes.is_empty() {
-        caption.push_str(" No change point or period was found.");
-    } else {
+    if found(|a| !a.shifts.is_empty()) {
+        caption.push_str(
+            " Dashed rules: change points in the percentiles, labelled with the levels before -> after.",
+        );
+    }
+    for n in &notes {
         caption.push(' ');
-        caption.push_str(&notes.join(" "));
+        caption.push_str(n);
+    }
+    if !found(|a| !a.shifts.is_empty() || !a.periods.is_empty()) {
+        caption.push_str(" No change point or period was found.");
     }
     Some(Chart {
         svg,
@@ -390,22 +400,21 @@ fn high_phases(a: &TimeAnalysis, k: usize, period_ns: i64) -> Vec<(i64, i64)> {
     let mut grid: Vec<Option<f64>> = vec![None; n];
     for iv in &ot.intervals {
         if let Some(Some(v)) = iv.values_ns.get(k) {
-            grid[((iv.start_ns - first.start_ns) / w) as usize] = Some(((*v).max(1) as f64).log10());
+            grid[((iv.start_ns - first.start_ns) / w) as usize] =
+                Some(((*v).max(1) as f64).log10());
         }
     }
     let fit = seasonal_fit(&grid, period_ns as f64 / w as f64);
     let mean = fit.iter().sum::<f64>() / fit.len().max(1) as f64;
     let mut out = Vec::new();
     let mut start: Option<usize> = None;
-    for i in 0..=n {
-        let high = i < n && fit[i] > mean;
+    // One past the end closes a stretch still open at the last interval.
+    let high = fit.iter().map(|v| *v > mean).chain(std::iter::once(false));
+    for (i, high) in high.enumerate() {
         match (high, start) {
             (true, None) => start = Some(i),
             (false, Some(s)) => {
-                out.push((
-                    first.start_ns + s as i64 * w,
-                    first.start_ns + i as i64 * w,
-                ));
+                out.push((first.start_ns + s as i64 * w, first.start_ns + i as i64 * w));
                 start = None;
             }
             _ => {}
@@ -449,7 +458,10 @@ fn variants(
 ) -> Chart {
     let (cn, wn) = (cold_s.label("variant"), warm.label("variant"));
     let id = rd.id(ChartKind::ProbeVariants, k);
-    let sides = [(cn, levels(cold_s), colour(1)), (wn, levels(warm), colour(0))];
+    let sides = [
+        (cn, levels(cold_s), colour(1)),
+        (wn, levels(warm), colour(0)),
+    ];
     let hi = sides
         .iter()
         .flat_map(|s| &s.1)
@@ -467,7 +479,7 @@ fn variants(
     );
     let mut labels = Vec::new();
     for (j, (name, qs, col)) in sides.iter().enumerate() {
-        top.series(name, *col);
+        top.series(name, col);
         for (m, q) in qs.iter().enumerate() {
             let x = 1.0 + 0.5 * j as f64 + 1.5 * m as f64;
             labels.push((x, format!("{name} {}", q.label)));
