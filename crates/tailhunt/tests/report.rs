@@ -645,3 +645,75 @@ target = "{refused}"
         "{facts:?}"
     );
 }
+
+#[test]
+fn a_timestamped_import_with_a_step_gets_the_over_time_chart_and_a_steady_one_does_not() {
+    let env = Env::new();
+    // Two generated series, one sample a second for two hours: one five times slower from the
+    // first hour on, one steady. Written as `epoch seconds,latency` lines an import reads.
+    let mut stepped = Model::lognormal(1e6, 0.3);
+    stepped.step = Some((3600 * S, 5.0));
+    let case = ProbeCase {
+        name: "import".into(),
+        description: "a step, and a steady control".into(),
+        interval_ns: S,
+        rounds: 2 * 3600,
+        probes: vec![
+            ProbeSpec {
+                probe: "stepped".into(),
+                kind: "http".into(),
+                variant: "default".into(),
+                model: stepped,
+            },
+            ProbeSpec {
+                probe: "steady".into(),
+                kind: "http".into(),
+                variant: "default".into(),
+                model: Model::lognormal(1e6, 0.3),
+            },
+        ],
+        planted: Vec::new(),
+    };
+    let series = case.series(3);
+    let mut runs = Vec::new();
+    for name in ["stepped", "steady"] {
+        let csv: String = tailhunt_synth::probe::samples_of(&series, name, "default")
+            .iter()
+            .map(|s| {
+                let wall = 1_700_000_000.0 + (s.intended_ns - ORIGIN_MONO_NS) as f64 / 1e9;
+                format!("{wall:.6},{}ns\n", s.latency_ns())
+            })
+            .collect();
+        let file = env.path(&format!("{name}.csv"));
+        std::fs::write(&file, csv).unwrap();
+        runs.push(env.import(&file, &[]));
+    }
+    let out = env.path("import.html");
+    let doc = env.json(
+        "report",
+        &["report", &runs[0], &runs[1], "-o", out.to_str().unwrap()],
+    );
+    let over_time: Vec<&str> = doc["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "probe-over-time")
+        .map(|c| c["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        over_time,
+        [runs[0].as_str()],
+        "only the stepped import gets the over-time chart with its change point"
+    );
+    let page =
+        browser::open(&out, None, &artifact("import-step.png")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(page.errors.is_empty(), "{:?}", page.errors);
+    let dom = Html::parse_document(&page.dom);
+    let (target, _) = finding_link(&dom, "step-change").expect("a step-change finding");
+    let rules = texts(&dom, &format!("figure[id='{target}'] g.rule.change text"));
+    assert_eq!(
+        rules.len(),
+        1,
+        "the step-change finding links to its change point: {rules:?}"
+    );
+}
