@@ -408,8 +408,9 @@ impl Plot {
     pub fn vrule(&mut self, x: f64, class: &str, label: &str, row: usize) {
         let at = self.x.scale.px(x);
         let px = n(at);
-        // Labels right of the middle read leftwards, so a long one stays inside the plot.
-        let anchor = if at > (LEFT + WIDTH - RIGHT) / 2.0 {
+        // A label reads rightwards where it fits, else leftwards (so it stays inside the plot).
+        let width = 6.6 * label.chars().count() as f64;
+        let anchor = if at + width > WIDTH - RIGHT && at - width >= LEFT {
             r#" dx="-3" text-anchor="end""#
         } else {
             r#" dx="3""#

@@ -372,8 +372,14 @@ fn panel(
                 ))
             })
             .collect();
-        let label = if i < MAX_SHIFT_LABELS {
-            levels.join(", ")
+        // The rule names the lowest and highest percentile; the caption has every one.
+        let label = if i < MAX_SHIFT_LABELS && !levels.is_empty() {
+            let ends = [&levels[0], &levels[levels.len() - 1]];
+            if levels.len() > 1 {
+                format!("{}, {}", ends[0], ends[1])
+            } else {
+                ends[0].clone()
+            }
         } else {
             String::new()
         };
