@@ -15,6 +15,10 @@ use common::browser;
 use common::servers::tailhunt_serve;
 use common::Env;
 use scraper::{ElementRef, Html, Selector};
+use tailhunt_model::{ClockOrigin, RunKind};
+use tailhunt_store::Store;
+use tailhunt_synth::probe::{Model, ProbeCase, ProbeSpec, ORIGIN_MONO_NS};
+use tailhunt_synth::Component;
 
 /// The runs of the committed fixture store, oldest first.
 const FIXTURE_RUNS: [&str; 10] = [
@@ -30,7 +34,8 @@ const FIXTURE_RUNS: [&str; 10] = [
     "9949130439",
 ];
 
-/// Every chart kind the report knows.
+/// Every chart kind the fixture and the recorded sweeps draw (the probe charts have their own
+/// tests below).
 const KINDS: [&str; 15] = [
     "histogram",
     "cdf",
@@ -341,4 +346,374 @@ fn an_unknown_run_is_one_line_and_nothing_is_written() {
     assert!(!out.exists(), "a report was written for an unknown run");
     let err = env.fails(&["report", "latest", "--label", "a", "--label", "b"]);
     assert!(err.contains("--label"), "{err}");
+}
+
+const S: i64 = 1_000_000_000;
+
+/// A generated four-hour probe run (one round a second) with three causes planted: the
+/// `api` probe five times slower from the second hour on, a slow mode in the `cache` probe's
+/// tail that comes and goes every 20 minutes, and a DNS lookup adding ~300us to the
+/// `resolver` probe's by-name variant against its by-ip sibling.
+fn planted_probe_run(env: &Env) -> String {
+    let spec = |probe: &str, kind: &str, variant: &str, model: Model| ProbeSpec {
+        probe: probe.into(),
+        kind: kind.into(),
+        variant: variant.into(),
+        model,
+    };
+    let mut api = Model::lognormal(1e6, 0.3);
+    api.step = Some((2 * 3600 * S, 5.0));
+    let mut cache = Model::lognormal(2e6, 0.25);
+    let slow = Component {
+        median_ns: 25e6,
+        sigma: 0.2,
+        weight: 1.0,
+    };
+    cache.tail_period = Some((20 * 60 * S, slow, 0.08));
+    let mut by_name = Model::lognormal(800e3, 0.2);
+    by_name.extra = Some(Component {
+        median_ns: 300e3,
+        sigma: 0.3,
+        weight: 1.0,
+    });
+    let case = ProbeCase {
+        name: "report".into(),
+        description: "a step, a tail period and a cold path".into(),
+        interval_ns: S,
+        rounds: 4 * 3600,
+        probes: vec![
+            spec("api", "http", "default", api),
+            spec("cache", "memcached", "default", cache),
+            spec("resolver", "dns", "by-name", by_name),
+            spec("resolver", "dns", "by-ip", Model::lognormal(800e3, 0.2)),
+        ],
+        planted: Vec::new(),
+    };
+    let mut store = Store::open(&env.db()).expect("open the store");
+    let origin = ClockOrigin {
+        wall_ns: 1_700_000_000_000_000_000,
+        mono_ns: ORIGIN_MONO_NS,
+    };
+    let mut w = store
+        .begin_run(RunKind::Probe, case.params(), origin)
+        .expect("begin run");
+    w.set_commit_interval(None);
+    case.write(&mut w, 7).expect("write the series");
+    w.finish(serde_json::json!({})).expect("finish the run")
+}
+
+/// The text of every element of the rendered page matching `css`, whitespace collapsed.
+fn texts(dom: &Html, css: &str) -> Vec<String> {
+    dom.select(&sel(css))
+        .map(|e| e.text().collect::<Vec<_>>().join(" "))
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+fn count(dom: &Html, css: &str) -> usize {
+    dom.select(&sel(css)).count()
+}
+
+/// The id of the figure titled `title`.
+fn figure_titled(dom: &Html, title: &str) -> Option<String> {
+    dom.select(&sel("figure"))
+        .find(|f| {
+            f.select(&sel("h3"))
+                .next()
+                .is_some_and(|h| h.text().collect::<String>() == title)
+        })
+        .and_then(|f| f.value().attr("id").map(str::to_string))
+}
+
+/// The figure a finding of `detector` links to, and that figure's title.
+fn finding_link(dom: &Html, detector: &str) -> Option<(String, String)> {
+    let li = dom
+        .select(&sel("ol.findings > li"))
+        .find(|li| li.text().collect::<String>().contains(detector))?;
+    let href = li.select(&sel("a")).next()?.value().attr("href")?;
+    let target = href.trim_start_matches('#').to_string();
+    let title = texts(dom, &format!("figure[id='{target}'] h3")).pop()?;
+    Some((target, title))
+}
+
+#[test]
+fn a_probe_run_draws_its_percentiles_over_time_with_the_planted_step_period_and_cold_path() {
+    let env = Env::new();
+    let run = planted_probe_run(&env);
+    let out = env.path("probe.html");
+    let doc = env.json("report", &["report", &run, "-o", out.to_str().unwrap()]);
+    let charts: Vec<(String, String)> = doc["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap().to_string(),
+                c["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for title in [
+        "api (http) over time",
+        "cache (memcached) over time",
+        "resolver (dns) over time",
+    ] {
+        assert!(
+            charts
+                .iter()
+                .any(|(k, t)| k == "probe-over-time" && t == title),
+            "no '{title}' chart: {charts:?}"
+        );
+    }
+    assert!(
+        charts
+            .iter()
+            .any(|(k, t)| k == "probe-variants" && t == "resolver (dns): by-name against by-ip"),
+        "no variant chart: {charts:?}"
+    );
+    let png = artifact("probe-planted.png");
+    let page = browser::open(&out, None, &png).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        page.errors.is_empty(),
+        "the page logged errors: {:?}",
+        page.errors
+    );
+    for (chart, marks) in page.within("svg.chart", ".mark") {
+        assert!(marks > 0, "{:?} drew no marks", chart.attr("data-plot"));
+    }
+    let dom = Html::parse_document(&page.dom);
+    // Each finding links to its own probe's chart, and that chart marks what was found.
+    let (step, title) = finding_link(&dom, "step-change").expect("a step-change finding");
+    assert_eq!(title, "api (http) over time");
+    let rules = texts(&dom, &format!("figure[id='{step}'] g.rule.change text"));
+    assert_eq!(rules.len(), 1, "one change point in api's panel: {rules:?}");
+    let label = &rules[0];
+    assert!(
+        label.starts_with("p50 ") && label.contains(" -> ") && label.contains("p99 "),
+        "the change point is labelled with its levels: {label}"
+    );
+    let (period, title) = finding_link(&dom, "periodic-tail").expect("a periodic-tail finding");
+    assert_eq!(title, "cache (memcached) over time");
+    let bands = count(&dom, &format!("figure[id='{period}'] g.band.period"));
+    assert!(
+        (9..=15).contains(&bands),
+        "a 20-minute period over 4 hours has ~12 high phases shaded, got {bands}"
+    );
+    let band_labels = texts(&dom, &format!("figure[id='{period}'] g.band.period text"));
+    // `p99 period 20m00s`: the period's length labels the first band (within an interval).
+    let minutes = band_labels
+        .first()
+        .and_then(|l| l.split(" period ").nth(1))
+        .and_then(|p| p.split('m').next())
+        .and_then(|m| m.parse::<i64>().ok());
+    assert!(
+        band_labels.len() == 1 && minutes.is_some_and(|m| (18..=22).contains(&m)),
+        "the period's length labels its first band: {band_labels:?}"
+    );
+    let (cold, title) = finding_link(&dom, "cold-path").expect("a cold-path finding");
+    assert_eq!(title, "resolver (dns): by-name against by-ip");
+    // Variants' levels with their intervals, and the paired differences above zero.
+    assert_eq!(count(&dom, &format!("figure[id='{cold}'] svg.chart")), 2);
+    assert_eq!(
+        count(
+            &dom,
+            &format!("figure[id='{cold}'] svg.chart g.series .mark")
+        ),
+        6,
+        "two levels per variant and two differences"
+    );
+    let caption = texts(&dom, &format!("figure[id='{cold}'] figcaption")).join("");
+    assert!(
+        caption.contains("the interval excludes zero"),
+        "the planted 300us cost is shown as real: {caption}"
+    );
+    // The resolver's panels carry no change point: nothing was planted there.
+    let resolver = figure_titled(&dom, "resolver (dns) over time").expect("the resolver's chart");
+    assert_eq!(
+        count(&dom, &format!("figure[id='{resolver}'] g.rule.change")),
+        0
+    );
+    assert_eq!(
+        count(&dom, &format!("figure[id='{resolver}'] svg.chart")),
+        2,
+        "one panel per variant"
+    );
+}
+
+#[test]
+fn a_real_probe_run_draws_its_variants_and_its_failing_probe_in_the_trust_facts() {
+    let env = Env::new();
+    let server = tailhunt_serve("tcp", &[]);
+    // A port nobody listens on any more.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = format!(
+        r#"
+interval = "20ms"
+timeout = "2500us"
+[[probe]]
+name = "echo"
+kind = "tcp-echo"
+target = "{}"
+compare = ["connection", "pair"]
+[[probe]]
+name = "refuses"
+kind = "tcp-connect"
+target = "{refused}"
+"#,
+        server.addr
+    );
+    let file = env.path("probes.toml");
+    std::fs::write(&file, config).unwrap();
+    let output = env.run(&[
+        "probe",
+        "--config",
+        file.to_str().unwrap(),
+        "--duration",
+        "4s",
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "probe gave no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    let run = doc["run_id"].as_str().expect("run id").to_string();
+    let out = env.path("real.html");
+    let rep = env.json("report", &["report", &run, "-o", out.to_str().unwrap()]);
+    let kinds: Vec<(&str, &str)> = rep["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["kind"].as_str().unwrap(), c["title"].as_str().unwrap()))
+        .collect();
+    for want in [
+        ("probe-over-time", "echo (tcp-echo) over time"),
+        ("probe-variants", "echo (tcp-echo): fresh against reused"),
+        ("probe-variants", "echo (tcp-echo): first against second"),
+    ] {
+        assert!(kinds.contains(&want), "no {want:?}: {kinds:?}");
+    }
+    let png = artifact("probe-real.png");
+    let page = browser::open(&out, None, &png).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        page.errors.is_empty(),
+        "the page logged errors: {:?}",
+        page.errors
+    );
+    let dom = Html::parse_document(&page.dom);
+    let echo = figure_titled(&dom, "echo (tcp-echo) over time").expect("echo's chart");
+    assert_eq!(
+        count(&dom, &format!("figure[id='{echo}'] svg.chart")),
+        4,
+        "one panel per variant (fresh, reused, first, second)"
+    );
+    for (chart, marks) in page.within("svg.chart", ".mark") {
+        assert!(marks > 0, "{:?} drew no marks", chart.attr("data-plot"));
+    }
+    // A probe that never answered: its time to be refused, marked failing throughout.
+    let refuses = figure_titled(&dom, "refuses (tcp-connect) over time").expect("its chart");
+    assert_eq!(
+        texts(&dom, &format!("figure[id='{refuses}'] g.band.failing text")),
+        ["failing"]
+    );
+    let caption = texts(&dom, &format!("figure[id='{refuses}'] figcaption")).join("");
+    assert!(caption.contains("samples failed"), "{caption}");
+    // The trust facts: the schedule's drift, and the failing probe in red with its error.
+    let facts = texts(&dom, "table.facts tr");
+    assert!(
+        facts
+            .iter()
+            .any(|f| f.starts_with("probe schedule") && f.contains("drift p50")),
+        "{facts:?}"
+    );
+    let doubts = texts(&dom, "td.doubt");
+    assert!(
+        doubts
+            .iter()
+            .any(|d| d.contains("0 ok") && d.contains("failing now") && d.contains("last error")),
+        "the refused probe is marked as failing: {doubts:?}"
+    );
+    // (A loaded host may time out a few of the echo's 2.5 ms measurements: not asserted.)
+    assert!(
+        facts
+            .iter()
+            .any(|f| f.starts_with("probe echo (tcp-echo)") && f.contains(" ok, ")),
+        "{facts:?}"
+    );
+}
+
+#[test]
+fn a_timestamped_import_with_a_step_gets_the_over_time_chart_and_a_steady_one_does_not() {
+    let env = Env::new();
+    // Two generated series, one sample a second for two hours: one five times slower from the
+    // first hour on, one steady. Written as `epoch seconds,latency` lines an import reads.
+    let mut stepped = Model::lognormal(1e6, 0.3);
+    stepped.step = Some((3600 * S, 5.0));
+    let case = ProbeCase {
+        name: "import".into(),
+        description: "a step, and a steady control".into(),
+        interval_ns: S,
+        rounds: 2 * 3600,
+        probes: vec![
+            ProbeSpec {
+                probe: "stepped".into(),
+                kind: "http".into(),
+                variant: "default".into(),
+                model: stepped,
+            },
+            ProbeSpec {
+                probe: "steady".into(),
+                kind: "http".into(),
+                variant: "default".into(),
+                model: Model::lognormal(1e6, 0.3),
+            },
+        ],
+        planted: Vec::new(),
+    };
+    let series = case.series(3);
+    let mut runs = Vec::new();
+    for name in ["stepped", "steady"] {
+        let csv: String = tailhunt_synth::probe::samples_of(&series, name, "default")
+            .iter()
+            .map(|s| {
+                let wall = 1_700_000_000.0 + (s.intended_ns - ORIGIN_MONO_NS) as f64 / 1e9;
+                format!("{wall:.6},{}ns\n", s.latency_ns())
+            })
+            .collect();
+        let file = env.path(&format!("{name}.csv"));
+        std::fs::write(&file, csv).unwrap();
+        runs.push(env.import(&file, &[]));
+    }
+    let out = env.path("import.html");
+    let doc = env.json(
+        "report",
+        &["report", &runs[0], &runs[1], "-o", out.to_str().unwrap()],
+    );
+    let over_time: Vec<&str> = doc["charts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "probe-over-time")
+        .map(|c| c["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        over_time,
+        [runs[0].as_str()],
+        "only the stepped import gets the over-time chart with its change point"
+    );
+    let page =
+        browser::open(&out, None, &artifact("import-step.png")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(page.errors.is_empty(), "{:?}", page.errors);
+    let dom = Html::parse_document(&page.dom);
+    let (target, _) = finding_link(&dom, "step-change").expect("a step-change finding");
+    let rules = texts(&dom, &format!("figure[id='{target}'] g.rule.change text"));
+    assert_eq!(
+        rules.len(),
+        1,
+        "the step-change finding links to its change point: {rules:?}"
+    );
 }

@@ -28,6 +28,8 @@ pub const MIN_COST_NS: f64 = 20_000.0;
 pub const MIN_COST_SHARE: f64 = 0.05;
 /// Confidence level of the intervals.
 pub const CONFIDENCE: f64 = 0.95;
+/// Seed of the bootstrap (the same rounds always give the same interval).
+pub const SEED: u64 = 0x5eed;
 
 /// The cold and warm variant names, what the cold one pays for, and the fix.
 pub const PAIRS: [(&str, &str, &str, &str); 3] = [
@@ -64,6 +66,37 @@ pub fn by_round(s: &ProbeSeries, origin_ns: i64, interval_ns: i64) -> BTreeMap<i
             )
         })
         .collect()
+}
+
+/// The cold variant's warm sibling in `series` (same probe and kind), with what the cold one
+/// pays for and the fix, when `cold` is the cold side of a known pair.
+pub fn sibling<'a>(
+    cold: &ProbeSeries,
+    series: &'a [ProbeSeries],
+) -> Option<(&'a ProbeSeries, &'static str, &'static str)> {
+    let (_, warm_name, what, fix) = PAIRS.iter().find(|p| p.0 == cold.label("variant"))?;
+    let warm = series.iter().find(|w| {
+        w.label("probe") == cold.label("probe")
+            && w.label("kind") == cold.label("kind")
+            && w.label("variant") == *warm_name
+    })?;
+    Some((warm, what, fix))
+}
+
+/// `cold` against `warm`, paired by round: the comparison the finding cites (and the report
+/// draws); `None` under the bootstrap's fewest rounds.
+pub fn compare(
+    cold: &ProbeSeries,
+    warm: &ProbeSeries,
+    origin_ns: i64,
+    interval_ns: i64,
+) -> Option<PairedComparison> {
+    compare_paired(
+        &by_round(cold, origin_ns, interval_ns),
+        &by_round(warm, origin_ns, interval_ns),
+        CONFIDENCE,
+        SEED,
+    )
 }
 
 fn interval(d: &tailhunt_analyze::ab::Difference) -> String {
@@ -138,22 +171,10 @@ fn finding(
 pub fn cold_path(series: &[ProbeSeries], origin_ns: i64, interval_ns: i64) -> Vec<Finding> {
     let mut out = Vec::new();
     for cold in series {
-        let Some((_, warm_name, what, fix)) = PAIRS.iter().find(|p| p.0 == cold.label("variant"))
-        else {
+        let Some((warm, what, fix)) = sibling(cold, series) else {
             continue;
         };
-        let Some(warm) = series.iter().find(|w| {
-            w.label("probe") == cold.label("probe")
-                && w.label("kind") == cold.label("kind")
-                && w.label("variant") == *warm_name
-        }) else {
-            continue;
-        };
-        let (a, b) = (
-            by_round(cold, origin_ns, interval_ns),
-            by_round(warm, origin_ns, interval_ns),
-        );
-        let Some(c) = compare_paired(&a, &b, CONFIDENCE, 0x5eed) else {
+        let Some(c) = compare(cold, warm, origin_ns, interval_ns) else {
             continue;
         };
         let big = c.median_diff.ns >= MIN_COST_NS.max(MIN_COST_SHARE * c.median_b_ns as f64);

@@ -5,6 +5,7 @@
 //! reader doubt the run starts with `!` (the page marks it).
 
 use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::evidence::probe::ProbeRecord;
 use tailhunt_model::evidence::runq::RunqRecord;
 use tailhunt_model::evidence::sock::{KernelContext, SocketsReport, TransferReport};
 use tailhunt_model::evidence::sweep::SweepRecord;
@@ -64,6 +65,9 @@ pub fn facts(rd: &RunData<'_>) -> Vec<(String, String)> {
     }
     if let Some(r) = rd.evidence::<RunqRecord>() {
         tracer_cost(&r, &mut rows);
+    }
+    if let Some(p) = rd.evidence::<ProbeRecord>() {
+        probes(&p, &mut rows);
     }
     if let Some(t) = rd.evidence::<TransferReport>() {
         kernel(&t.kernel, &mut rows);
@@ -204,5 +208,47 @@ fn kernel(k: &KernelContext, rows: &mut Vec<(String, String)>) {
     if !k.sysctls.is_empty() {
         let s: Vec<String> = k.sysctls.iter().map(|(k, v)| format!("{k}={v}")).collect();
         rows.push(("sysctls".into(), s.join(", ")));
+    }
+}
+
+/// The schedule's drift, then one row per probe: what it gave, and how it failed (a probe
+/// failing at the end of the run, or one that never answered, is marked).
+fn probes(p: &ProbeRecord, rows: &mut Vec<(String, String)>) {
+    let d = &p.drift;
+    let late = p.interval_ns > 0 && d.p99_ns > p.interval_ns / 10;
+    rows.push((
+        "probe schedule".into(),
+        format!(
+            "{}{} rounds of {}; start drift p50 {}, p99 {}, max {}; {} late rounds (first probe later than a tenth of the interval)",
+            if late || d.late_rounds > 0 { "! " } else { "" },
+            p.rounds,
+            fmt_value(Fmt::Duration, p.interval_ns as f64),
+            fmt_value(Fmt::Duration, d.p50_ns as f64),
+            fmt_value(Fmt::Duration, d.p99_ns as f64),
+            fmt_value(Fmt::Duration, d.max_ns as f64),
+            d.late_rounds
+        ),
+    ));
+    for s in &p.probes {
+        let failing = s.failing_now > 0 || (s.samples > 0 && s.ok == 0);
+        let mut text = format!(
+            "{}{} samples: {} ok, {} errors, {} timeouts (at {})",
+            if failing { "! " } else { "" },
+            s.samples,
+            s.ok,
+            s.errors,
+            s.timeouts,
+            fmt_value(Fmt::Duration, s.timeout_ns as f64)
+        );
+        if s.longest_failure_run > 0 {
+            text += &format!("; longest failure run {}", s.longest_failure_run);
+        }
+        if s.failing_now > 0 {
+            text += &format!("; failing now ({} in a row)", s.failing_now);
+        }
+        if let Some(e) = &s.last_error {
+            text += &format!("; last error: {e}");
+        }
+        rows.push((format!("probe {} ({})", s.name, s.kind), text));
     }
 }

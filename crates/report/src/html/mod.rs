@@ -213,7 +213,13 @@ fn draw_run(
         RunKind::Transfer | RunKind::Sockets => {
             charts::tcpinfo::charts(rd, &mut charts, &mut missing)?
         }
-        RunKind::Load | RunKind::Import | RunKind::Probe | RunKind::Other(_) => {
+        RunKind::Probe | RunKind::Import => {
+            charts::probe::charts(rd, &mut charts, &mut missing)?;
+            if groups.is_empty() && !rd.infos.is_empty() {
+                missing.push("request latency: the run has no latency series".into());
+            }
+        }
+        RunKind::Load | RunKind::Other(_) => {
             if groups.is_empty() && !rd.infos.is_empty() {
                 missing.push("request latency: the run has no latency series".into());
             }
@@ -249,7 +255,15 @@ fn preferred(detector: &str) -> &'static [ChartKind] {
             ChartKind::Histogram,
             ChartKind::Flow,
         ],
-        d if d.contains("fragile") => &[ChartKind::Histogram, ChartKind::Cdf],
+        d if d.contains("fragile") => &[
+            ChartKind::Histogram,
+            ChartKind::Cdf,
+            ChartKind::ProbeOverTime,
+        ],
+        "step-change" | "periodic-tail" | "latency-floor" => {
+            &[ChartKind::ProbeOverTime, ChartKind::PercentilesOverTime]
+        }
+        "cold-path" => &[ChartKind::ProbeVariants, ChartKind::ProbeOverTime],
         d if d.contains("window") || d.contains("timeout") => {
             &[ChartKind::Flow, ChartKind::TcpInfo]
         }
@@ -260,11 +274,20 @@ fn preferred(detector: &str) -> &'static [ChartKind] {
     }
 }
 
-/// The chart in `s` that shows `f`'s evidence.
+/// The chart in `s` that shows `f`'s evidence: a chart of a preferred kind that draws the
+/// evidence's series by its full name (one probe's chart among many), then the first chart of a
+/// preferred kind, then any chart of the series.
 fn chart_for(s: &RunSection, f: &Finding) -> Option<(String, String)> {
-    let by_pref = preferred(&f.detector)
-        .iter()
-        .find_map(|k| s.charts.iter().find(|c| c.kind == *k));
+    let exact = preferred(&f.detector).iter().find_map(|k| {
+        s.charts
+            .iter()
+            .find(|c| c.kind == *k && f.evidence.iter().any(|e| c.series.contains(&e.series)))
+    });
+    let by_pref = exact.or_else(|| {
+        preferred(&f.detector)
+            .iter()
+            .find_map(|k| s.charts.iter().find(|c| c.kind == *k))
+    });
     let by_series = f.evidence.iter().find_map(|e| {
         let base = e.series.split('{').next().unwrap_or(&e.series);
         s.charts.iter().find(|c| c.series.iter().any(|x| x == base))

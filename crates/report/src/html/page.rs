@@ -23,7 +23,8 @@ svg.chart{display:block;max-width:100%;height:auto;font-size:11px}
 svg .grid line{stroke:#eee}svg .grid text{fill:#666}svg .frame{fill:none;stroke:#bbb}
 svg .axis-title{fill:#444;font-size:12px}svg .note{fill:#333;font-size:11px}
 svg .band rect{fill:#888;fill-opacity:.12}svg .band.burst rect{fill:#d62728;fill-opacity:.16}svg .band.limited rect{fill:#ff7f0e;fill-opacity:.18}
-svg .band.throttled rect{fill:#9467bd;fill-opacity:.2}svg .band.mode rect{fill:#2ca02c;fill-opacity:.10}svg .band-label{fill:#2a7a2a;font-size:11px;text-anchor:middle}
+svg .band.throttled rect{fill:#9467bd;fill-opacity:.2}svg .band.mode rect{fill:#2ca02c;fill-opacity:.10}svg .band.period rect{fill:#1f77b4;fill-opacity:.10}svg .band.failing rect{fill:#d62728;fill-opacity:.14}svg .band.failing .band-label{fill:#b3261e}
+svg .rule.change line{stroke:#6a1b9a;stroke-width:1.5;stroke-dasharray:6,3}svg .rule.change text{fill:#6a1b9a;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}svg .band-label{fill:#2a7a2a;font-size:11px;text-anchor:middle}
 svg .rule line{stroke:#555;stroke-dasharray:3,3}svg .rule text{fill:#333}svg .rule.warn line{stroke:#d62728;stroke-width:1.5}svg .rule.warn text{fill:#d62728;font-weight:600}
 svg .rule.link line{stroke:#d62728;stroke-dasharray:6,3}svg .rule.link text{fill:#d62728}
 svg .legend-item{cursor:pointer}svg .legend-item text{fill:#333}svg .legend-item.off{opacity:.35}

@@ -10,6 +10,12 @@ use tailhunt_store::{SeriesInfo, Store, StoreError};
 /// What a chart shows, by name (the page's `data-kind`, and what findings link to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ChartKind {
+    /// One probe's (or timed import series') p50/p90/p99 per interval, change points and
+    /// periods marked, one panel per variant.
+    ProbeOverTime,
+    /// A probe's cold and warm variants side by side with their intervals, and the paired
+    /// difference.
+    ProbeVariants,
     /// Latency histogram on a log axis, modes and percentiles marked.
     Histogram,
     /// Cumulative distribution on a log axis.
@@ -44,7 +50,9 @@ pub enum ChartKind {
 
 impl ChartKind {
     /// Every kind, in page order.
-    pub const ALL: [ChartKind; 15] = [
+    pub const ALL: [ChartKind; 17] = [
+        ChartKind::ProbeOverTime,
+        ChartKind::ProbeVariants,
         ChartKind::Histogram,
         ChartKind::Cdf,
         ChartKind::PercentilesOverTime,
@@ -65,6 +73,8 @@ impl ChartKind {
     /// The kind's name in the page.
     pub fn name(self) -> &'static str {
         match self {
+            ChartKind::ProbeOverTime => "probe-over-time",
+            ChartKind::ProbeVariants => "probe-variants",
             ChartKind::Histogram => "histogram",
             ChartKind::Cdf => "cdf",
             ChartKind::PercentilesOverTime => "percentiles-over-time",

@@ -240,6 +240,7 @@ pub struct Plot {
     legend: Vec<(String, &'static str)>,
     open_series: bool,
     y_ticks: bool,
+    x_labels: Vec<(f64, String)>,
 }
 
 impl Plot {
@@ -257,12 +258,18 @@ impl Plot {
             legend: Vec::new(),
             open_series: false,
             y_ticks: true,
+            x_labels: Vec::new(),
         }
     }
 
     /// Leaves the y axis without ticks (rows of bars, not values).
     pub fn hide_y_ticks(&mut self) {
         self.y_ticks = false;
+    }
+
+    /// Names the x positions instead of numbering the axis (categories: `by-name median`).
+    pub fn x_categories(&mut self, labels: Vec<(f64, String)>) {
+        self.x_labels = labels;
     }
 
     /// The x scale (placed).
@@ -399,10 +406,18 @@ impl Plot {
 
     /// A vertical rule at `x` labelled `label` (a percentile, a gap warning).
     pub fn vrule(&mut self, x: f64, class: &str, label: &str, row: usize) {
-        let px = n(self.x.scale.px(x));
+        let at = self.x.scale.px(x);
+        let px = n(at);
+        // A label reads rightwards where it fits, else leftwards (so it stays inside the plot).
+        let width = 6.6 * label.chars().count() as f64;
+        let anchor = if at + width > WIDTH - RIGHT && at - width >= LEFT {
+            r#" dx="-3" text-anchor="end""#
+        } else {
+            r#" dx="3""#
+        };
         let _ = write!(
             self.body,
-            r#"<g class="rule {class}"><line x1="{px}" x2="{px}" y1="{TOP}" y2="{}"/><text x="{px}" y="{}" dx="3">{}</text></g>"#,
+            r#"<g class="rule {class}"><line x1="{px}" x2="{px}" y1="{TOP}" y2="{}"/><text x="{px}" y="{}"{anchor}>{}</text></g>"#,
             n(self.height - BOTTOM),
             n(TOP + 24.0 + 12.0 * row as f64),
             esc(label)
@@ -470,12 +485,20 @@ impl Plot {
             yf = self.y.fmt.name(),
         );
         s.push_str(r#"<g class="grid">"#);
-        for t in xs.ticks() {
+        let x_ticks: Vec<(f64, String)> = if self.x_labels.is_empty() {
+            xs.ticks()
+                .into_iter()
+                .map(|t| (t, fmt_value(self.x.fmt, t)))
+                .collect()
+        } else {
+            self.x_labels.clone()
+        };
+        for (t, label) in x_ticks {
             let px = n(xs.px(t));
             let _ = write!(
                 s,
                 r#"<line x1="{px}" x2="{px}" y1="{TOP}" y2="{b}"/><text x="{px}" y="{ty}" text-anchor="middle">{}</text>"#,
-                esc(&fmt_value(self.x.fmt, t)),
+                esc(&label),
                 b = n(h - BOTTOM),
                 ty = n(h - BOTTOM + 15.0),
             );

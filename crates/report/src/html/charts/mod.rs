@@ -2,6 +2,7 @@
 
 pub mod capture;
 pub mod latency;
+pub mod probe;
 pub mod runq;
 pub mod sweep;
 pub mod tcpinfo;
