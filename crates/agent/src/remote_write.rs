@@ -1,0 +1,743 @@
+//! Prometheus remote write 1.0 to several endpoints, each behind its own on-disk queue.
+//!
+//! In: [`Batch`]es built from a [`Snapshot`] ([`Batch::from_snapshot`]) and the endpoints'
+//! [`EndpointConfig`]s. Out: snappy-compressed protobuf `WriteRequest`s POSTed to each
+//! endpoint by a thread of its own, and an [`EndpointStatus`] per endpoint (what was sent,
+//! queued, dropped, rejected, and a log of notable events for the caller to show).
+//!
+//! A batch is queued once per endpoint in an endpoint-neutral form (histograms as tailhunt's
+//! own encoding), and rendered when sent, so a change of histogram mode also applies to what
+//! is already queued. Per batch, floats (counters, gauges, findings) and histograms go in two
+//! separate requests, so a receiver refusing one kind still gets the other. Histograms are
+//! sent as configured per endpoint ([`HistogramMode`]):
+//!
+//! - `classic`: `NAME_bucket{le}` cumulative series on the bucket set of
+//!   [`crate::exposition::CLASSIC_BOUNDS_SECONDS`], plus `NAME_sum` and `NAME_count`;
+//! - `vmrange`: VictoriaMetrics' `NAME_bucket{vmrange="LOW...HIGH"}` series, one per
+//!   non-empty bucket of tailhunt's layout coarsened to [`VMRANGE_SUB_BITS`] sub-bucket bits
+//!   (32 per power of two, 2.2% wide; the coarse edges are exact tailhunt edges), plus
+//!   `_sum` and `_count`;
+//! - `native`: Prometheus native histograms (schema [`crate::exposition::NATIVE_SCHEMA`]).
+//!
+//! Answers: 2xx is delivered; 5xx, timeouts and connection errors are retried with exponential
+//! backoff (the batch stays queued); other 4xx are rejections: reported with the body's message,
+//! counted, and not retried. A native-histogram request that fails with a message naming native
+//! histograms (Prometheus without `--enable-feature=native-histograms` answers 500 for it)
+//! switches that endpoint to `classic` for good, says so in its events, and resends as classic.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use prost::Message as _;
+use serde::{Deserialize, Serialize};
+use tailhunt_histogram::{Histogram, Layout};
+
+use crate::exposition::{
+    self, classic_counts, native_buckets, Labels, Snapshot, CLASSIC_BOUNDS_SECONDS,
+    NATIVE_SCHEMA, NATIVE_ZERO_THRESHOLD,
+};
+use crate::proto::{Label, RwHistogram, Sample, TimeSeries, WriteRequest};
+use crate::queue::{Queue, QueueError, QueueStats};
+
+/// Sub-bucket bits of the `vmrange` buckets.
+pub const VMRANGE_SUB_BITS: u32 = 5;
+
+/// How an endpoint receives histograms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistogramMode {
+    /// Cumulative `le` buckets.
+    Classic,
+    /// VictoriaMetrics `vmrange` buckets.
+    Vmrange,
+    /// Prometheus native histograms.
+    Native,
+}
+
+/// One remote-write endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// A short name for messages.
+    pub name: String,
+    /// The write URL, e.g. `http://127.0.0.1:9090/api/v1/write`.
+    pub url: String,
+    /// How histograms are sent.
+    pub mode: HistogramMode,
+    /// Bearer token sent as `Authorization`, if the receiver wants one.
+    pub bearer_token: Option<String>,
+    /// Directory of this endpoint's queue (one directory per endpoint).
+    pub queue_dir: PathBuf,
+    /// Bound of the queue in bytes.
+    pub queue_max_bytes: u64,
+    /// Timeout of one request.
+    pub timeout: Duration,
+    /// First retry delay; doubled after each failure up to `backoff_max`.
+    pub backoff_min: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl EndpointConfig {
+    /// An endpoint with the defaults: 64 MiB queue, 10 s timeout, backoff 250 ms .. 30 s.
+    pub fn new(name: &str, url: &str, mode: HistogramMode, queue_dir: PathBuf) -> EndpointConfig {
+        EndpointConfig {
+            name: name.to_string(),
+            url: url.to_string(),
+            mode,
+            bearer_token: None,
+            queue_dir,
+            queue_max_bytes: 64 << 20,
+            timeout: Duration::from_secs(10),
+            backoff_min: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Remote-write failures at start-up or when queueing.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteWriteError {
+    /// The endpoint's URL is not `http://HOST:PORT/PATH`.
+    #[error("endpoint {name}: url {url:?} must start with http:// (TLS is not supported yet)")]
+    BadUrl {
+        /// Endpoint name.
+        name: String,
+        /// The URL.
+        url: String,
+    },
+    /// The queue could not be opened or written.
+    #[error("endpoint {name}: {source}")]
+    Queue {
+        /// Endpoint name.
+        name: String,
+        /// What failed.
+        source: QueueError,
+    },
+    /// Two endpoints share a queue directory.
+    #[error("endpoints {0} and {1} use the same queue directory: give each its own")]
+    SharedQueue(String, String),
+    /// A stored batch could not be decoded.
+    #[error("a queued batch is not readable: {0}")]
+    Decode(String),
+}
+
+/// A histogram series in a batch.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QueuedHistogram {
+    /// Labels, `__name__` included, sorted.
+    #[prost(message, repeated, tag = "1")]
+    pub labels: Vec<Label>,
+    /// The histogram in tailhunt's codec (nanoseconds).
+    #[prost(bytes = "vec", tag = "2")]
+    pub encoded: Vec<u8>,
+}
+
+/// A float series in a batch.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QueuedFloat {
+    /// Labels, `__name__` included, sorted.
+    #[prost(message, repeated, tag = "1")]
+    pub labels: Vec<Label>,
+    /// The value.
+    #[prost(double, tag = "2")]
+    pub value: f64,
+}
+
+/// Everything sampled at one moment, as queued.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Batch {
+    /// Sample time, milliseconds since the epoch.
+    #[prost(int64, tag = "1")]
+    pub timestamp_ms: i64,
+    /// Counters, gauges and findings.
+    #[prost(message, repeated, tag = "2")]
+    pub floats: Vec<QueuedFloat>,
+    /// Histograms.
+    #[prost(message, repeated, tag = "3")]
+    pub histograms: Vec<QueuedHistogram>,
+}
+
+fn labels_with_name(name: &str, labels: &Labels, extra: &Labels) -> Vec<Label> {
+    let mut out: Vec<Label> = std::iter::once(("__name__".to_string(), name.to_string()))
+        .chain(extra.iter().cloned())
+        .chain(labels.iter().cloned())
+        .map(|(name, value)| Label { name, value })
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    // A series' own label wins over an extra one of the same name.
+    let mut dedup: Vec<Label> = Vec::with_capacity(out.len());
+    for l in out {
+        match dedup.last_mut() {
+            Some(last) if last.name == l.name => *last = l,
+            _ => dedup.push(l),
+        }
+    }
+    dedup
+}
+
+impl Batch {
+    /// The snapshot at `timestamp_ms`, every series also labelled with `extra` (say
+    /// `instance` and `job`, which remote write does not add).
+    pub fn from_snapshot(
+        snapshot: &Snapshot,
+        timestamp_ms: i64,
+        extra: &Labels,
+    ) -> Result<Batch, exposition::ExpositionError> {
+        exposition::validate(snapshot)?;
+        let mut floats = Vec::new();
+        for c in &snapshot.counters {
+            let name = format!("{}_total", c.name.strip_suffix("_total").unwrap_or(&c.name));
+            floats.push(QueuedFloat {
+                labels: labels_with_name(&name, &c.labels, extra),
+                value: c.value,
+            });
+        }
+        for g in &snapshot.gauges {
+            floats.push(QueuedFloat {
+                labels: labels_with_name(&g.name, &g.labels, extra),
+                value: g.value,
+            });
+        }
+        for f in &snapshot.findings {
+            let labels = vec![
+                ("detector".to_string(), f.finding.detector.clone()),
+                ("subject".to_string(), f.subject.clone()),
+            ];
+            floats.push(QueuedFloat {
+                labels: labels_with_name("tailhunt_finding", &labels, extra),
+                value: f.finding.confidence,
+            });
+        }
+        let histograms = snapshot
+            .histograms
+            .iter()
+            .map(|h| QueuedHistogram {
+                labels: labels_with_name(&h.name, &h.labels, extra),
+                encoded: h.histogram.encode(),
+            })
+            .collect();
+        Ok(Batch {
+            timestamp_ms,
+            floats,
+            histograms,
+        })
+    }
+}
+
+fn with_name(labels: &[Label], suffix: &str, extra: Option<(&str, String)>) -> Vec<Label> {
+    let mut out: Vec<Label> = labels
+        .iter()
+        .map(|l| {
+            if l.name == "__name__" {
+                Label {
+                    name: l.name.clone(),
+                    value: format!("{}{suffix}", l.value),
+                }
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    if let Some((k, v)) = extra {
+        out.push(Label {
+            name: k.to_string(),
+            value: v,
+        });
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    out
+}
+
+fn float_series(labels: Vec<Label>, value: f64, ts: i64) -> TimeSeries {
+    TimeSeries {
+        labels,
+        samples: vec![Sample {
+            value,
+            timestamp: ts,
+        }],
+        histograms: Vec::new(),
+    }
+}
+
+/// Coarsens a histogram to [`VMRANGE_SUB_BITS`]: `(lower_ns, upper_exclusive_ns, count)`.
+pub fn vmrange_buckets(h: &Histogram) -> Vec<(u64, u64, u64)> {
+    let fine = h.layout();
+    let coarse = Layout::new(VMRANGE_SUB_BITS.min(fine.sub_bits())).unwrap_or(fine);
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    for b in h.buckets() {
+        let i = coarse.index(b.lower);
+        let (lo, hi) = (coarse.lower(i), coarse.upper(i).saturating_add(1));
+        match out.last_mut() {
+            Some(last) if last.0 == lo => last.2 += b.count,
+            _ => out.push((lo, hi, b.count)),
+        }
+    }
+    out
+}
+
+/// The histogram series of one stored histogram in the given mode.
+fn histogram_series(q: &QueuedHistogram, h: &Histogram, mode: HistogramMode, ts: i64) -> Vec<TimeSeries> {
+    let sum = exposition::sum_seconds(h);
+    let mut out = Vec::new();
+    match mode {
+        HistogramMode::Native => {
+            let n = native_buckets(h);
+            out.push(TimeSeries {
+                labels: q.labels.clone(),
+                samples: Vec::new(),
+                histograms: vec![RwHistogram {
+                    count_int: h.count(),
+                    sum,
+                    schema: NATIVE_SCHEMA,
+                    zero_threshold: NATIVE_ZERO_THRESHOLD,
+                    zero_count_int: n.zero_count,
+                    positive_spans: n.spans,
+                    positive_deltas: n.deltas,
+                    timestamp: ts,
+                }],
+            });
+            return out;
+        }
+        HistogramMode::Classic => {
+            let mut cumulative = 0;
+            let bounds = CLASSIC_BOUNDS_SECONDS.iter().map(|b| b.to_string());
+            for (le, c) in bounds.chain(["+Inf".to_string()]).zip(classic_counts(h)) {
+                cumulative += c;
+                let labels = with_name(&q.labels, "_bucket", Some(("le", le)));
+                out.push(float_series(labels, cumulative as f64, ts));
+            }
+        }
+        HistogramMode::Vmrange => {
+            for (lo, hi, c) in vmrange_buckets(h) {
+                let range = format!("{:.6e}...{:.6e}", lo as f64 / 1e9, hi as f64 / 1e9);
+                let labels = with_name(&q.labels, "_bucket", Some(("vmrange", range)));
+                out.push(float_series(labels, c as f64, ts));
+            }
+        }
+    }
+    out.push(float_series(with_name(&q.labels, "_sum", None), sum, ts));
+    out.push(float_series(
+        with_name(&q.labels, "_count", None),
+        h.count() as f64,
+        ts,
+    ));
+    out
+}
+
+/// The requests a batch becomes for an endpoint in `mode`: floats first, then histograms;
+/// empty ones left out. Histograms that do not decode are skipped and counted.
+pub fn render(batch: &Batch, mode: HistogramMode) -> (Vec<WriteRequest>, usize) {
+    let ts = batch.timestamp_ms;
+    let mut requests = Vec::new();
+    let floats: Vec<TimeSeries> = batch
+        .floats
+        .iter()
+        .map(|f| float_series(f.labels.clone(), f.value, ts))
+        .collect();
+    if !floats.is_empty() {
+        requests.push(WriteRequest { timeseries: floats });
+    }
+    let mut bad = 0;
+    let mut hist = Vec::new();
+    for q in &batch.histograms {
+        match Histogram::decode(&q.encoded) {
+            Ok(h) => hist.extend(histogram_series(q, &h, mode, ts)),
+            Err(_) => bad += 1,
+        }
+    }
+    if !hist.is_empty() {
+        requests.push(WriteRequest { timeseries: hist });
+    }
+    (requests, bad)
+}
+
+/// What a receiver did with one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Stored (2xx).
+    Delivered,
+    /// Worth retrying: a 5xx, a timeout or a connection error.
+    Retry(String),
+    /// Refused for good (4xx): the message.
+    Rejected(String),
+    /// Refused because it holds native histograms.
+    NativeRejected(String),
+}
+
+/// Posts one request (snappy block format, protobuf) and classifies the answer.
+pub fn send(
+    agent: &ureq::Agent,
+    url: &str,
+    token: Option<&str>,
+    request: &WriteRequest,
+) -> SendOutcome {
+    let body = match snap::raw::Encoder::new().compress_vec(&request.encode_to_vec()) {
+        Ok(b) => b,
+        Err(e) => return SendOutcome::Rejected(format!("snappy compression failed: {e}")),
+    };
+    let has_native = request.timeseries.iter().any(|t| !t.histograms.is_empty());
+    let mut req = agent
+        .post(url)
+        .header("Content-Encoding", "snappy")
+        .header("Content-Type", "application/x-protobuf")
+        .header("User-Agent", "tailhunt-agent")
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0");
+    if let Some(t) = token {
+        req = req.header("Authorization", &format!("Bearer {t}"));
+    }
+    let mut resp = match req.send(&body[..]) {
+        Ok(r) => r,
+        Err(e) => return SendOutcome::Retry(format!("cannot reach {url}: {e}")),
+    };
+    let status = resp.status().as_u16();
+    if (200..300).contains(&status) {
+        return SendOutcome::Delivered;
+    }
+    let text = resp
+        .body_mut()
+        .with_config()
+        .limit(4096)
+        .lossy_utf8(true)
+        .read_to_string()
+        .unwrap_or_default();
+    let msg = format!("{url} answered {status}: {}", text.trim());
+    if has_native && text.to_ascii_lowercase().contains("native histogram") {
+        return SendOutcome::NativeRejected(msg);
+    }
+    if status >= 500 || status == 429 {
+        SendOutcome::Retry(msg)
+    } else {
+        SendOutcome::Rejected(msg)
+    }
+}
+
+/// What an endpoint did so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointStatus {
+    /// Endpoint name.
+    pub name: String,
+    /// Histogram mode now (it may have fallen back to classic).
+    pub mode: HistogramMode,
+    /// Requests delivered.
+    pub delivered_requests: u64,
+    /// Batches fully handled (delivered or rejected) and removed from the queue.
+    pub acknowledged_batches: u64,
+    /// Failed attempts that will be retried.
+    pub retries: u64,
+    /// Requests the receiver refused for good.
+    pub rejected_requests: u64,
+    /// The queue's counters (pending, dropped because full).
+    pub queue: QueueStats,
+    /// The last failure, cleared on the next delivery.
+    pub last_error: Option<String>,
+    /// Notable events, oldest first (the last 100): fallbacks, rejections, queue full, outages.
+    pub events: Vec<String>,
+}
+
+impl EndpointStatus {
+    fn event(&mut self, text: String) {
+        if self.events.len() >= 100 {
+            self.events.remove(0);
+        }
+        self.events.push(text);
+    }
+}
+
+struct Endpoint {
+    config: EndpointConfig,
+    queue: Arc<Mutex<Queue>>,
+    status: Arc<Mutex<EndpointStatus>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The remote writer: one queue and one sending thread per endpoint. Stops when dropped
+/// (whatever is queued stays on disk for the next start).
+pub struct RemoteWriter {
+    endpoints: Vec<Endpoint>,
+    stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RemoteWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteWriter")
+            .field("endpoints", &self.endpoints.len())
+            .finish()
+    }
+}
+
+impl RemoteWriter {
+    /// Opens every endpoint's queue (delivering what an earlier run left in it) and starts
+    /// sending.
+    pub fn start(configs: Vec<EndpointConfig>) -> Result<RemoteWriter, RemoteWriteError> {
+        for (i, a) in configs.iter().enumerate() {
+            if !a.url.starts_with("http://") {
+                return Err(RemoteWriteError::BadUrl {
+                    name: a.name.clone(),
+                    url: a.url.clone(),
+                });
+            }
+            if let Some(b) = configs[i + 1..].iter().find(|b| b.queue_dir == a.queue_dir) {
+                return Err(RemoteWriteError::SharedQueue(a.name.clone(), b.name.clone()));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut endpoints = Vec::new();
+        for config in configs {
+            let queue = Queue::open(&config.queue_dir, config.queue_max_bytes).map_err(|source| {
+                RemoteWriteError::Queue {
+                    name: config.name.clone(),
+                    source,
+                }
+            })?;
+            let mut status = EndpointStatus {
+                name: config.name.clone(),
+                mode: config.mode,
+                delivered_requests: 0,
+                acknowledged_batches: 0,
+                retries: 0,
+                rejected_requests: 0,
+                queue: queue.stats(),
+                last_error: None,
+                events: Vec::new(),
+            };
+            if queue.stats().lost_on_open_bytes > 0 {
+                status.event(format!(
+                    "{}: {} bytes of a torn record were cut from the queue on start",
+                    config.name,
+                    queue.stats().lost_on_open_bytes
+                ));
+            }
+            let mut ep = Endpoint {
+                config,
+                queue: Arc::new(Mutex::new(queue)),
+                status: Arc::new(Mutex::new(status)),
+                thread: None,
+            };
+            let worker = Worker {
+                config: ep.config.clone(),
+                queue: ep.queue.clone(),
+                status: ep.status.clone(),
+                stop: stop.clone(),
+            };
+            ep.thread = Some(
+                std::thread::Builder::new()
+                    .name(format!("remote-write-{}", ep.config.name))
+                    .spawn(move || worker.run())
+                    .map_err(|e| RemoteWriteError::Queue {
+                        name: ep.config.name.clone(),
+                        source: QueueError::Io {
+                            path: ep.config.queue_dir.clone(),
+                            op: "start sender thread",
+                            source: e,
+                        },
+                    })?,
+            );
+            endpoints.push(ep);
+        }
+        Ok(RemoteWriter { endpoints, stop })
+    }
+
+    /// Queues a batch for every endpoint (synced to disk before this returns). An endpoint
+    /// whose queue is full drops its oldest batches (counted in its status, with an event);
+    /// an endpoint whose queue cannot be written is reported in the returned list while the
+    /// others still get the batch.
+    pub fn push(&self, batch: &Batch) -> Vec<RemoteWriteError> {
+        let bytes = batch.encode_to_vec();
+        let mut errors = Vec::new();
+        for ep in &self.endpoints {
+            let result = lock(&ep.queue).append(&bytes);
+            let stats = lock(&ep.queue).stats();
+            let mut status = lock(&ep.status);
+            status.queue = stats;
+            match result {
+                Ok(o) if o.dropped_records > 0 => status.event(format!(
+                    "{}: queue full ({} bytes): dropped the {} oldest batch(es), {} dropped in all",
+                    ep.config.name, stats.max_bytes, o.dropped_records, stats.dropped_records
+                )),
+                Ok(_) => {}
+                Err(source) => errors.push(RemoteWriteError::Queue {
+                    name: ep.config.name.clone(),
+                    source,
+                }),
+            }
+        }
+        errors
+    }
+
+    /// Every endpoint's status.
+    pub fn status(&self) -> Vec<EndpointStatus> {
+        self.endpoints
+            .iter()
+            .map(|ep| {
+                let mut s = lock(&ep.status).clone();
+                s.queue = lock(&ep.queue).stats();
+                s
+            })
+            .collect()
+    }
+
+    /// Waits until every queue is empty or `timeout` passed; true when empty.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        loop {
+            if self.endpoints.iter().all(|ep| lock(&ep.queue).is_empty()) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RemoteWriter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for ep in &mut self.endpoints {
+            if let Some(t) = ep.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+struct Worker {
+    config: EndpointConfig,
+    queue: Arc<Mutex<Queue>>,
+    status: Arc<Mutex<EndpointStatus>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Worker {
+    /// Sleeps up to `d`, waking early on stop; false when stopping.
+    fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10).min(until - Instant::now()));
+        }
+        !self.stop.load(Ordering::SeqCst)
+    }
+
+    fn run(self) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(self.config.timeout))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut backoff = self.config.backoff_min;
+        // Requests of the head batch already delivered (kept across retries of the rest).
+        let mut done_in_head = 0usize;
+        while !self.stop.load(Ordering::SeqCst) {
+            let head = lock(&self.queue).peek();
+            let bytes = match head {
+                Ok(Some(b)) => b,
+                Ok(None) => {
+                    self.pause(Duration::from_millis(20));
+                    continue;
+                }
+                Err(e) => {
+                    lock(&self.status).last_error = Some(e.to_string());
+                    self.pause(backoff);
+                    continue;
+                }
+            };
+            let batch = match Batch::decode(&bytes[..]) {
+                Ok(b) => b,
+                Err(e) => {
+                    let mut s = lock(&self.status);
+                    s.event(format!("{}: dropped an unreadable queued batch: {e}", self.config.name));
+                    drop(s);
+                    self.ack(&mut done_in_head);
+                    continue;
+                }
+            };
+            let mode = lock(&self.status).mode;
+            let (requests, bad) = render(&batch, mode);
+            if bad > 0 && done_in_head == 0 {
+                lock(&self.status).event(format!(
+                    "{}: {bad} queued histogram(s) did not decode and were left out",
+                    self.config.name
+                ));
+            }
+            let mut finished = true;
+            for request in requests.iter().skip(done_in_head) {
+                match send(&agent, &self.config.url, self.config.bearer_token.as_deref(), request) {
+                    SendOutcome::Delivered => {
+                        done_in_head += 1;
+                        backoff = self.config.backoff_min;
+                        let mut s = lock(&self.status);
+                        if s.last_error.take().is_some() {
+                            let name = s.name.clone();
+                            s.event(format!("{name}: delivering again"));
+                        }
+                        s.delivered_requests += 1;
+                    }
+                    SendOutcome::Rejected(msg) => {
+                        done_in_head += 1;
+                        let mut s = lock(&self.status);
+                        s.rejected_requests += 1;
+                        s.event(format!(
+                            "{}: request rejected, not retried: {msg}",
+                            self.config.name
+                        ));
+                    }
+                    SendOutcome::NativeRejected(msg) => {
+                        let mut s = lock(&self.status);
+                        s.mode = HistogramMode::Classic;
+                        s.event(format!(
+                            "{}: the receiver rejects native histograms ({msg}); sending classic buckets from now on",
+                            self.config.name
+                        ));
+                        finished = false;
+                        break;
+                    }
+                    SendOutcome::Retry(msg) => {
+                        let mut s = lock(&self.status);
+                        s.retries += 1;
+                        if s.last_error.is_none() {
+                            let name = s.name.clone();
+                            s.event(format!("{name}: {msg}; retrying with backoff, batches stay queued"));
+                        }
+                        s.last_error = Some(msg);
+                        drop(s);
+                        self.pause(backoff);
+                        backoff = (backoff * 2).min(self.config.backoff_max);
+                        finished = false;
+                        break;
+                    }
+                }
+            }
+            if finished {
+                self.ack(&mut done_in_head);
+            }
+        }
+    }
+
+    fn ack(&self, done_in_head: &mut usize) {
+        *done_in_head = 0;
+        let mut q = lock(&self.queue);
+        let result = q.ack();
+        let stats = q.stats();
+        drop(q);
+        let mut s = lock(&self.status);
+        s.queue = stats;
+        match result {
+            Ok(()) => s.acknowledged_batches += 1,
+            Err(e) => s.last_error = Some(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
