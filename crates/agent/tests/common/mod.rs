@@ -50,6 +50,24 @@ impl Proc {
         }
     }
 
+    /// Stops the server with SIGTERM (it flushes what it holds) and reaps it.
+    pub fn terminate(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     /// The server's log, for failure messages.
     pub fn log_tail(&self) -> String {
         let s = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -154,6 +172,18 @@ pub fn query_until(base: &str, promql: &str, n: usize, secs: u64) -> Vec<f64> {
     loop {
         let v = query(base, promql);
         if v.len() >= n || Instant::now() >= until {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Polls `promql` until its values equal `want` or `secs` pass; returns the last answer.
+pub fn query_until_eq(base: &str, promql: &str, want: &[f64], secs: u64) -> Vec<f64> {
+    let until = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let v = query(base, promql);
+        if v == want || Instant::now() >= until {
             return v;
         }
         std::thread::sleep(Duration::from_millis(250));
