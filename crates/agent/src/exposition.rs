@@ -309,11 +309,11 @@ fn finding_labels(f: &FindingState) -> Labels {
 }
 
 /// Groups series by metric name, keeping the first help text and the order of first use.
-fn families<'a, T>(
-    items: &'a [T],
+fn families<T>(
+    items: &[T],
     name: impl Fn(&T) -> &str,
     help: impl Fn(&T) -> &str,
-) -> Vec<(&'a str, &'a str, Vec<&'a T>)> {
+) -> Vec<(&str, &str, Vec<&T>)> {
     let mut out: Vec<(&str, &str, Vec<&T>)> = Vec::new();
     for item in items {
         match out.iter_mut().find(|(n, _, _)| *n == name(item)) {
@@ -331,7 +331,8 @@ impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.0;
         for (name, help, series) in families(&s.histograms, |h| &h.name, |h| &h.help) {
-            let mut family = encoder.encode_descriptor(name, help, None, PcMetricType::Histogram)?;
+            let mut family =
+                encoder.encode_descriptor(name, help, None, PcMetricType::Histogram)?;
             for h in series {
                 let counts = classic_counts(&h.histogram);
                 let buckets: Vec<(f64, u64)> = CLASSIC_BOUNDS_SECONDS
@@ -340,12 +341,14 @@ impl Collector for SnapshotCollector {
                     .chain([f64::INFINITY])
                     .zip(counts)
                     .collect();
-                family.encode_family(&h.labels)?.encode_histogram::<NoLabelSet>(
-                    sum_seconds(&h.histogram),
-                    h.histogram.count(),
-                    &buckets,
-                    None,
-                )?;
+                family
+                    .encode_family(&h.labels)?
+                    .encode_histogram::<NoLabelSet>(
+                        sum_seconds(&h.histogram),
+                        h.histogram.count(),
+                        &buckets,
+                        None,
+                    )?;
             }
         }
         for (list, is_counter) in [(&s.counters, true), (&s.gauges, false)] {

@@ -141,16 +141,19 @@ impl Drop for Server {
     }
 }
 
-fn header(name: &str, value: &str) -> Header {
-    // Only called with fixed ASCII names and values, which always parse.
-    Header::from_bytes(name.as_bytes(), value.as_bytes())
-        .unwrap_or_else(|_| Header::from_bytes(&b"X-Invalid"[..], &b"1"[..]).expect("ascii"))
+type Answer = Response<Cursor<Vec<u8>>>;
+
+/// Adds a header (names and values here are fixed ASCII, which always parse).
+fn with(response: Answer, name: &str, value: &str) -> Answer {
+    match Header::from_bytes(name.as_bytes(), value.as_bytes()) {
+        Ok(h) => response.with_header(h),
+        Err(()) => response,
+    }
 }
 
-fn text(status: u16, body: &str) -> Response<Cursor<Vec<u8>>> {
-    Response::from_data(body.as_bytes().to_vec())
-        .with_status_code(status)
-        .with_header(header("Content-Type", "text/plain; charset=utf-8"))
+fn text(status: u16, body: &str) -> Answer {
+    let r = Response::from_data(body.as_bytes().to_vec()).with_status_code(status);
+    with(r, "Content-Type", "text/plain; charset=utf-8")
 }
 
 /// Constant-time check of `Authorization: Bearer TOKEN`.
@@ -175,42 +178,47 @@ fn serve(request: Request, token: Option<&str>, exported: &Exported) {
     let _ = request.respond(response);
 }
 
-fn answer(request: &Request, token: Option<&str>, exported: &Exported) -> Response<Cursor<Vec<u8>>> {
+fn answer(request: &Request, token: Option<&str>, exported: &Exported) -> Answer {
     if !matches!(request.method(), Method::Get | Method::Head) {
-        return text(405, "read-only: only GET and HEAD are answered\n")
-            .with_header(header("Allow", "GET, HEAD"));
+        let r = text(405, "read-only: only GET and HEAD are answered\n");
+        return with(r, "Allow", "GET, HEAD");
     }
     let path = request.url().split('?').next().unwrap_or("");
     if path == "/healthz" {
         return text(200, "ok\n");
     }
     if path != "/metrics" && path != "/findings" {
-        return text(404, "not found: the endpoints are /metrics, /findings and /healthz\n");
+        return text(
+            404,
+            "not found: the endpoints are /metrics, /findings and /healthz\n",
+        );
     }
     if let Some(token) = token {
         if !authorized(get_header(request, "Authorization"), token) {
-            return text(401, "missing or wrong bearer token\n")
-                .with_header(header("WWW-Authenticate", "Bearer"));
+            let r = text(401, "missing or wrong bearer token\n");
+            return with(r, "WWW-Authenticate", "Bearer");
         }
     }
     let snapshot = exported.get();
     if path == "/findings" {
         return match exposition::findings_json(&snapshot) {
-            Ok(body) => text(200, &body).with_header(header("Content-Type", "application/json")),
+            Ok(body) => with(text(200, &body), "Content-Type", "application/json"),
             Err(e) => text(500, &format!("{e}\n")),
         };
     }
     let rendered = match exposition::negotiate(get_header(request, "Accept")) {
-        Format::Text => exposition::render_text(snapshot).map(|t| {
-            (t.into_bytes(), exposition::OPENMETRICS_CONTENT_TYPE)
-        }),
-        Format::Protobuf => exposition::render_protobuf(&snapshot)
-            .map(|b| (b, exposition::PROTOBUF_CONTENT_TYPE)),
+        Format::Text => exposition::render_text(snapshot)
+            .map(|t| (t.into_bytes(), exposition::OPENMETRICS_CONTENT_TYPE)),
+        Format::Protobuf => {
+            exposition::render_protobuf(&snapshot).map(|b| (b, exposition::PROTOBUF_CONTENT_TYPE))
+        }
     };
     match rendered {
-        Ok((body, content_type)) => Response::from_data(body)
-            .with_status_code(200)
-            .with_header(header("Content-Type", content_type)),
+        Ok((body, content_type)) => with(
+            Response::from_data(body).with_status_code(200),
+            "Content-Type",
+            content_type,
+        ),
         Err(e) => text(500, &format!("{e}\n")),
     }
 }

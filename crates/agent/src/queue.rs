@@ -52,7 +52,9 @@ pub enum QueueError {
         content: String,
     },
     /// A record larger than the queue's whole bound.
-    #[error("a record of {len} bytes cannot fit a queue bounded at {max} bytes: raise the queue size")]
+    #[error(
+        "a record of {len} bytes cannot fit a queue bounded at {max} bytes: raise the queue size"
+    )]
     TooLarge {
         /// Record size with its header.
         len: u64,

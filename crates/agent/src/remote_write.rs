@@ -38,9 +38,7 @@ use crate::proto::WriteRequest;
 use crate::queue::{Queue, QueueError, QueueStats};
 
 mod batch;
-pub use batch::{
-    render, vmrange_buckets, Batch, QueuedFloat, QueuedHistogram, VMRANGE_SUB_BITS,
-};
+pub use batch::{render, vmrange_buckets, Batch, QueuedFloat, QueuedHistogram, VMRANGE_SUB_BITS};
 
 /// How an endpoint receives histograms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,18 +249,22 @@ impl RemoteWriter {
                 });
             }
             if let Some(b) = configs[i + 1..].iter().find(|b| b.queue_dir == a.queue_dir) {
-                return Err(RemoteWriteError::SharedQueue(a.name.clone(), b.name.clone()));
+                return Err(RemoteWriteError::SharedQueue(
+                    a.name.clone(),
+                    b.name.clone(),
+                ));
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut endpoints = Vec::new();
         for config in configs {
-            let queue = Queue::open(&config.queue_dir, config.queue_max_bytes).map_err(|source| {
-                RemoteWriteError::Queue {
-                    name: config.name.clone(),
-                    source,
-                }
-            })?;
+            let queue =
+                Queue::open(&config.queue_dir, config.queue_max_bytes).map_err(|source| {
+                    RemoteWriteError::Queue {
+                        name: config.name.clone(),
+                        source,
+                    }
+                })?;
             let mut status = EndpointStatus {
                 name: config.name.clone(),
                 mode: config.mode,
@@ -423,7 +425,10 @@ impl Worker {
                 Ok(b) => b,
                 Err(e) => {
                     let mut s = lock(&self.status);
-                    s.event(format!("{}: dropped an unreadable queued batch: {e}", self.config.name));
+                    s.event(format!(
+                        "{}: dropped an unreadable queued batch: {e}",
+                        self.config.name
+                    ));
                     drop(s);
                     self.ack(&mut done_in_head);
                     continue;
@@ -439,7 +444,12 @@ impl Worker {
             }
             let mut finished = true;
             for request in requests.iter().skip(done_in_head) {
-                match send(&agent, &self.config.url, self.config.bearer_token.as_deref(), request) {
+                match send(
+                    &agent,
+                    &self.config.url,
+                    self.config.bearer_token.as_deref(),
+                    request,
+                ) {
                     SendOutcome::Delivered => {
                         done_in_head += 1;
                         backoff = self.config.backoff_min;
@@ -474,7 +484,9 @@ impl Worker {
                         s.retries += 1;
                         if s.last_error.is_none() {
                             let name = s.name.clone();
-                            s.event(format!("{name}: {msg}; retrying with backoff, batches stay queued"));
+                            s.event(format!(
+                                "{name}: {msg}; retrying with backoff, batches stay queued"
+                            ));
                         }
                         s.last_error = Some(msg);
                         drop(s);

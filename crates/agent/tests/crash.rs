@@ -91,7 +91,11 @@ fn killing_the_queueing_process_loses_nothing_it_queued() {
 
     let vm = victoria(&dir.path().join("vm"), port).unwrap();
     let writer = RemoteWriter::start(vec![endpoint(url, queue)]).unwrap();
-    assert!(writer.wait_drained(Duration::from_secs(15)), "{:?}", writer.status());
+    assert!(
+        writer.wait_drained(Duration::from_secs(15)),
+        "{:?}",
+        writer.status()
+    );
     let q = "count_over_time(th_crash_batches_total[10m])";
     let until = Instant::now() + Duration::from_secs(10);
     let mut count = query(&vm.url, q);
@@ -99,11 +103,23 @@ fn killing_the_queueing_process_loses_nothing_it_queued() {
         std::thread::sleep(Duration::from_millis(250));
         count = query(&vm.url, q);
     }
-    let max = query_until_eq(&vm.url, "max_over_time(th_crash_batches_total[10m])", &count, 10);
+    let max = query_until_eq(
+        &vm.url,
+        "max_over_time(th_crash_batches_total[10m])",
+        &count,
+        10,
+    );
     // Every batch the child had queued arrived (one more may have been synced just before the
     // kill), with no gap: values 1..=count each once.
     assert_eq!(count.len(), 1);
-    assert!(count[0] >= queued as f64, "{} of {queued} batches arrived", count[0]);
+    assert!(
+        count[0] >= queued as f64,
+        "{} of {queued} batches arrived",
+        count[0]
+    );
     assert_eq!(max, count, "a gap in the delivered batches");
-    eprintln!("queued before kill -9: {queued}; delivered after restart: {}", count[0]);
+    eprintln!(
+        "queued before kill -9: {queued}; delivered after restart: {}",
+        count[0]
+    );
 }

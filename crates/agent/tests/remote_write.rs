@@ -50,6 +50,19 @@ fn endpoint(name: &str, url: String, mode: HistogramMode, dir: &Path) -> Endpoin
     c
 }
 
+/// A writer with one endpoint at `base`, after its first batch was handled.
+fn start_and_deliver_one(base: &str, name: &str, mode: HistogramMode, dir: &Path) -> RemoteWriter {
+    let url = format!("{base}/api/v1/write");
+    let writer = RemoteWriter::start(vec![endpoint(name, url, mode, dir)]).unwrap();
+    assert!(writer.push(&batch(1)).is_empty());
+    assert!(
+        writer.wait_drained(Duration::from_secs(10)),
+        "{:?}",
+        writer.status()
+    );
+    writer
+}
+
 fn check_p99(base: &str, q: &str, tolerance: f64) -> f64 {
     let v = query_until(base, q, 1, 10);
     assert_eq!(v.len(), 1, "no answer to {q}");
@@ -65,11 +78,7 @@ fn victoria_metrics_receives_vmrange_buckets_and_an_outage_loses_nothing() {
     let Some(mut vm) = victoria(&dir.path().join("vm"), port) else {
         return;
     };
-    let url = format!("{}/api/v1/write", vm.url);
-    let writer =
-        RemoteWriter::start(vec![endpoint("vm", url, HistogramMode::Vmrange, dir.path())]).unwrap();
-    assert!(writer.push(&batch(1)).is_empty());
-    assert!(writer.wait_drained(Duration::from_secs(10)), "{:?}", writer.status());
+    let writer = start_and_deliver_one(&vm.url, "vm", HistogramMode::Vmrange, dir.path());
     // VictoriaMetrics turns vmrange buckets into le buckets and interpolates inside the 2.2%
     // wide bucket holding the p99.
     let p99 = check_p99(
@@ -87,16 +96,36 @@ fn victoria_metrics_receives_vmrange_buckets_and_an_outage_loses_nothing() {
     }
     let s = &writer.status()[0];
     assert!(s.queue.pending_records >= 5, "{s:?}");
-    assert!(s.retries > 0 && s.last_error.as_deref().unwrap_or("").contains("cannot reach"), "{s:?}");
+    assert!(
+        s.retries > 0
+            && s.last_error
+                .as_deref()
+                .unwrap_or("")
+                .contains("cannot reach"),
+        "{s:?}"
+    );
     let mut vm = victoria(&dir.path().join("vm"), port).unwrap();
-    assert!(writer.wait_drained(Duration::from_secs(15)), "{:?}", writer.status());
+    assert!(
+        writer.wait_drained(Duration::from_secs(15)),
+        "{:?}",
+        writer.status()
+    );
     let s = &writer.status()[0];
     assert_eq!(s.queue.dropped_records, 0);
-    assert!(s.events.iter().any(|e| e.contains("delivering again")), "{:?}", s.events);
+    assert!(
+        s.events.iter().any(|e| e.contains("delivering again")),
+        "{:?}",
+        s.events
+    );
     let q = "count_over_time(th_rw_batches_total[10m])";
     let got = query_until_eq(&vm.url, q, &[7.0], 10);
     assert_eq!(got, vec![7.0], "all 7 batches arrived");
-    let got = query_until_eq(&vm.url, "max_over_time(th_rw_batches_total[10m])", &[7.0], 5);
+    let got = query_until_eq(
+        &vm.url,
+        "max_over_time(th_rw_batches_total[10m])",
+        &[7.0],
+        5,
+    );
     assert_eq!(got, vec![7.0]);
     vm.stop();
 }
@@ -108,28 +137,41 @@ fn prometheus_without_native_histograms_makes_the_endpoint_fall_back_to_classic(
     let Some(prom) = prometheus(&dir.path().join("prom"), free_port(), None, &flags) else {
         return;
     };
-    let url = format!("{}/api/v1/write", prom.url);
-    let writer =
-        RemoteWriter::start(vec![endpoint("prom", url, HistogramMode::Native, dir.path())])
-            .unwrap();
-    writer.push(&batch(1));
-    assert!(writer.wait_drained(Duration::from_secs(10)), "{:?}", writer.status());
+    let writer = start_and_deliver_one(&prom.url, "prom", HistogramMode::Native, dir.path());
     let s = &writer.status()[0];
     assert_eq!(s.mode, HistogramMode::Classic, "{s:?}");
-    let said = s.events.iter().find(|e| e.contains("rejects native histograms"));
+    let said = s
+        .events
+        .iter()
+        .find(|e| e.contains("rejects native histograms"));
     assert!(said.is_some(), "{:?}", s.events);
     eprintln!("event: {}", said.unwrap());
-    assert_eq!(query_until(&prom.url, "th_rw_batches_total", 1, 10), vec![1.0]);
+    assert_eq!(
+        query_until(&prom.url, "th_rw_batches_total", 1, 10),
+        vec![1.0]
+    );
     let p99 = check_p99(
         &prom.url,
         "histogram_quantile(0.99, th_rw_latency_seconds_bucket)",
         0.34,
     );
     assert!((0.020..=0.030).contains(&p99));
-    // Later batches go classic from the start.
+    // Later batches go classic from the start: delivered, no second rejection.
+    let before = writer.status()[0].delivered_requests;
     writer.push(&batch(2));
     assert!(writer.wait_drained(Duration::from_secs(10)));
-    assert_eq!(query_until(&prom.url, "th_rw_latency_seconds_count", 1, 10), vec![10_000.0]);
+    let s = &writer.status()[0];
+    assert_eq!(s.delivered_requests, before + 2, "{s:?}");
+    let fallbacks = s
+        .events
+        .iter()
+        .filter(|e| e.contains("rejects native"))
+        .count();
+    assert_eq!(fallbacks, 1, "{:?}", s.events);
+    assert_eq!(
+        query_until(&prom.url, "th_rw_latency_seconds_count", 1, 10),
+        vec![10_000.0]
+    );
 }
 
 #[test]
@@ -143,14 +185,13 @@ fn prometheus_with_native_histograms_receives_them_and_an_outage_loses_nothing()
     let Some(mut prom) = prometheus(&dir.path().join("prom"), port, None, &flags) else {
         return;
     };
-    let url = format!("{}/api/v1/write", prom.url);
-    let writer =
-        RemoteWriter::start(vec![endpoint("prom", url, HistogramMode::Native, dir.path())])
-            .unwrap();
-    writer.push(&batch(1));
-    assert!(writer.wait_drained(Duration::from_secs(10)), "{:?}", writer.status());
+    let writer = start_and_deliver_one(&prom.url, "prom", HistogramMode::Native, dir.path());
     assert_eq!(writer.status()[0].mode, HistogramMode::Native);
-    let p99 = check_p99(&prom.url, "histogram_quantile(0.99, th_rw_latency_seconds)", 0.014);
+    let p99 = check_p99(
+        &prom.url,
+        "histogram_quantile(0.99, th_rw_latency_seconds)",
+        0.014,
+    );
     eprintln!("native p99 from Prometheus (remote write): {p99} s (known {KNOWN_P99} s)");
 
     prom.terminate();
@@ -160,10 +201,19 @@ fn prometheus_with_native_histograms_receives_them_and_an_outage_loses_nothing()
     }
     assert!(writer.status()[0].queue.pending_records >= 4);
     let prom = prometheus(&dir.path().join("prom"), port, None, &flags).unwrap();
-    assert!(writer.wait_drained(Duration::from_secs(15)), "{:?}", writer.status());
+    assert!(
+        writer.wait_drained(Duration::from_secs(15)),
+        "{:?}",
+        writer.status()
+    );
     let q = "count_over_time(th_rw_batches_total[10m])";
     let got = query_until_eq(&prom.url, q, &[6.0], 10);
-    assert_eq!(got, vec![6.0], "all 6 batches arrived:\n{}", prom.log_tail());
+    assert_eq!(
+        got,
+        vec![6.0],
+        "all 6 batches arrived:\n{}",
+        prom.log_tail()
+    );
 }
 
 #[test]
@@ -187,7 +237,14 @@ fn an_unreachable_endpoint_is_reported_and_its_queue_stays_bounded() {
     assert!(s.queue.dropped_records > 0, "{s:?}");
     assert_eq!(s.queue.dropped_records + s.queue.pending_records, n);
     let err = s.last_error.clone().unwrap_or_default();
-    assert!(err.contains("cannot reach") && err.contains("127.0.0.1"), "{err}");
-    assert!(s.events.iter().any(|e| e.contains("queue full")), "{:?}", s.events);
+    assert!(
+        err.contains("cannot reach") && err.contains("127.0.0.1"),
+        "{err}"
+    );
+    assert!(
+        s.events.iter().any(|e| e.contains("queue full")),
+        "{:?}",
+        s.events
+    );
     eprintln!("{err}");
 }

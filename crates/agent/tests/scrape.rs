@@ -45,12 +45,19 @@ fn prometheus_scrapes_classic_buckets_and_finds_the_p99() {
     assert_eq!(v.len(), 1, "no answer to {q}:\n{}", prom.log_tail());
     // The classic bucket holding the p99 is (20 ms, 30 ms]; the interpolated answer lies in it.
     assert!((0.020..=0.030).contains(&v[0]), "p99 {} s", v[0]);
-    assert!((v[0] - KNOWN_P99).abs() / KNOWN_P99 < 0.34, "p99 {} s", v[0]);
+    assert!(
+        (v[0] - KNOWN_P99).abs() / KNOWN_P99 < 0.34,
+        "p99 {} s",
+        v[0]
+    );
     let count = query_until(&prom.url, "th_test_latency_seconds_count", 1, 5);
     assert_eq!(count, vec![10_000.0]);
     let probes = query_until(&prom.url, "th_test_probes_total", 1, 5);
     assert_eq!(probes, vec![10_000.0]);
-    eprintln!("classic p99 from Prometheus: {} s (known {KNOWN_P99} s)", v[0]);
+    eprintln!(
+        "classic p99 from Prometheus: {} s (known {KNOWN_P99} s)",
+        v[0]
+    );
 }
 
 #[test]
@@ -67,7 +74,12 @@ fn prometheus_scrapes_native_histograms_and_finds_the_p99() {
     assert_eq!(v.len(), 1, "no answer to {q}:\n{}", prom.log_tail());
     // tailhunt's bucket (<= 0.78% wide) plus one native bucket (0.54%).
     let err = (v[0] - KNOWN_P99).abs() / KNOWN_P99;
-    assert!(err < 0.014, "native p99 {} s, off by {:.2}%", v[0], err * 100.0);
+    assert!(
+        err < 0.014,
+        "native p99 {} s, off by {:.2}%",
+        v[0],
+        err * 100.0
+    );
     eprintln!(
         "native p99 from Prometheus: {} s (known {KNOWN_P99} s, {:.3}% off)",
         v[0],
@@ -116,7 +128,9 @@ fn the_server_listens_on_loopback_by_default_and_says_why_a_bind_fails() {
     assert!(tailhunt_agent::http::DEFAULT_LISTEN.starts_with("127.0.0.1:"));
     let first = serve(None);
     let taken = first.local_addr().to_string();
-    let e = Server::start(&taken, None, Exported::new()).unwrap_err().to_string();
+    let e = Server::start(&taken, None, Exported::new())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&taken) && e.contains("--listen"), "{e}");
     let e = Server::start("127.0.0.1:0", Some(String::new()), Exported::new())
         .unwrap_err()

@@ -42,7 +42,13 @@ fn acknowledged_segments_are_deleted() {
     let segs = |d: &Path| {
         fs::read_dir(d)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("seg-"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("seg-")
+            })
             .count()
     };
     assert!(segs(dir.path()) >= 5, "{} segments", segs(dir.path()));
@@ -68,7 +74,10 @@ fn a_full_queue_drops_the_oldest_and_counts_them() {
     assert_eq!(s.pending_records + s.dropped_records, 100);
     let got = records(&mut q);
     let first = u32::from_le_bytes(got[0][..4].try_into().unwrap());
-    assert_eq!(first as u64, dropped, "the oldest were dropped, the newest kept");
+    assert_eq!(
+        first as u64, dropped,
+        "the oldest were dropped, the newest kept"
+    );
     assert!(matches!(
         q.append(&vec![0u8; 9000]),
         Err(QueueError::TooLarge { .. })

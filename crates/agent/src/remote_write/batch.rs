@@ -5,8 +5,8 @@ use tailhunt_histogram::{Histogram, Layout};
 
 use super::HistogramMode;
 use crate::exposition::{
-    self, classic_counts, native_buckets, Labels, Snapshot, CLASSIC_BOUNDS_SECONDS,
-    NATIVE_SCHEMA, NATIVE_ZERO_THRESHOLD,
+    self, classic_counts, native_buckets, Labels, Snapshot, CLASSIC_BOUNDS_SECONDS, NATIVE_SCHEMA,
+    NATIVE_ZERO_THRESHOLD,
 };
 use crate::proto::{Label, RwHistogram, Sample, TimeSeries, WriteRequest};
 
@@ -168,7 +168,12 @@ pub fn vmrange_buckets(h: &Histogram) -> Vec<(u64, u64, u64)> {
 }
 
 /// The histogram series of one stored histogram in the given mode.
-fn histogram_series(q: &QueuedHistogram, h: &Histogram, mode: HistogramMode, ts: i64) -> Vec<TimeSeries> {
+fn histogram_series(
+    q: &QueuedHistogram,
+    h: &Histogram,
+    mode: HistogramMode,
+    ts: i64,
+) -> Vec<TimeSeries> {
     let sum = exposition::sum_seconds(h);
     let mut out = Vec::new();
     match mode {
@@ -242,4 +247,3 @@ pub fn render(batch: &Batch, mode: HistogramMode) -> (Vec<WriteRequest>, usize) 
     }
     (requests, bad)
 }
-

@@ -72,9 +72,15 @@ fn classic_mode_writes_cumulative_le_buckets_sum_and_count() {
         .iter()
         .map(|t| t.samples[0].value)
         .collect();
-    assert!(values.windows(2).all(|w| w[0] <= w[1]), "cumulative: {values:?}");
+    assert!(
+        values.windows(2).all(|w| w[0] <= w[1]),
+        "cumulative: {values:?}"
+    );
     let count = series.last().unwrap();
-    assert!(names(&WriteRequest { timeseries: vec![count.clone()] })[0].contains("x_seconds_count"));
+    assert!(names(&WriteRequest {
+        timeseries: vec![count.clone()]
+    })[0]
+        .contains("x_seconds_count"));
     assert_eq!(count.samples[0].value, 5.0);
 }
 
@@ -97,10 +103,15 @@ fn vmrange_buckets_are_exact_coarse_ranges_holding_every_sample() {
     let b = vmrange_buckets(&h);
     assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), 3);
     for v in [123_456_789u64, 999] {
-        assert!(b.iter().any(|&(lo, hi, _)| lo <= v && v < hi), "{v} in {b:?}");
+        assert!(
+            b.iter().any(|&(lo, hi, _)| lo <= v && v < hi),
+            "{v} in {b:?}"
+        );
     }
     // 2.2% wide at most.
-    assert!(b.iter().all(|&(lo, hi, _)| (hi - lo) as f64 <= lo as f64 / 32.0 + 1.0));
+    assert!(b
+        .iter()
+        .all(|&(lo, hi, _)| (hi - lo) as f64 <= lo as f64 / 32.0 + 1.0));
 }
 
 #[test]
@@ -112,10 +123,20 @@ fn a_batch_survives_its_queue_encoding() {
 #[test]
 fn a_bad_url_or_a_shared_queue_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let a = EndpointConfig::new("a", "https://x/api/v1/write", HistogramMode::Classic, dir.path().join("a"));
+    let a = EndpointConfig::new(
+        "a",
+        "https://x/api/v1/write",
+        HistogramMode::Classic,
+        dir.path().join("a"),
+    );
     let e = RemoteWriter::start(vec![a]).unwrap_err().to_string();
     assert!(e.contains("http://"), "{e}");
-    let a = EndpointConfig::new("a", "http://127.0.0.1:1/w", HistogramMode::Classic, dir.path().join("q"));
+    let a = EndpointConfig::new(
+        "a",
+        "http://127.0.0.1:1/w",
+        HistogramMode::Classic,
+        dir.path().join("q"),
+    );
     let mut b = a.clone();
     b.name = "b".into();
     let e = RemoteWriter::start(vec![a, b]).unwrap_err().to_string();
