@@ -9,7 +9,9 @@
 //!   each with classic, `vmrange` or native histograms, retry with backoff, and a fall back to
 //!   classic when a receiver rejects native histograms.
 //! - [`queue`]: the bounded on-disk queue in front of each endpoint, which survives `kill -9`.
+//! - [`config`]: the exporter's `agent.toml`, checked with errors naming line and key.
 
+pub mod config;
 pub mod exposition;
 pub mod http;
 pub mod proto;

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use prost::Message as _;
 use serde::{Deserialize, Serialize};
 
+use crate::exposition::ScalarMetric;
 use crate::proto::WriteRequest;
 use crate::queue::{Queue, QueueError, QueueStats};
 
@@ -209,6 +210,82 @@ impl EndpointStatus {
         }
         self.events.push(text);
     }
+}
+
+/// The endpoints' state as metrics, so a scraper sees a full queue or a failing receiver:
+/// counters (`tailhunt_remote_write_{delivered_requests,rejected_requests,retries,
+/// dropped_batches}`) and gauges (`tailhunt_remote_write_{queue_bytes,queue_batches,
+/// queue_max_bytes,native,failing}`), each labelled `endpoint`.
+pub fn status_metrics(status: &[EndpointStatus]) -> (Vec<ScalarMetric>, Vec<ScalarMetric>) {
+    let metric = |name: &str, help: &str, s: &EndpointStatus, value: f64| ScalarMetric {
+        name: format!("tailhunt_remote_write_{name}"),
+        help: help.to_string(),
+        labels: vec![("endpoint".to_string(), s.name.clone())],
+        value,
+    };
+    let mut counters = Vec::new();
+    let mut gauges = Vec::new();
+    for s in status {
+        counters.extend([
+            metric(
+                "delivered_requests",
+                "Requests the receiver stored.",
+                s,
+                s.delivered_requests as f64,
+            ),
+            metric(
+                "rejected_requests",
+                "Requests the receiver refused for good.",
+                s,
+                s.rejected_requests as f64,
+            ),
+            metric(
+                "retries",
+                "Failed attempts that were retried.",
+                s,
+                s.retries as f64,
+            ),
+            metric(
+                "dropped_batches",
+                "Batches dropped because the queue was full.",
+                s,
+                s.queue.dropped_records as f64,
+            ),
+        ]);
+        gauges.extend([
+            metric(
+                "queue_bytes",
+                "Bytes waiting in the on-disk queue.",
+                s,
+                s.queue.pending_bytes as f64,
+            ),
+            metric(
+                "queue_batches",
+                "Batches waiting in the on-disk queue.",
+                s,
+                s.queue.pending_records as f64,
+            ),
+            metric(
+                "queue_max_bytes",
+                "Bound of the on-disk queue.",
+                s,
+                s.queue.max_bytes as f64,
+            ),
+            metric(
+                "native",
+                "1 when histograms go as native histograms.",
+                s,
+                f64::from(u8::from(s.mode == HistogramMode::Native)),
+            ),
+            metric(
+                "failing",
+                "1 while the last attempt failed.",
+                s,
+                f64::from(u8::from(s.last_error.is_some())),
+            ),
+        ]);
+    }
+    (counters, gauges)
 }
 
 struct Endpoint {

@@ -142,3 +142,42 @@ fn a_bad_url_or_a_shared_queue_is_refused() {
     let e = RemoteWriter::start(vec![a, b]).unwrap_err().to_string();
     assert!(e.contains("same queue directory"), "{e}");
 }
+
+#[test]
+fn endpoint_status_becomes_metrics() {
+    let status = EndpointStatus {
+        name: "vm".into(),
+        mode: HistogramMode::Native,
+        delivered_requests: 7,
+        acknowledged_batches: 4,
+        retries: 2,
+        rejected_requests: 1,
+        queue: crate::queue::QueueStats {
+            pending_bytes: 300,
+            pending_records: 3,
+            max_bytes: 4096,
+            dropped_records: 5,
+            dropped_bytes: 500,
+            lost_on_open_bytes: 0,
+        },
+        last_error: Some("down".into()),
+        events: vec![],
+    };
+    let (counters, gauges) = status_metrics(&[status]);
+    let get = |list: &[ScalarMetric], n: &str| {
+        list.iter()
+            .find(|m| m.name == format!("tailhunt_remote_write_{n}"))
+            .map(|m| m.value)
+    };
+    assert_eq!(get(&counters, "dropped_batches"), Some(5.0));
+    assert_eq!(get(&counters, "delivered_requests"), Some(7.0));
+    assert_eq!(get(&gauges, "queue_bytes"), Some(300.0));
+    assert_eq!(get(&gauges, "native"), Some(1.0));
+    assert_eq!(get(&gauges, "failing"), Some(1.0));
+    let snapshot = Snapshot {
+        counters,
+        gauges,
+        ..Snapshot::default()
+    };
+    assert!(crate::exposition::render_text(std::sync::Arc::new(snapshot)).is_ok());
+}
