@@ -201,6 +201,8 @@ pub struct EndpointStatus {
     pub last_error: Option<String>,
     /// Notable events, oldest first (the last 100): fallbacks, rejections, queue full, outages.
     pub events: Vec<String>,
+    /// Events since the start (also those no longer in `events`).
+    pub events_total: u64,
 }
 
 impl EndpointStatus {
@@ -209,6 +211,7 @@ impl EndpointStatus {
             self.events.remove(0);
         }
         self.events.push(text);
+        self.events_total += 1;
     }
 }
 
@@ -352,6 +355,7 @@ impl RemoteWriter {
                 queue: queue.stats(),
                 last_error: None,
                 events: Vec::new(),
+                events_total: 0,
             };
             if queue.stats().lost_on_open_bytes > 0 {
                 status.event(format!(

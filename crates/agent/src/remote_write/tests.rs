@@ -162,6 +162,7 @@ fn endpoint_status_becomes_metrics() {
         },
         last_error: Some("down".into()),
         events: vec![],
+        events_total: 0,
     };
     let (counters, gauges) = status_metrics(&[status]);
     let get = |list: &[ScalarMetric], n: &str| {
