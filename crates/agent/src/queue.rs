@@ -385,8 +385,8 @@ impl Queue {
         }
         if let Some(s) = self.segments.first() {
             if self.acked < s.start && !self.pending.is_empty() {
-                // Records between the acknowledgement and the first segment were lost on
-                // open (a torn segment); continue at the first segment.
+                // The acknowledgement points into the gap a torn (and now deleted) segment
+                // left: continue at the first segment.
                 self.acked = s.start;
             }
         }

@@ -119,3 +119,44 @@ fn bad_ack_file_and_tiny_bound_are_clear_errors() {
     let e = Queue::open(dir.path(), 1 << 20).unwrap_err().to_string();
     assert!(e.contains("banana") && e.contains("delete it"), "{e}");
 }
+
+#[test]
+fn a_torn_record_right_after_the_acknowledgement_does_not_stall_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Queue::open(dir.path(), 64 * 1024).unwrap();
+    for i in 0..30u32 {
+        let mut payload = vec![1u8; 1000];
+        payload[..4].copy_from_slice(&i.to_le_bytes());
+        q.append(&payload).unwrap();
+    }
+    let mut segs: Vec<PathBuf> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".q"))
+        .collect();
+    segs.sort();
+    assert!(segs.len() >= 3);
+    let len = fs::metadata(&segs[0]).unwrap().len();
+    let first_segment_records = (len / 1008) as u32;
+    // Deliver all but the first segment's last record, then tear that record: the
+    // acknowledgement now points at the torn segment's end, before a gap.
+    for _ in 0..first_segment_records - 1 {
+        q.peek().unwrap().unwrap();
+        q.ack().unwrap();
+    }
+    drop(q);
+    OpenOptions::new()
+        .write(true)
+        .open(&segs[0])
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    let mut q = Queue::open(dir.path(), 64 * 1024).unwrap();
+    assert_eq!(q.stats().lost_on_open_bytes, 1003);
+    let got: Vec<u32> = records(&mut q)
+        .iter()
+        .map(|r| u32::from_le_bytes(r[..4].try_into().unwrap()))
+        .collect();
+    let want: Vec<u32> = (first_segment_records..30).collect();
+    assert_eq!(got, want);
+}
