@@ -358,6 +358,8 @@ impl Collector for SnapshotCollector {
                 PcMetricType::Gauge
             };
             for (name, help, series) in families(list, |m| &m.name, |m| &m.help) {
+                // The encoder adds `_total` to a counter's name itself.
+                let name = name.strip_suffix("_total").unwrap_or(name);
                 let mut family = encoder.encode_descriptor(name, help, None, kind)?;
                 for m in series {
                     let mut e = family.encode_family(&m.labels)?;

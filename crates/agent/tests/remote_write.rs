@@ -248,3 +248,52 @@ fn an_unreachable_endpoint_is_reported_and_its_queue_stays_bounded() {
     );
     eprintln!("{err}");
 }
+
+#[test]
+fn endpoints_are_independent_one_down_does_not_hold_back_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(vm) = victoria(&dir.path().join("vm"), free_port()) else {
+        return;
+    };
+    if binary("prometheus").is_none() {
+        return;
+    }
+    let prom_port = free_port();
+    let writer = RemoteWriter::start(vec![
+        endpoint(
+            "vm",
+            format!("{}/api/v1/write", vm.url),
+            HistogramMode::Vmrange,
+            dir.path(),
+        ),
+        endpoint(
+            "prom",
+            format!("http://127.0.0.1:{prom_port}/api/v1/write"),
+            HistogramMode::Classic,
+            dir.path(),
+        ),
+    ])
+    .unwrap();
+    for n in 1..=3 {
+        assert!(writer.push(&batch(n)).is_empty());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let q = "count_over_time(th_rw_batches_total[10m])";
+    assert_eq!(query_until_eq(&vm.url, q, &[3.0], 10), vec![3.0]);
+    let s = writer.status();
+    assert!(
+        s[0].queue.pending_records == 0 && s[0].last_error.is_none(),
+        "{s:?}"
+    );
+    assert_eq!(s[1].queue.pending_records, 3, "{s:?}");
+    assert!(s[1].last_error.is_some(), "{s:?}");
+    // The second receiver comes up: its queue drains into it.
+    let flags = ["--web.enable-remote-write-receiver"];
+    let prom = prometheus(&dir.path().join("prom"), prom_port, None, &flags).unwrap();
+    assert!(
+        writer.wait_drained(Duration::from_secs(15)),
+        "{:?}",
+        writer.status()
+    );
+    assert_eq!(query_until_eq(&prom.url, q, &[3.0], 10), vec![3.0]);
+}

@@ -102,6 +102,20 @@ fn text_has_cumulative_classic_buckets_exact_sum_and_count() {
 }
 
 #[test]
+fn a_counter_named_with_total_is_not_doubled() {
+    let mut s = snapshot();
+    s.counters[0].name = "t_probes_total".into();
+    let text = render_text(Arc::new(s.clone())).unwrap();
+    let line = text.lines().find(|l| l.starts_with("t_probes_total"));
+    assert!(line.is_some_and(|l| l.ends_with(" 5.0")), "{text}");
+    assert!(!text.contains("_total_total"));
+    let fams = metric_families(&s).unwrap();
+    assert!(fams
+        .iter()
+        .any(|f| f.name.as_deref() == Some("t_probes_total")));
+}
+
+#[test]
 fn every_native_bucket_holds_its_values() {
     let values: Vec<u64> = (1..2000u64).map(|i| i * i * 997 + 3).collect();
     let h = hist(&values);
