@@ -5,8 +5,9 @@
 mod common;
 
 use common::*;
-use tailhunt_agent::exposition::{HistogramMetric, ScalarMetric, Snapshot};
+use tailhunt_agent::exposition::{FindingState, HistogramMetric, ScalarMetric, Snapshot};
 use tailhunt_agent::http::{Exported, Server};
+use tailhunt_model::{Finding, Verdict};
 
 fn snapshot() -> Snapshot {
     Snapshot {
@@ -22,8 +23,27 @@ fn snapshot() -> Snapshot {
             labels: vec![],
             value: 10_000.0,
         }],
-        ..Snapshot::default()
+        gauges: vec![],
+        findings: vec![FindingState {
+            subject: "cache".into(),
+            finding: Finding {
+                detector: "gc-pause".into(),
+                verdict: Verdict::Detected,
+                confidence: 0.8125,
+                summary: "pauses of 40 ms every 2 s".into(),
+                evidence: vec![],
+                fix: None,
+            },
+        }],
     }
+}
+
+/// Counters and findings arrive whichever format was scraped.
+fn check_scalars(base: &str) {
+    let probes = query_until(base, "th_test_probes_total", 1, 5);
+    assert_eq!(probes, vec![10_000.0]);
+    let q = "tailhunt_finding{detector=\"gc-pause\",subject=\"cache\"}";
+    assert_eq!(query_until(base, q, 1, 5), vec![0.8125]);
 }
 
 fn serve(token: Option<&str>) -> Server {
