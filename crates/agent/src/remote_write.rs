@@ -18,6 +18,8 @@
 //!   (32 per power of two, 2.2% wide; the coarse edges are exact tailhunt edges), plus
 //!   `_sum` and `_count`;
 //! - `native`: Prometheus native histograms (schema [`crate::exposition::NATIVE_SCHEMA`]).
+//!   VictoriaMetrics 1.79 answers 204 to them and drops them without a word, so no fall back
+//!   can happen there: configure `vmrange` for it.
 //!
 //! Answers: 2xx is delivered; 5xx, timeouts and connection errors are retried with exponential
 //! backoff (the batch stays queued); other 4xx are rejections: reported with the body's message,
@@ -39,7 +41,9 @@ use crate::proto::WriteRequest;
 use crate::queue::{Queue, QueueError, QueueStats};
 
 mod batch;
+mod worker;
 pub use batch::{render, vmrange_buckets, Batch, QueuedFloat, QueuedHistogram, VMRANGE_SUB_BITS};
+use worker::Worker;
 
 /// How an endpoint receives histograms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -455,146 +459,6 @@ impl Drop for RemoteWriter {
             if let Some(t) = ep.thread.take() {
                 let _ = t.join();
             }
-        }
-    }
-}
-
-struct Worker {
-    config: EndpointConfig,
-    queue: Arc<Mutex<Queue>>,
-    status: Arc<Mutex<EndpointStatus>>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Worker {
-    /// Sleeps up to `d`, waking early on stop; false when stopping.
-    fn pause(&self, d: Duration) -> bool {
-        let until = Instant::now() + d;
-        while Instant::now() < until {
-            if self.stop.load(Ordering::SeqCst) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10).min(until - Instant::now()));
-        }
-        !self.stop.load(Ordering::SeqCst)
-    }
-
-    fn run(self) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut backoff = self.config.backoff_min;
-        // Requests of the head batch already delivered (kept across retries of the rest).
-        let mut done_in_head = 0usize;
-        while !self.stop.load(Ordering::SeqCst) {
-            let head = lock(&self.queue).peek();
-            let bytes = match head {
-                Ok(Some(b)) => b,
-                Ok(None) => {
-                    self.pause(Duration::from_millis(20));
-                    continue;
-                }
-                Err(e) => {
-                    lock(&self.status).last_error = Some(e.to_string());
-                    self.pause(backoff);
-                    continue;
-                }
-            };
-            let batch = match Batch::decode(&bytes[..]) {
-                Ok(b) => b,
-                Err(e) => {
-                    let mut s = lock(&self.status);
-                    s.event(format!(
-                        "{}: dropped an unreadable queued batch: {e}",
-                        self.config.name
-                    ));
-                    drop(s);
-                    self.ack(&mut done_in_head);
-                    continue;
-                }
-            };
-            let mode = lock(&self.status).mode;
-            let (requests, bad) = render(&batch, mode);
-            if bad > 0 && done_in_head == 0 {
-                lock(&self.status).event(format!(
-                    "{}: {bad} queued histogram(s) did not decode and were left out",
-                    self.config.name
-                ));
-            }
-            let mut finished = true;
-            for request in requests.iter().skip(done_in_head) {
-                match send(
-                    &agent,
-                    &self.config.url,
-                    self.config.bearer_token.as_deref(),
-                    request,
-                ) {
-                    SendOutcome::Delivered => {
-                        done_in_head += 1;
-                        backoff = self.config.backoff_min;
-                        let mut s = lock(&self.status);
-                        if s.last_error.take().is_some() {
-                            let name = s.name.clone();
-                            s.event(format!("{name}: delivering again"));
-                        }
-                        s.delivered_requests += 1;
-                    }
-                    SendOutcome::Rejected(msg) => {
-                        done_in_head += 1;
-                        let mut s = lock(&self.status);
-                        s.rejected_requests += 1;
-                        s.event(format!(
-                            "{}: request rejected, not retried: {msg}",
-                            self.config.name
-                        ));
-                    }
-                    SendOutcome::NativeRejected(msg) => {
-                        let mut s = lock(&self.status);
-                        s.mode = HistogramMode::Classic;
-                        s.event(format!(
-                            "{}: the receiver rejects native histograms ({msg}); sending classic buckets from now on",
-                            self.config.name
-                        ));
-                        finished = false;
-                        break;
-                    }
-                    SendOutcome::Retry(msg) => {
-                        let mut s = lock(&self.status);
-                        s.retries += 1;
-                        if s.last_error.is_none() {
-                            let name = s.name.clone();
-                            s.event(format!(
-                                "{name}: {msg}; retrying with backoff, batches stay queued"
-                            ));
-                        }
-                        s.last_error = Some(msg);
-                        drop(s);
-                        self.pause(backoff);
-                        backoff = (backoff * 2).min(self.config.backoff_max);
-                        finished = false;
-                        break;
-                    }
-                }
-            }
-            if finished {
-                self.ack(&mut done_in_head);
-            }
-        }
-    }
-
-    fn ack(&self, done_in_head: &mut usize) {
-        *done_in_head = 0;
-        let mut q = lock(&self.queue);
-        let result = q.ack();
-        let stats = q.stats();
-        drop(q);
-        let mut s = lock(&self.status);
-        s.queue = stats;
-        match result {
-            Ok(()) => s.acknowledged_batches += 1,
-            Err(e) => s.last_error = Some(e.to_string()),
         }
     }
 }
