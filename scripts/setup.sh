@@ -19,10 +19,13 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # opens the HTML report headless: the report tests read its DOM and console, `make demo` keeps
 # its screenshot; without a font the text is drawn as boxes), postgresql, mariadb-server and
 # dnsmasq-base (the prober's tests start private instances on free loopback ports and stop
-# them by PID; dnsmasq-base is the program without a system service).
+# them by PID; dnsmasq-base is the program without a system service), prometheus and
+# victoria-metrics (the agent crate's tests start private instances on free loopback ports
+# with their own data directories; the system services the packages install are stopped and
+# disabled below), openssl (the HTTPS load test makes its CA and certificate with it).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3 openssl
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
-    linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base)
+    linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base prometheus victoria-metrics)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,6 +39,16 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The metrics servers' packages start system services on the default ports (9090, 8428): the
+# tests never use them, so stop and disable them where systemd runs.
+if [[ $(id -u) -eq 0 ]] && command -v systemctl >/dev/null 2>&1 && [[ -d /run/systemd/system ]]; then
+    for svc in prometheus victoria-metrics; do
+        if systemctl is-enabled --quiet "$svc" 2>/dev/null || systemctl is-active --quiet "$svc" 2>/dev/null; then
+            log "stopping and disabling the $svc system service (tests start their own)"
+            systemctl disable --now "$svc" >/dev/null 2>&1 || true
+        fi
+    done
 fi
 
 # Rust: stable toolchain with rustfmt and clippy (rust-version in Cargo.toml).

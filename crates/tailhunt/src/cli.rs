@@ -96,6 +96,24 @@ pub enum Command {
     /// cadence, every sample kept (timeouts too), variants side by side (by name / by IP, fresh /
     /// reused connection, first / second request).
     Probe(ProbeArgs),
+    /// The metrics exporter (the foundation of the agent): /metrics (OpenMetrics text or
+    /// native histograms), /findings, /healthz, and remote write with an on-disk queue. It
+    /// exports only its own state for now; probes, run-queue and sockets come later.
+    Agent(AgentArgs),
+}
+
+/// `tailhunt agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The configuration file (format: crates/agent/src/config.rs).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Listen address, instead of the file's (port 0 picks a free one and prints it).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = crate::flags::duration)]
+    pub duration: Option<Duration>,
 }
 
 /// `tailhunt probe`.

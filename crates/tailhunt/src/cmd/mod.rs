@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+mod agent;
 mod analyze;
 pub(crate) mod diagnose;
 mod export;
@@ -35,6 +36,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Load(a) => load::run(cli, a),
         Command::Serve(a) => serve::run(cli, a),
         Command::Probe(a) => probe::run(cli, a),
+        Command::Agent(a) => agent::run(a),
         Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Report(a) => report::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),

@@ -1,0 +1,19 @@
+//! tailhunt's metrics export, the foundation of `tailhunt agent`.
+//!
+//! - [`exposition`]: a [`exposition::Snapshot`] (histograms, counters, gauges, findings) as
+//!   OpenMetrics text with classic histograms, or as Prometheus protobuf with native
+//!   histograms, chosen by the `Accept` header.
+//! - [`http`]: a small HTTP server for `/metrics`, `/findings` and `/healthz`, loopback by
+//!   default, with an optional bearer token; no endpoint changes anything.
+//! - [`remote_write`]: Prometheus remote write 1.0 (snappy + protobuf) to several endpoints,
+//!   each with classic, `vmrange` or native histograms, retry with backoff, and a fall back to
+//!   classic when a receiver rejects native histograms.
+//! - [`queue`]: the bounded on-disk queue in front of each endpoint, which survives `kill -9`.
+//! - [`config`]: the exporter's `agent.toml`, checked with errors naming line and key.
+
+pub mod config;
+pub mod exposition;
+pub mod http;
+pub mod proto;
+pub mod queue;
+pub mod remote_write;
