@@ -134,9 +134,14 @@ pub fn parse_file(text: &str, over: &Overrides) -> Result<Config, ProbeError> {
             "the file has no probe: add a [[probe]] table with kind and target (docs/probe.md has an example)".into(),
         ));
     }
+    let defaulted = over.timeout.is_none() && doc.timeout.is_none();
     let mut probes = Vec::new();
     for (i, e) in doc.probe.into_iter().enumerate() {
+        let own = e.timeout.is_some();
         let mut spec = entry(i, e, timeout)?;
+        if defaulted && !own {
+            fit_timeout(&mut spec, interval);
+        }
         for (k, v) in &doc.labels {
             spec.labels.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -426,6 +431,16 @@ fn finish(interval: Duration, probes: Vec<ProbeSpec>, seed: u64) -> Result<Confi
     })
 }
 
+/// A probe given no timeout anywhere gets the default, shortened so that its measurements fit
+/// in half the interval: `--interval 200ms` alone must not be refused for a timeout nobody set.
+fn fit_timeout(spec: &mut ProbeSpec, interval: Duration) {
+    let per_round = spec.measurements_per_round().max(1) as u32;
+    let fitted = interval / (2 * per_round);
+    if !fitted.is_zero() {
+        spec.timeout = DEFAULT_TIMEOUT.min(fitted);
+    }
+}
+
 /// Builds probes from quick-form URLs: `tcp://H:P` (a TCP connect), `tcp-echo://H:P`,
 /// `udp://H:P` (udp-echo), `http://H:P/PATH`, `redis://H:P/KEY`, `memcached://H:P/KEY`,
 /// `postgres://USER[:PASS]@H:P/DB`, `mysql://USER[:PASS]@H:P/DB`, `dns://SERVER:PORT/NAME`
@@ -439,6 +454,9 @@ pub fn from_urls(urls: &[String], over: &Overrides) -> Result<Config, ProbeError
         e.timeout = None;
         let mut spec =
             entry(i, e, timeout).map_err(|err| ProbeError::Config(format!("{url}: {err}")))?;
+        if over.timeout.is_none() {
+            fit_timeout(&mut spec, over.interval.unwrap_or(DEFAULT_INTERVAL));
+        }
         spec.name = url_name(url);
         probes.push(spec);
     }

@@ -138,3 +138,30 @@ fn quick_form_urls_make_probes_named_by_their_url() {
     let e = from_urls(&[], &over).unwrap_err().to_string();
     assert!(e.contains("nothing to probe"), "{e}");
 }
+
+#[test]
+fn a_timeout_nobody_set_is_shortened_to_fit_the_interval_and_a_set_one_is_kept() {
+    // No timeout anywhere: the default (1 s) would not fit twice in half of 200 ms.
+    let c = cfg(
+        "interval = \"200ms\"\n[[probe]]\nkind = \"redis\"\ntarget = \"a:1\"\ncompare = [\"pair\"]",
+    )
+    .unwrap();
+    assert_eq!(c.probes[0].timeout, Duration::from_millis(50));
+    let urls = vec!["tcp://127.0.0.1:7000".to_string()];
+    let over = Overrides {
+        interval: Some(Duration::from_millis(200)),
+        timeout: None,
+        seed: None,
+    };
+    assert_eq!(
+        from_urls(&urls, &over).unwrap().probes[0].timeout,
+        Duration::from_millis(100)
+    );
+    // A long interval keeps the default.
+    let c = cfg("interval = \"10s\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"").unwrap();
+    assert_eq!(c.probes[0].timeout, DEFAULT_TIMEOUT);
+    // A timeout the user set is never changed: it is refused with the fix instead.
+    let e =
+        err("interval = \"200ms\"\n[[probe]]\nkind = \"icmp\"\ntarget = \"x\"\ntimeout = \"1s\"");
+    assert!(e.contains("raise the interval to at least 2.00s"), "{e}");
+}

@@ -222,6 +222,12 @@ fn render(d: &ProbeDoc) -> String {
         d.drift.started,
         d.drift.late_rounds
     ));
+    if d.findings.is_empty() {
+        out.push_str(&format!(
+            "\nfindings: none ({} found nothing in this run)\n",
+            tailhunt_diagnose::probe::DETECTORS.join(", ")
+        ));
+    }
     tailhunt_report::terminal::render_findings(&d.findings, &mut out);
     out
 }
