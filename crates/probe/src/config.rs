@@ -434,7 +434,7 @@ fn finish(interval: Duration, probes: Vec<ProbeSpec>, seed: u64) -> Result<Confi
 /// A probe given no timeout anywhere gets the default, shortened so that its measurements fit
 /// in half the interval: `--interval 200ms` alone must not be refused for a timeout nobody set.
 fn fit_timeout(spec: &mut ProbeSpec, interval: Duration) {
-    let per_round = spec.measurements_per_round().max(1) as u32;
+    let per_round = spec.measurements_per_round().max(1);
     let fitted = interval / (2 * per_round);
     if !fitted.is_zero() {
         spec.timeout = DEFAULT_TIMEOUT.min(fitted);
