@@ -8,6 +8,9 @@
 //!
 //! The per-interval percentiles are what the change-point, period and fragile-percentile
 //! analyses read: each interval's values are sorted and read exactly (no histogram error).
+//! They are read over the answered samples (ok, and timeouts at the timeout): an error is not
+//! a latency, and a probe that starts failing fast (a refused connection in 0.1 ms) must not
+//! read as a service that got faster, nor as a step; its intervals are counted in `errors`.
 
 use serde::Serialize;
 use tailhunt_model::{Outcome, Sample};
@@ -38,11 +41,19 @@ pub struct IntervalStats {
     pub errors: u64,
     /// Of those, timeouts (kept, censored at the timeout).
     pub timeouts: u64,
-    /// The percentiles asked for, in the order of [`OverTime::quantiles`]; `None` when the
-    /// interval holds fewer than [`MIN_SAMPLES_PER_INTERVAL`] samples.
+    /// The percentiles asked for of the answered samples (errors left out), in the order of
+    /// [`OverTime::quantiles`]; `None` when the interval holds fewer than
+    /// [`MIN_SAMPLES_PER_INTERVAL`] answered samples.
     pub values_ns: Vec<Option<u64>>,
-    /// Share of the interval's samples at or below each mode boundary given.
+    /// Share of the interval's answered samples at or below each mode boundary given.
     pub share_below: Vec<f64>,
+}
+
+impl IntervalStats {
+    /// The samples its percentiles and shares are read over: every one but the errors.
+    pub fn answered(&self) -> u64 {
+        self.count - self.errors
+    }
 }
 
 /// Percentiles over time.
@@ -115,14 +126,18 @@ pub fn over_time(
     let intervals = buckets
         .into_iter()
         .map(|(k, group)| {
-            let mut values: Vec<u64> = group.iter().map(|s| s.latency_ns().max(0) as u64).collect();
+            let mut values: Vec<u64> = group
+                .iter()
+                .filter(|s| s.outcome != Outcome::Error)
+                .map(|s| s.latency_ns().max(0) as u64)
+                .collect();
             values.sort_unstable();
             let n = values.len() as u64;
             let read = n >= MIN_SAMPLES_PER_INTERVAL;
             IntervalStats {
                 start_ns: origin_ns + k * width,
                 end_ns: origin_ns + (k + 1) * width,
-                count: n,
+                count: group.len() as u64,
                 errors: group.iter().filter(|s| s.outcome == Outcome::Error).count() as u64,
                 timeouts: group
                     .iter()
@@ -136,7 +151,7 @@ pub fn over_time(
                     .collect(),
                 share_below: boundaries_ns
                     .iter()
-                    .map(|&b| values.partition_point(|&v| v <= b) as f64 / n as f64)
+                    .map(|&b| values.partition_point(|&v| v <= b) as f64 / n.max(1) as f64)
                     .collect(),
             }
         })
@@ -155,6 +170,22 @@ mod tests {
 
     fn at(t_s: i64, lat: i64) -> Sample {
         Sample::from_latency(t_s * 1_000_000_000, lat, Outcome::Ok)
+    }
+
+    /// A probe that answered in 2 ms, then had its connections refused in 0.1 ms: the refused
+    /// intervals have no percentiles (errors are not latency), so nothing reads as faster.
+    #[test]
+    fn errors_are_counted_but_not_read_as_latency() {
+        let mut s: Vec<Sample> = (0..100).map(|i| at(i % 10, 2_000_000)).collect();
+        s.extend(
+            (0..100).map(|i| {
+                Sample::from_latency((10 + i % 10) * 1_000_000_000, 100_000, Outcome::Error)
+            }),
+        );
+        let o = over_time(&s, 0, 10_000_000_000, &[0.5], &[]);
+        assert_eq!(o.intervals[0].values_ns, vec![Some(2_000_000)]);
+        assert_eq!(o.intervals[1].values_ns, vec![None]);
+        assert_eq!((o.intervals[1].count, o.intervals[1].errors), (100, 100));
     }
 
     #[test]

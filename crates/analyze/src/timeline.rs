@@ -273,6 +273,26 @@ mod tests {
     use super::*;
     use tailhunt_model::Outcome;
 
+    /// A probe answering in about 2 ms for an hour, then refused in 0.1 ms for an hour (the
+    /// service went away): failures, not a step down of its latency.
+    #[test]
+    fn a_probe_that_starts_failing_is_no_step() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let samples: Vec<Sample> = (0..7_200i64)
+            .map(|i| {
+                let (lat, outcome) = match i < 3_600 {
+                    true => (2_000_000 + rng.random_range(0..200_000), Outcome::Ok),
+                    false => (100_000 + rng.random_range(0..10_000), Outcome::Error),
+                };
+                Sample::from_latency(i * 1_000_000_000, lat, outcome)
+            })
+            .collect();
+        let a = analyze_over_time(&samples, &TimeOptions::default()).unwrap();
+        assert!(a.shifts.is_empty(), "{:?}", a.shifts);
+        assert!(a.over_time.intervals.iter().any(|i| i.errors == i.count));
+    }
+
     #[test]
     fn offsets_read_like_durations() {
         assert_eq!(format_offset(5_000_000_000), "5s");

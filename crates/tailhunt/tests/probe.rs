@@ -323,6 +323,33 @@ target = "{floor}"
     assert_eq!(web.host.as_deref(), Some("127.0.0.1"));
 }
 
+/// A service that goes away mid-run is a probe that keeps failing, not a latency that stepped
+/// down: refused connections fail in microseconds, and errors are not read as latency.
+#[test]
+fn a_server_that_goes_away_is_failing_not_a_step() {
+    let env = Env::new();
+    let echo = tailhunt_serve("tcp", &["--duration", "3s"]);
+    let doc = env.json(
+        "probe",
+        &[
+            "probe",
+            &format!("tcp-echo://{}", echo.addr),
+            "--interval",
+            "50ms",
+            "--duration",
+            "7s",
+        ],
+    );
+    let p = &doc["probes"][0];
+    assert!(p["errors"].as_u64().unwrap() >= 40, "{doc:#}");
+    assert!(p["failing_now"].as_u64().unwrap() >= 3, "{doc:#}");
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().all(|f| f["detector"] != "step-change"),
+        "{doc:#}"
+    );
+}
+
 /// A TCP server that answers every connection with bytes no protocol accepts.
 fn garbage_server() -> (std::thread::JoinHandle<()>, String) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

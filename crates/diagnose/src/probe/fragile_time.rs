@@ -51,7 +51,7 @@ fn stable_share(a: &TimeAnalysis, readable: &[usize], g: usize) -> bool {
     let ot = &a.over_time;
     let (mut below, mut total) = (0.0, 0.0);
     for &i in readable {
-        let n = ot.intervals[i].count as f64;
+        let n = ot.intervals[i].answered() as f64;
         below += ot.intervals[i].share_below[g] * n;
         total += n;
     }
@@ -62,7 +62,7 @@ fn stable_share(a: &TimeAnalysis, readable: &[usize], g: usize) -> bool {
     let chi2: f64 = readable
         .iter()
         .map(|&i| {
-            let n = ot.intervals[i].count as f64;
+            let n = ot.intervals[i].answered() as f64;
             let k = ot.intervals[i].share_below[g] * n;
             (k - n * p).powi(2) / (n * p * (1.0 - p))
         })
