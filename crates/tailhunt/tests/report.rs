@@ -611,10 +611,12 @@ target = "{refused}"
         4,
         "one panel per variant (fresh, reused, first, second)"
     );
-    for (chart, marks) in page.within("svg.chart", ".mark") {
-        assert!(marks > 0, "{:?} drew no marks", chart.attr("data-plot"));
+    // Every panel drew something: lines, or (the probe that never answered: errors are not
+    // latency) its failing band.
+    for (chart, marks) in page.within("svg.chart", ".mark, g.band.failing") {
+        assert!(marks > 0, "{:?} drew nothing", chart.attr("data-plot"));
     }
-    // A probe that never answered: its time to be refused, marked failing throughout.
+    // A probe that never answered: marked failing throughout.
     let refuses = figure_titled(&dom, "refuses (tcp-connect) over time").expect("its chart");
     assert_eq!(
         texts(&dom, &format!("figure[id='{refuses}'] g.band.failing text")),

@@ -203,7 +203,8 @@ fn over_time(rd: &RunData<'_>, p: &Probe, k: usize, t: TimeAxis) -> Option<Chart
     let mut width = 0;
     let mut drawn = 0;
     for (s, a) in &p.variants {
-        let Some(a) = a.as_ref().filter(|a| a.over_time.readable().len() >= 2) else {
+        // Two intervals at least; a variant that failed throughout is drawn too (its bands).
+        let Some(a) = a.as_ref().filter(|a| a.over_time.intervals.len() >= 2) else {
             continue;
         };
         width = a.over_time.interval_ns;
@@ -219,7 +220,7 @@ fn over_time(rd: &RunData<'_>, p: &Probe, k: usize, t: TimeAxis) -> Option<Chart
     let found =
         |f: fn(&TimeAnalysis) -> bool| p.variants.iter().any(|(_, a)| a.as_ref().is_some_and(f));
     let mut caption = format!(
-        "p50, p90 and p99 of every {} interval (log scale; every sample counts: a timeout at the timeout, an error at the time it took to fail), one panel per variant, every probe of the run on the same time axis.",
+        "p50, p90 and p99 of every {} interval (log scale; over the answered samples, a timeout at the timeout; errors are counted, not drawn as latency), one panel per variant, every probe of the run on the same time axis.",
         format_duration_ns(width as f64)
     );
     if found(|a| !a.shifts.is_empty()) {
@@ -259,6 +260,15 @@ fn panel(
         .iter()
         .flat_map(|i| i.values_ns.iter().flatten())
         .fold((u64::MAX, 0u64), |(a, b), &v| (a.min(v), b.max(v)));
+    // A variant that never answered has no percentiles: its axis spans its samples' times
+    // (the time they took to fail), so the failing bands still have a plot to sit in.
+    let (lo, hi) = match lo <= hi {
+        true => (lo, hi),
+        false => s.samples.iter().fold((u64::MAX, 1u64), |(a, b), x| {
+            let v = x.latency_ns().max(1) as u64;
+            (a.min(v), b.max(v))
+        }),
+    };
     let variant = variant_name(s);
     let y_title = if variant.is_empty() {
         "latency (log)".to_string()
