@@ -30,7 +30,7 @@
 //! finder's rule before): a Pareto tail of shape 1 holds about half a sample per 0.01-decade bin
 //! over decades, and with hundreds of windows to choose from, its noise passed a three-sigma
 //! window test in about 1 draw in 450 (44 of 20,000 draws over the ranges of the property test
-//! `unimodal_shapes_never_split`; none of 120,000 with this test). Widening those windows on
+//! `unimodal_shapes_never_split`; none of 80,000 with this test). Widening those windows on
 //! sparse peaks fixed that but merged small modes far apart, whose windows then reached across
 //! the gap. The core of a real mode sits next to an empty gap, which makes its p-value tiny at
 //! any width: a capture's 124 samples with modes of 23, 26 and 75 samples at 7 us, 360 us and
