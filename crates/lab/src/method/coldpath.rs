@@ -205,12 +205,13 @@ pub(crate) fn run(
         before_cost.map_or("-".into(), |v| format!("{v:.3}"))
     )];
     let named = named_check(&all);
+    let noise = twins_moved(&all);
     let mut r = judge::judge(
         "cold-path",
         super::planted_of("cold-path"),
         all,
         Some((figure, check)),
-        None,
+        noise,
         ev,
         notes,
     );
@@ -276,6 +277,31 @@ fn named_check(findings: &[FindingRef]) -> Result<(), String> {
             wrong.join(", ")
         )),
     }
+}
+
+/// The probes where nothing was planted: the twins and the TCP connect.
+const UNPLANTED: [&str; 3] = ["twin-lookup", "twin-store", "net"];
+
+/// When a twin (a plain server on the same host) steps or oscillates too, the host changed
+/// under every probe during the run (another tenant's load, a stall of the link emulator):
+/// the scenario cannot tell a planted cause from that, and says so.
+fn twins_moved(findings: &[FindingRef]) -> Option<String> {
+    let moved: Vec<String> = findings
+        .iter()
+        .filter(|f| f.confidence >= crate::truth::score::MEDIUM)
+        .filter(|f| matches!(f.detector.as_str(), "step-change" | "periodic-tail"))
+        .filter(|f| {
+            let probe = f.summary.split(" (").next().unwrap_or("");
+            UNPLANTED.contains(&probe)
+        })
+        .map(|f| format!("{} ({:.2}): {}", f.detector, f.confidence, f.summary))
+        .collect();
+    (!moved.is_empty()).then(|| {
+        format!(
+            "a healthy twin moved too, so the host changed during the run: {}",
+            moved.join("; ")
+        )
+    })
 }
 
 /// `dnsmasq` answering on `addr:53` inside `ns`, with `extra` options; waits until it answers.
@@ -383,4 +409,67 @@ fn lookup_cost(ctx: &Ctx, doc: &Value) -> Result<Option<f64>, TruthError> {
         (Some(n), Some(i)) => Some((n - i) / 1e6),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(detector: &str, summary: &str, confidence: f64) -> FindingRef {
+        FindingRef {
+            detector: detector.into(),
+            confidence,
+            summary: summary.into(),
+            run: "r".into(),
+        }
+    }
+
+    fn planted() -> Vec<FindingRef> {
+        vec![
+            f("cold-path", "api (tcp-echo): a DNS lookup adds 2.26ms", 0.9),
+            f(
+                "cold-path",
+                "session (tcp-echo): the first request adds",
+                0.9,
+            ),
+            f(
+                "latency-floor",
+                "lookup (http): never faster than 7.19ms",
+                0.78,
+            ),
+            f("step-change", "store (tcp-echo): p50 stepped up", 0.9),
+            f("periodic-tail", "feed (tcp-echo): p99 oscillates", 0.66),
+        ]
+    }
+
+    #[test]
+    fn each_cause_must_be_named_on_its_own_probe() {
+        assert_eq!(named_check(&planted()), Ok(()));
+        let mut missing = planted();
+        missing.retain(|x| !x.summary.starts_with("session"));
+        assert!(named_check(&missing)
+            .unwrap_err()
+            .contains("cold-path about session"));
+        let mut extra = planted();
+        extra.push(f("step-change", "api (tcp-echo): p99 stepped", 0.7));
+        assert!(named_check(&extra)
+            .unwrap_err()
+            .contains("step-change about api (0.70)"));
+    }
+
+    #[test]
+    fn a_twin_that_moves_makes_the_run_inconclusive_not_failed() {
+        assert_eq!(twins_moved(&planted()), None);
+        let mut noisy = planted();
+        noisy.push(f(
+            "step-change",
+            "twin-store (tcp-echo): p50 stepped up",
+            0.81,
+        ));
+        let why = twins_moved(&noisy).unwrap();
+        assert!(why.contains("twin-store"), "{why}");
+        let mut weak = planted();
+        weak.push(f("step-change", "twin-lookup (http): p90 stepped", 0.3));
+        assert_eq!(twins_moved(&weak), None);
+    }
 }
