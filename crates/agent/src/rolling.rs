@@ -29,7 +29,7 @@ use tailhunt_probe::kind;
 use tailhunt_probe::run::{self, Length, Live};
 use tailhunt_store::Store;
 
-use crate::exposition::FindingState;
+use crate::exposition::{FindingState, ScalarMetric};
 use crate::probing::{Aggregator, Tee};
 
 /// Where and how long the windows are kept.
@@ -64,6 +64,58 @@ pub struct WindowStatus {
     pub current_run: Option<String>,
     /// The last failure, if any.
     pub last_error: Option<String>,
+}
+
+impl WindowStatus {
+    /// The status as exported metrics: (counters, gauges).
+    pub fn metrics(&self) -> (Vec<ScalarMetric>, Vec<ScalarMetric>) {
+        let m = |name: &str, help: &str, value: u64| ScalarMetric {
+            name: format!("tailhunt_agent_{name}"),
+            help: help.into(),
+            labels: vec![],
+            value: value as f64,
+        };
+        let counters = vec![
+            m(
+                "windows",
+                "Probe windows stored and diagnosed.",
+                self.windows,
+            ),
+            m(
+                "windows_failed",
+                "Probe windows that failed (the store or the disk).",
+                self.failed_windows,
+            ),
+            m(
+                "runs_deleted",
+                "Stored windows deleted by retention.",
+                self.deleted_runs,
+            ),
+        ];
+        let gauges = vec![
+            m(
+                "store_bytes",
+                "Bytes the rolling store holds after the last retention pass.",
+                self.store_bytes,
+            ),
+            m(
+                "store_runs",
+                "Windows kept in the rolling store.",
+                self.kept_runs,
+            ),
+            m(
+                "findings",
+                "Findings of the last closed window.",
+                self.findings.len() as u64,
+            ),
+            m(
+                "window_failing",
+                "1 while the last window failed (its error is printed by the agent).",
+                u64::from(self.last_error.is_some()),
+            ),
+        ];
+        (counters, gauges)
+    }
 }
 
 /// Shared [`WindowStatus`]; clones share it.
@@ -112,22 +164,32 @@ fn now_wall_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
-/// Runs windows until `stop` is set; `live` counts every sample measured (over all windows).
-pub fn run(
-    cfg: &Config,
-    retention: &Retention,
-    aggregator: &Aggregator,
-    state: &WindowState,
-    live: &Live,
-    stop: &Arc<AtomicBool>,
-) -> Result<(), RollingError> {
+/// What the window loop reads and feeds.
+pub struct Windows<'a> {
+    /// The probes.
+    pub cfg: &'a Config,
+    /// Where and how long windows are kept.
+    pub retention: &'a Retention,
+    /// Fed with every sample as it is stored.
+    pub aggregator: &'a Aggregator,
+    /// Findings and counts for the exporter.
+    pub state: &'a WindowState,
+    /// The prober's own counters, over all windows.
+    pub live: &'a Live,
+    /// Set to stop (the current window is kept as a partial run).
+    pub stop: &'a Arc<AtomicBool>,
+}
+
+/// Runs windows until `w.stop` is set.
+pub fn run(w: &Windows<'_>) -> Result<(), RollingError> {
+    let (retention, state, stop) = (w.retention, w.state, w.stop);
     let mut store = Store::open(&retention.store).map_err(|source| RollingError::Store {
         path: retention.store.display().to_string(),
         source,
     })?;
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        if let Err(e) = window(&mut store, cfg, retention, aggregator, state, live, stop) {
+        if let Err(e) = window(&mut store, w) {
             let mut s = state.lock();
             s.failed_windows += 1;
             s.current_run = None;
@@ -149,15 +211,8 @@ pub fn run(
 }
 
 /// One window: a probe run, its diagnosis, then retention. Errors as text for the status.
-fn window(
-    store: &mut Store,
-    cfg: &Config,
-    retention: &Retention,
-    aggregator: &Aggregator,
-    state: &WindowState,
-    live: &Live,
-    stop: &Arc<AtomicBool>,
-) -> Result<(), String> {
+fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
+    let (cfg, retention, aggregator, state) = (w.cfg, w.retention, w.aggregator, w.state);
     let probes = cfg
         .probes
         .iter()
@@ -185,8 +240,8 @@ fn window(
             origin.mono_ns,
             Length::For(retention.window),
             &mut tee,
-            live,
-            stop,
+            w.live,
+            w.stop,
         )
     };
     let finished = ran.map_err(|e| format!("run {id}: {e}"))?;

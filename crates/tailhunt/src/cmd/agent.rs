@@ -60,36 +60,9 @@ fn snapshot(writer: &RemoteWriter, started: Instant, probing: Option<&Probing>) 
         ));
         let w = p.windows.lock();
         snap.findings = w.findings.clone();
-        snap.counters.push(scalar(
-            "tailhunt_agent_windows",
-            "Probe windows stored and diagnosed.",
-            w.windows as f64,
-        ));
-        snap.counters.push(scalar(
-            "tailhunt_agent_windows_failed",
-            "Probe windows that failed (the store or the disk).",
-            w.failed_windows as f64,
-        ));
-        snap.counters.push(scalar(
-            "tailhunt_agent_runs_deleted",
-            "Stored windows deleted by retention.",
-            w.deleted_runs as f64,
-        ));
-        snap.gauges.push(scalar(
-            "tailhunt_agent_store_bytes",
-            "Bytes the rolling store holds after the last retention pass.",
-            w.store_bytes as f64,
-        ));
-        snap.gauges.push(scalar(
-            "tailhunt_agent_store_runs",
-            "Windows kept in the rolling store.",
-            w.kept_runs as f64,
-        ));
-        snap.gauges.push(scalar(
-            "tailhunt_agent_findings",
-            "Findings of the last closed window.",
-            w.findings.len() as f64,
-        ));
+        let (counters, gauges) = w.metrics();
+        snap.counters.extend(counters);
+        snap.gauges.extend(gauges);
     }
     snap
 }
@@ -130,7 +103,16 @@ fn start_probing(
     let retention = cfg.retention.clone();
     let handle = std::thread::Builder::new()
         .name("prober".into())
-        .spawn(move || rolling::run(&probes, &retention, &agg, &windows, &live, &stop))
+        .spawn(move || {
+            rolling::run(&rolling::Windows {
+                cfg: &probes,
+                retention: &retention,
+                aggregator: &agg,
+                state: &windows,
+                live: &live,
+                stop: &stop,
+            })
+        })
         .context("cannot start the prober thread")?;
     Ok(Some((probing, handle)))
 }
@@ -211,11 +193,20 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
-    if let Some((_, h)) = prober.take() {
+    if let Some((p, h)) = prober.take() {
         match h.join() {
             Ok(r) => r.context("the prober stopped")?,
             Err(_) => anyhow::bail!("the prober thread panicked"),
         }
+        let w = p.windows.lock();
+        eprintln!(
+            "tailhunt agent: probe samples measured {}, exported {}; {} window(s) stored, {} failed, {} deleted by retention",
+            p.live.samples.load(Ordering::Relaxed),
+            p.aggregator.samples(),
+            w.windows,
+            w.failed_windows,
+            w.deleted_runs
+        );
     }
     drop(server);
     let pending: u64 = writer
