@@ -31,6 +31,13 @@
 //! name = "cache"
 //! kind = "tcp-connect"
 //! target = "10.0.0.7:6379"
+//!
+//! # Mesh mode (optional): answer TCP/UDP echo, probe every peer's echo (tcp-echo and udp-echo,
+//! # labelled from = instance, to = the peer).
+//! [mesh]
+//! listen = "0.0.0.0:7470"          # default
+//! peers = ["web-2=10.0.0.2:7470", "web-3=10.0.0.3:7470"]  # name= sets the `to` label
+//! timeout = "1s"                   # default
 //! ```
 
 use std::net::SocketAddr;
@@ -39,6 +46,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::mesh::{mesh_probes, MeshConfig, DEFAULT_MESH_LISTEN};
 use crate::remote_write::{EndpointConfig, HistogramMode};
 use crate::rolling::Retention;
 
@@ -64,6 +72,8 @@ pub struct AgentConfig {
     pub probes: Option<tailhunt_probe::config::Config>,
     /// The rolling store of the probes' windows.
     pub retention: Retention,
+    /// Mesh mode (its probes are in `probes` too).
+    pub mesh: Option<MeshConfig>,
 }
 
 #[derive(Deserialize)]
@@ -82,6 +92,7 @@ struct FileDoc {
     retention: Option<String>,
     retention_bytes: Option<u64>,
     // The prober's keys: read by its own parser (`tailhunt_probe::config::parse_embedded`).
+    mesh: Option<MeshDoc>,
     #[serde(rename = "timeout")]
     _timeout: Option<toml::Value>,
     #[serde(rename = "seed")]
@@ -101,6 +112,14 @@ struct EndpointDoc {
     histograms: HistogramMode,
     queue_max_bytes: Option<u64>,
     token_file: Option<PathBuf>,
+    timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeshDoc {
+    listen: Option<String>,
+    peers: Vec<String>,
     timeout: Option<String>,
 }
 
@@ -165,7 +184,7 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ConfigError(format!(
-            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout)",
+            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]], [mesh]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout; in [mesh]: listen, peers, timeout)",
             line.map(|l| format!("line {l}: ")).unwrap_or_default(),
             e.message().trim_end().replace('\n', " ")
         ))
@@ -239,8 +258,13 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
         }),
         ..Default::default()
     };
-    let probes = tailhunt_probe::config::parse_embedded(text, &over)
+    let mut probes = tailhunt_probe::config::parse_embedded(text, &over)
         .map_err(|e| ConfigError(format!("[[probe]]: {e}")))?;
+    let instance = doc.instance.unwrap_or_else(host_name);
+    let mesh = match doc.mesh {
+        Some(m) => Some(mesh(m, &instance, over.interval, &mut probes)?),
+        None => None,
+    };
     let retention = Retention {
         store: doc.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE)),
         window: match &doc.window {
@@ -277,11 +301,71 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
         listen,
         token,
         interval,
-        instance: doc.instance.unwrap_or_else(host_name),
+        instance,
         remote_write,
         probes,
         retention,
+        mesh,
     })
+}
+
+/// Checks `[mesh]` and adds its probes to `probes` (the probe interval is theirs too).
+fn mesh(
+    m: MeshDoc,
+    instance: &str,
+    interval: Option<Duration>,
+    probes: &mut Option<tailhunt_probe::config::Config>,
+) -> Result<MeshConfig, ConfigError> {
+    let text = m.listen.unwrap_or_else(|| DEFAULT_MESH_LISTEN.to_string());
+    let listen: SocketAddr = text.parse().map_err(|_| {
+        ConfigError(format!(
+            "[mesh] listen = \"{text}\": not an IP:PORT address (e.g. \"{DEFAULT_MESH_LISTEN}\")"
+        ))
+    })?;
+    if m.peers.is_empty() {
+        return Err(ConfigError(
+            "[mesh] peers is empty: list the other agents' echo addresses, e.g. peers = [\"10.0.0.2:7470\"]".into(),
+        ));
+    }
+    let cfg = MeshConfig {
+        listen,
+        peers: m.peers,
+        timeout: match &m.timeout {
+            Some(t) => duration("[mesh] timeout", t)?,
+            None => tailhunt_probe::config::DEFAULT_TIMEOUT,
+        },
+    };
+    let interval = interval.unwrap_or(tailhunt_probe::config::DEFAULT_INTERVAL);
+    if cfg.timeout * 4 > interval {
+        return Err(ConfigError(format!(
+            "[mesh] timeout: {} is over a quarter of probe_interval ({}); shorten it or lengthen probe_interval",
+            tailhunt_model::format_duration_ns(cfg.timeout.as_nanos() as f64),
+            tailhunt_model::format_duration_ns(interval.as_nanos() as f64)
+        )));
+    }
+    let specs = mesh_probes(&cfg, instance, interval).map_err(|e| ConfigError(e.to_string()))?;
+    match probes {
+        Some(p) => {
+            if let Some(s) = specs
+                .iter()
+                .find(|s| p.probes.iter().any(|q| q.name == s.name))
+            {
+                return Err(ConfigError(format!(
+                    "[[probe]] '{}': the name is the mesh's; rename the probe",
+                    s.name
+                )));
+            }
+            p.probes.extend(specs);
+        }
+        None => {
+            *probes = Some(tailhunt_probe::config::Config {
+                interval,
+                probes: specs,
+                seed: 1,
+            })
+        }
+    }
+    Ok(cfg)
 }
 
 #[cfg(test)]

@@ -12,12 +12,14 @@
 //! - [`config`]: the agent's `agent.toml`, checked with errors naming line and key.
 //! - [`probing`]: the prober's samples counted into exported histograms and counters while
 //!   they are stored.
+//! - [`mesh`]: mesh mode: echo for the peers, a probe to each, the per-pair matrix read back.
 //! - [`rolling`]: the prober run continuously, one stored run per window, detectors on each
 //!   closed window, old windows deleted by age and size.
 
 pub mod config;
 pub mod exposition;
 pub mod http;
+pub mod mesh;
 pub mod probing;
 pub mod proto;
 pub mod queue;

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use tailhunt_agent::config;
 use tailhunt_agent::exposition::{ScalarMetric, Snapshot};
 use tailhunt_agent::http::{Exported, Server};
+use tailhunt_agent::mesh::EchoServers;
 use tailhunt_agent::probing::Aggregator;
 use tailhunt_agent::remote_write::{status_metrics, Batch, RemoteWriter};
 use tailhunt_agent::rolling::{self, WindowState};
@@ -132,6 +133,12 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     let server = Server::start(&cfg.listen.to_string(), cfg.token.clone(), exported.clone())?;
     let writer = RemoteWriter::start(cfg.remote_write.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
+    // The mesh's echo answers before the probes start, so peers starting together find it.
+    let echo = cfg
+        .mesh
+        .as_ref()
+        .map(|m| EchoServers::start(m.listen))
+        .transpose()?;
     let mut prober = start_probing(&cfg, &stop)?;
     let probing_text = match &cfg.probes {
         Some(p) => format!(
@@ -144,6 +151,10 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             cfg.retention.max_bytes
         ),
         None => "no probes configured".to_string(),
+    };
+    let probing_text = match echo.as_ref().and_then(EchoServers::local_addr) {
+        Some(addr) => format!("{probing_text}; mesh echo (tcp, udp) on {addr}"),
+        None => probing_text,
     };
     eprintln!(
         "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}",
@@ -208,6 +219,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             w.deleted_runs
         );
     }
+    drop(echo);
     drop(server);
     let pending: u64 = writer
         .status()
