@@ -2,7 +2,8 @@
 //! Grafana dashboard (`dashboards/tailhunt.json`) run through Prometheus' HTTP API: each must
 //! return data, so the dashboard cannot silently rot. Also: the latencies Prometheus computes
 //! from the agent's buckets tell a 3 ms floor server from an echo server, and the findings of
-//! a closed window reach `/findings` and `tailhunt_finding`.
+//! a closed window reach `/findings` and `tailhunt_finding`. The agent is a mesh of one (it probes
+//! its own echo) so the matrix panels have data; `agent_mesh.rs` tests the mesh itself.
 
 mod common;
 
@@ -129,6 +130,8 @@ fn every_dashboard_query_returns_data_from_a_real_agent() {
     let floor = tailhunt_serve("http", &["--floor", "3ms"]);
     // A remote-write endpoint nobody listens on: the queue panel needs an endpoint.
     let down = free_port();
+    // A mesh of one (the agent probes its own echo), for the matrix panels.
+    let echo_port = free_port();
     let cfg = dir.path().join("agent.toml");
     std::fs::write(
         &cfg,
@@ -139,6 +142,11 @@ queue_dir = "{queue}"
 store = "{store}"
 probe_interval = "100ms"
 window = "4s"
+timeout = "25ms"
+
+[mesh]
+listen = "127.0.0.1:{echo_port}"
+peers = ["self=127.0.0.1:{echo_port}"]
 timeout = "25ms"
 
 [[remote_write]]
@@ -186,7 +194,7 @@ target = "{floor}"
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no address in {first:?}"))
         .to_string();
-    assert!(first.contains("3 probe(s) every 100ms"), "{first}");
+    assert!(first.contains("5 probe(s) every 100ms"), "{first}");
     let port = free_port();
     let Some(_prom) = prometheus(dir.path(), port, &addr) else {
         return;
