@@ -68,6 +68,23 @@ fn snapshot(writer: &RemoteWriter, started: Instant, probing: Option<&Probing>) 
     snap
 }
 
+/// Prints a line when a probe starts failing (three failures in a row) or answers again; the
+/// probe goes on either way.
+fn report_failing(live: &Live, shown: &mut Vec<(String, String)>) {
+    let now = live.failing.lock().map(|f| f.clone()).unwrap_or_default();
+    for (name, error) in &now {
+        if !shown.iter().any(|(n, _)| n == name) {
+            eprintln!("tailhunt agent: probe '{name}' is failing: {error}");
+        }
+    }
+    for (name, _) in shown.iter() {
+        if !now.iter().any(|(n, _)| n == name) {
+            eprintln!("tailhunt agent: probe '{name}' answers again");
+        }
+    }
+    *shown = now;
+}
+
 /// The prober thread.
 type ProberThread = std::thread::JoinHandle<Result<(), rolling::RollingError>>;
 
@@ -168,6 +185,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     let mut shown = vec![0u64; cfg.remote_write.len()];
     let mut next = Instant::now();
     let mut window_error: Option<String> = None;
+    let mut failing: Vec<(String, String)> = Vec::new();
     while !signals::requested() && a.duration.is_none_or(|d| started.elapsed() < d) {
         if let Some((p, h)) = &prober {
             if h.is_finished() {
@@ -178,6 +196,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
                 eprintln!("tailhunt agent: {}", e.as_deref().unwrap_or(""));
             }
             window_error = e;
+            report_failing(&p.live, &mut failing);
         }
         if Instant::now() >= next {
             next += cfg.interval;
