@@ -8,9 +8,12 @@
 # agent.toml with one tcp-echo or udp-echo probe per server (timeout INTERVAL_MS/4),
 # probe_interval INTERVAL_MS, a run per WINDOW_S in a fresh store, and runs `tailhunt agent
 # --duration SOAK_SECS`, scraping its /metrics every 10 s. Its resident memory (VmRSS) and CPU
-# time (utime + stime) are read every second; growth = last reading against the reading once
-# start-up is over (the later of 10% of the run and two windows, since the store's sample
-# blocks and the per-window state take a window to reach their size). Lost samples: the
+# time (utime + stime) are read every second; growth = the peak RSS of the last whole window
+# against the peak of the first whole window once start-up is over (the later of 10% of the run
+# and two windows, since the store's sample blocks and the per-window state take a window to
+# reach their size). Peaks, because each window's close runs the detectors over its samples, a
+# transient a single reading may or may not catch; the single-reading figure is printed too.
+# Lost samples: the
 # prober's own count against the exported counters (both printed by the agent when it stops)
 # and against the samples stored in the windows (`tailhunt runs --json`). Pass: RSS growth <
 # 10% and the three counts equal. Prints markdown; --write also stores it, with the machine
@@ -113,8 +116,15 @@ by_outcome = {o: sum(float(v) for v in re.findall(rf'^tailhunt_probe_samples_tot
 base_i = min(max(len(rss) // 10, 2 * window_s), max(len(rss) - 1, 0))
 early = rss[base_i] if rss else 0
 last = rss[-1] if rss else 0
-growth = 100.0 * (last - early) / early if early else float("nan")
+point_growth = 100.0 * (last - early) / early if early else float("nan")
 short = base_i > len(rss) // 2
+# Peak RSS per whole window (one reading a second): each window's close runs the detectors
+# over the window's samples, a transient allocation a single reading may or may not catch.
+# Growth = the last whole window's peak against the peak of the first whole window after
+# start-up; the shutdown (the last, partial window and its diagnosis) is left out.
+peaks = [max(rss[i:i + window_s]) for i in range(0, len(rss) - window_s + 1, window_s)]
+first_w = min(-(-base_i // window_s), max(len(peaks) - 1, 0))
+growth = 100.0 * (peaks[-1] - peaks[first_w]) / peaks[first_w] if len(peaks) > first_w and peaks[first_w] else float("nan")
 secs = max(len(cpu) - 1, 1)
 cpu_pct = 100.0 * (cpu[-1] - cpu[0]) / tck / secs if len(cpu) > 1 else float("nan")
 verdict = "pass" if growth < 10 and measured == exported == stored and failed == 0 else "FAIL"
@@ -128,7 +138,9 @@ print(f"| windows stored / failed / deleted by retention | {windows} / {failed} 
 quarters = " / ".join(f"{rss[min(len(rss) - 1, len(rss) * q // 4)] / 1024:.1f}" for q in range(5)) if rss else "n/a"
 print(f"| RSS at 0, 25, 50, 75, 100% of the run | {quarters} MiB |")
 print(f"| RSS after start-up ({base_i} s) / at the end / max | {early / 1024:.1f} / {last / 1024:.1f} / {max(rss) / 1024:.1f} MiB |")
-print(f"| RSS growth after start-up | {growth:.2f} %{' (run shorter than four windows: growth includes buffers still filling)' if short else ''} |")
+print(f"| RSS reading after start-up / last reading (during shutdown) | {point_growth:+.2f} % |")
+print(f"| peak RSS per whole window | {' / '.join(f'{p / 1024:.1f}' for p in peaks)} MiB |")
+print(f"| RSS growth after start-up (window {first_w + 1} peak to last whole window's peak) | {growth:.2f} %{' (run shorter than four windows: growth includes buffers still filling)' if short else ''} |")
 print(f"| agent CPU (utime + stime over wall time) | {cpu_pct:.1f} % of one core |")
 print(f"| verdict (RSS growth < 10%, none lost, no failed window) | {verdict} |")
 PY
