@@ -1,4 +1,4 @@
-//! The exporter's configuration file (`agent.toml`), checked with errors that name the line
+//! The agent's configuration file (`agent.toml`), checked with errors that name the line
 //! and the key.
 //!
 //! In: the file's text. Out: an [`AgentConfig`] with every default filled in and every
@@ -17,6 +17,27 @@
 //! histograms = "native"            # classic (default) | vmrange | native
 //! queue_max_bytes = 67108864       # default 64 MiB
 //! token_file = "/etc/tailhunt/prom-token"  # optional
+//!
+//! # The prober, run continuously (optional): `[[probe]]` tables in the probe file's format
+//! # (docs/probe.md), read by the prober's own parser, with its top-level `timeout`, `seed`
+//! # and `labels`. The probe file's `interval` is `probe_interval` here.
+//! probe_interval = "1s"            # one round of every probe per this (default 10s)
+//! store = "/var/lib/tailhunt/agent.db"  # the rolling local store
+//! window = "10m"                   # one stored run per window; detectors run on each
+//! retention = "24h"                # windows older than this are deleted
+//! retention_bytes = 1073741824     # and the oldest while the store holds more (default 1 GiB)
+//!
+//! [[probe]]
+//! name = "cache"
+//! kind = "tcp-connect"
+//! target = "10.0.0.7:6379"
+//!
+//! # Mesh mode (optional): answer TCP/UDP echo, probe every peer's echo (tcp-echo and udp-echo,
+//! # labelled from = instance, to = the peer).
+//! [mesh]
+//! listen = "0.0.0.0:7470"          # default
+//! peers = ["web-2=10.0.0.2:7470", "web-3=10.0.0.3:7470"]  # name= sets the `to` label
+//! timeout = "1s"                   # default
 //! ```
 
 use std::net::SocketAddr;
@@ -25,7 +46,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::mesh::{mesh_probes, MeshConfig, DEFAULT_MESH_LISTEN};
 use crate::remote_write::{EndpointConfig, HistogramMode};
+use crate::rolling::Retention;
 
 /// A configuration the exporter cannot run with.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +68,12 @@ pub struct AgentConfig {
     pub instance: String,
     /// Remote-write endpoints, their queues under `queue_dir/NAME`.
     pub remote_write: Vec<EndpointConfig>,
+    /// The probes to run continuously (`None`: the file has no `[[probe]]`).
+    pub probes: Option<tailhunt_probe::config::Config>,
+    /// The rolling store of the probes' windows.
+    pub retention: Retention,
+    /// Mesh mode (its probes are in `probes` too).
+    pub mesh: Option<MeshConfig>,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +86,21 @@ struct FileDoc {
     queue_dir: Option<PathBuf>,
     #[serde(default)]
     remote_write: Vec<EndpointDoc>,
+    probe_interval: Option<String>,
+    store: Option<PathBuf>,
+    window: Option<String>,
+    retention: Option<String>,
+    retention_bytes: Option<u64>,
+    // The prober's keys: read by its own parser (`tailhunt_probe::config::parse_embedded`).
+    mesh: Option<MeshDoc>,
+    #[serde(rename = "timeout")]
+    _timeout: Option<toml::Value>,
+    #[serde(rename = "seed")]
+    _seed: Option<toml::Value>,
+    #[serde(rename = "labels")]
+    _labels: Option<toml::Value>,
+    #[serde(rename = "probe")]
+    _probe: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -71,12 +115,28 @@ struct EndpointDoc {
     timeout: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeshDoc {
+    listen: Option<String>,
+    peers: Vec<String>,
+    timeout: Option<String>,
+}
+
 fn classic() -> HistogramMode {
     HistogramMode::Classic
 }
 
 /// Default queue directory when the file gives none.
 pub const DEFAULT_QUEUE_DIR: &str = "/var/lib/tailhunt/queue";
+/// Default rolling store when the file gives none.
+pub const DEFAULT_STORE: &str = "/var/lib/tailhunt/agent.db";
+/// Default window length.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
+/// Default age bound of the windows.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// Default size bound of the store.
+pub const DEFAULT_RETENTION_BYTES: u64 = 1 << 30;
 
 fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
     let ns = tailhunt_model::parse_duration_ns(text, None).map_err(|e| {
@@ -124,7 +184,7 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ConfigError(format!(
-            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, [[remote_write]]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout)",
+            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]], [mesh]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout; in [mesh]: listen, peers, timeout)",
             line.map(|l| format!("line {l}: ")).unwrap_or_default(),
             e.message().trim_end().replace('\n', " ")
         ))
@@ -191,13 +251,121 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             .transpose()?;
         remote_write.push(c);
     }
+    let over = tailhunt_probe::config::Overrides {
+        interval: Some(match &doc.probe_interval {
+            Some(t) => duration("probe_interval", t)?,
+            None => tailhunt_probe::config::DEFAULT_INTERVAL,
+        }),
+        ..Default::default()
+    };
+    let mut probes = tailhunt_probe::config::parse_embedded(text, &over)
+        .map_err(|e| ConfigError(format!("[[probe]]: {e}")))?;
+    let instance = doc.instance.unwrap_or_else(host_name);
+    let mesh = match doc.mesh {
+        Some(m) => Some(mesh(m, &instance, over.interval, &mut probes)?),
+        None => None,
+    };
+    let retention = Retention {
+        store: doc.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE)),
+        window: match &doc.window {
+            Some(t) => duration("window", t)?,
+            None => DEFAULT_WINDOW,
+        },
+        max_age: match &doc.retention {
+            Some(t) => duration("retention", t)?,
+            None => DEFAULT_RETENTION,
+        },
+        max_bytes: doc.retention_bytes.unwrap_or(DEFAULT_RETENTION_BYTES),
+    };
+    if let Some(p) = &probes {
+        if retention.window < p.interval * 2 {
+            return Err(ConfigError(format!(
+                "window = \"{}\": give at least two probe rounds (probe_interval is {})",
+                doc.window.as_deref().unwrap_or("10m"),
+                tailhunt_model::format_duration_ns(p.interval.as_nanos() as f64)
+            )));
+        }
+        if retention.max_age < retention.window {
+            return Err(ConfigError(
+                "retention is shorter than one window: give retention >= window".into(),
+            ));
+        }
+    }
+    if retention.max_bytes < 1 << 20 {
+        return Err(ConfigError(format!(
+            "retention_bytes = {}: give at least 1048576 (1 MiB)",
+            retention.max_bytes
+        )));
+    }
     Ok(AgentConfig {
         listen,
         token,
         interval,
-        instance: doc.instance.unwrap_or_else(host_name),
+        instance,
         remote_write,
+        probes,
+        retention,
+        mesh,
     })
+}
+
+/// Checks `[mesh]` and adds its probes to `probes` (the probe interval is theirs too).
+fn mesh(
+    m: MeshDoc,
+    instance: &str,
+    interval: Option<Duration>,
+    probes: &mut Option<tailhunt_probe::config::Config>,
+) -> Result<MeshConfig, ConfigError> {
+    let text = m.listen.unwrap_or_else(|| DEFAULT_MESH_LISTEN.to_string());
+    let listen: SocketAddr = text.parse().map_err(|_| {
+        ConfigError(format!(
+            "[mesh] listen = \"{text}\": not an IP:PORT address (e.g. \"{DEFAULT_MESH_LISTEN}\")"
+        ))
+    })?;
+    if m.peers.is_empty() {
+        return Err(ConfigError(
+            "[mesh] peers is empty: list the other agents' echo addresses, e.g. peers = [\"10.0.0.2:7470\"]".into(),
+        ));
+    }
+    let cfg = MeshConfig {
+        listen,
+        peers: m.peers,
+        timeout: match &m.timeout {
+            Some(t) => duration("[mesh] timeout", t)?,
+            None => tailhunt_probe::config::DEFAULT_TIMEOUT,
+        },
+    };
+    let interval = interval.unwrap_or(tailhunt_probe::config::DEFAULT_INTERVAL);
+    if cfg.timeout * 4 > interval {
+        return Err(ConfigError(format!(
+            "[mesh] timeout: {} is over a quarter of probe_interval ({}); shorten it or lengthen probe_interval",
+            tailhunt_model::format_duration_ns(cfg.timeout.as_nanos() as f64),
+            tailhunt_model::format_duration_ns(interval.as_nanos() as f64)
+        )));
+    }
+    let specs = mesh_probes(&cfg, instance, interval).map_err(|e| ConfigError(e.to_string()))?;
+    match probes {
+        Some(p) => {
+            if let Some(s) = specs
+                .iter()
+                .find(|s| p.probes.iter().any(|q| q.name == s.name))
+            {
+                return Err(ConfigError(format!(
+                    "[[probe]] '{}': the name is the mesh's; rename the probe",
+                    s.name
+                )));
+            }
+            p.probes.extend(specs);
+        }
+        None => {
+            *probes = Some(tailhunt_probe::config::Config {
+                interval,
+                probes: specs,
+                seed: 1,
+            })
+        }
+    }
+    Ok(cfg)
 }
 
 #[cfg(test)]
@@ -215,6 +383,38 @@ mod tests {
         assert_eq!(c.remote_write[0].mode, HistogramMode::Vmrange);
         assert_eq!(c.remote_write[0].queue_dir, PathBuf::from("/tmp/q/vm"));
         assert!(c.token.is_none());
+        assert!(c.probes.is_none());
+    }
+
+    #[test]
+    fn probes_are_read_by_the_probers_parser() {
+        let c = parse(
+            "probe_interval = \"100ms\"\nwindow = \"1m\"\nstore = \"/tmp/a.db\"\ntimeout = \"20ms\"\n[[probe]]\nname = \"web\"\nkind = \"tcp-connect\"\ntarget = \"127.0.0.1:1\"\n",
+        )
+        .unwrap();
+        let p = c.probes.unwrap();
+        assert_eq!(p.interval, Duration::from_millis(100));
+        assert_eq!(p.probes[0].name, "web");
+        assert_eq!(p.probes[0].timeout, Duration::from_millis(20));
+        assert_eq!(c.retention.window, Duration::from_secs(60));
+        assert_eq!(c.retention.store, PathBuf::from("/tmp/a.db"));
+        // A wrong key inside a [[probe]] names its line, from the prober's own checks.
+        let e =
+            parse("[[probe]]\nname = \"web\"\nkind = \"tcp-connect\"\ntargt = \"127.0.0.1:1\"\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("line 4") && e.contains("targt"), "{e}");
+        let e = parse("[[probe]]\nkind = \"tcp-connect\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("target") && e.contains("missing"), "{e}");
+        let e = parse("probe_interval = \"1m\"\nwindow = \"1m\"\n[[probe]]\nkind = \"tcp-connect\"\ntarget = \"127.0.0.1:1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("window") && e.contains("two probe rounds"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -9,11 +9,19 @@
 //!   each with classic, `vmrange` or native histograms, retry with backoff, and a fall back to
 //!   classic when a receiver rejects native histograms.
 //! - [`queue`]: the bounded on-disk queue in front of each endpoint, which survives `kill -9`.
-//! - [`config`]: the exporter's `agent.toml`, checked with errors naming line and key.
+//! - [`config`]: the agent's `agent.toml`, checked with errors naming line and key.
+//! - [`probing`]: the prober's samples counted into exported histograms and counters while
+//!   they are stored.
+//! - [`mesh`]: mesh mode: echo for the peers, a probe to each, the per-pair matrix read back.
+//! - [`rolling`]: the prober run continuously, one stored run per window, detectors on each
+//!   closed window, old windows deleted by age and size.
 
 pub mod config;
 pub mod exposition;
 pub mod http;
+pub mod mesh;
+pub mod probing;
 pub mod proto;
 pub mod queue;
 pub mod remote_write;
+pub mod rolling;

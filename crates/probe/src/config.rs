@@ -106,19 +106,58 @@ fn duration(key: &str, text: &str) -> Result<Duration, ProbeError> {
     Ok(Duration::from_nanos(ns as u64))
 }
 
+/// The probe part of a larger file (the agent's `agent.toml`): the same keys as a probe file,
+/// the file's other top-level keys left to its own reader. `[[probe]]` tables are checked as
+/// strictly as in [`parse_file`].
+#[derive(Debug, Deserialize)]
+struct EmbeddedDoc {
+    interval: Option<String>,
+    timeout: Option<String>,
+    seed: Option<u64>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    probe: Vec<Entry>,
+}
+
+fn toml_error(text: &str, e: toml::de::Error) -> ProbeError {
+    // One line: where, and toml's own message (its multi-line snippet is left out).
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    ProbeError::Config(format!(
+        "{}{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, hops, compare, timeout, labels)",
+        line.map(|l| format!("line {l}: ")).unwrap_or_default(),
+        e.message().trim_end().replace('\n', " ")
+    ))
+}
+
 /// Reads a configuration file's text.
 pub fn parse_file(text: &str, over: &Overrides) -> Result<Config, ProbeError> {
-    let doc: FileDoc = toml::from_str(text).map_err(|e| {
-        // One line: where, and toml's own message (its multi-line snippet is left out).
-        let line = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        ProbeError::Config(format!(
-            "{}{} (keys at the top: interval, timeout, seed, labels, [[probe]]; in a [[probe]]: name, kind, target, key, path, user, password, database, query, lookup, resolver, command, bytes, hops, compare, timeout, labels)",
-            line.map(|l| format!("line {l}: ")).unwrap_or_default(),
-            e.message().trim_end().replace('\n', " ")
-        ))
-    })?;
+    let doc: FileDoc = toml::from_str(text).map_err(|e| toml_error(text, e))?;
+    from_doc(doc, over)
+}
+
+/// Reads the probes of a file that holds other keys too (the agent's configuration): the
+/// top-level `timeout`, `seed`, `labels` and `[[probe]]` tables as in [`parse_file`] (line
+/// numbers of the whole file), every other top-level key ignored. `None` when the file has
+/// no `[[probe]]` table.
+pub fn parse_embedded(text: &str, over: &Overrides) -> Result<Option<Config>, ProbeError> {
+    let e: EmbeddedDoc = toml::from_str(text).map_err(|e| toml_error(text, e))?;
+    if e.probe.is_empty() {
+        return Ok(None);
+    }
+    let doc = FileDoc {
+        interval: e.interval,
+        timeout: e.timeout,
+        seed: e.seed,
+        labels: e.labels,
+        probe: e.probe,
+    };
+    from_doc(doc, over).map(Some)
+}
+
+fn from_doc(doc: FileDoc, over: &Overrides) -> Result<Config, ProbeError> {
     let interval = match (over.interval, &doc.interval) {
         (Some(i), _) => i,
         (None, Some(t)) => duration("interval", t)?,

@@ -280,6 +280,17 @@ impl Store {
         }
     }
 
+    /// Bytes the store's pages hold now: the file's pages minus the free ones a delete left
+    /// (SQLite reuses them, so the file itself does not shrink).
+    pub fn used_bytes(&self) -> Result<u64, StoreError> {
+        let pages: i64 = self.conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let free: i64 = self
+            .conn
+            .query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        let size: i64 = self.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        Ok(((pages - free).max(0) * size) as u64)
+    }
+
     /// Moves the WAL into the main file and truncates it (for measuring the file's size).
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.conn

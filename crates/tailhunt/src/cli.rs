@@ -96,10 +96,31 @@ pub enum Command {
     /// cadence, every sample kept (timeouts too), variants side by side (by name / by IP, fresh /
     /// reused connection, first / second request).
     Probe(ProbeArgs),
-    /// The metrics exporter (the foundation of the agent): /metrics (OpenMetrics text or
-    /// native histograms), /findings, /healthz, and remote write with an on-disk queue. It
-    /// exports only its own state for now; probes, run-queue and sockets come later.
+    /// The agent: the configured probes (and a mesh) run continuously into a rolling store,
+    /// detectors on each window, and /metrics (OpenMetrics text or native histograms),
+    /// /findings, /healthz and remote write with an on-disk queue. Run-queue and socket
+    /// sampling are not wired in yet.
     Agent(AgentArgs),
+    /// The mesh's latency matrix (p50/p99 per pair of agents) from a Prometheus-API server
+    /// that holds the agents' series, the worst pairs named.
+    Mesh(MeshArgs),
+}
+
+/// `tailhunt mesh`.
+#[derive(Debug, Args)]
+pub struct MeshArgs {
+    /// The Prometheus-API server's base URL, e.g. http://127.0.0.1:9090.
+    #[arg(long = "from", value_name = "URL")]
+    pub from: String,
+    /// How far back the quantiles look (a PromQL range: 30s, 5m, 1h).
+    #[arg(long, default_value = "5m")]
+    pub range: String,
+    /// Which echo: tcp-echo or udp-echo.
+    #[arg(long, default_value = "tcp-echo", value_parser = ["tcp-echo", "udp-echo"])]
+    pub kind: String,
+    /// How many of the worst pairs to name.
+    #[arg(long, default_value_t = 5)]
+    pub worst: usize,
 }
 
 /// `tailhunt agent`.

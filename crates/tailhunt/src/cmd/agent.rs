@@ -1,32 +1,138 @@
-//! `tailhunt agent`: the metrics exporter until Ctrl-C (or --duration). A skeleton: it serves
-//! and remote-writes its own state (queues, deliveries, rejections); the prober, run-queue and
-//! socket sampling are not wired in yet.
+//! `tailhunt agent`: until Ctrl-C (or --duration), the configured probes run continuously into
+//! a rolling store (one run per window, the detectors on each closed window), and their
+//! latency histograms, outcome counters, findings and the agent's own state are served on
+//! /metrics and remote-written. Run-queue and socket sampling are not wired in yet.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use tailhunt_agent::config;
 use tailhunt_agent::exposition::{ScalarMetric, Snapshot};
 use tailhunt_agent::http::{Exported, Server};
+use tailhunt_agent::mesh::EchoServers;
+use tailhunt_agent::probing::Aggregator;
 use tailhunt_agent::remote_write::{status_metrics, Batch, RemoteWriter};
+use tailhunt_agent::rolling::{self, WindowState};
+use tailhunt_probe::run::Live;
 
 use crate::cli::AgentArgs;
 use crate::signals;
 
-fn snapshot(writer: &RemoteWriter, started: Instant) -> Snapshot {
-    let (counters, mut gauges) = status_metrics(&writer.status());
-    gauges.push(ScalarMetric {
-        name: "tailhunt_agent_uptime_seconds".into(),
-        help: "Seconds since the agent started.".into(),
+/// What the prober thread shares with the exporting loop.
+struct Probing {
+    aggregator: Aggregator,
+    windows: WindowState,
+    live: Arc<Live>,
+}
+
+fn scalar(name: &str, help: &str, value: f64) -> ScalarMetric {
+    ScalarMetric {
+        name: name.into(),
+        help: help.into(),
         labels: vec![],
-        value: started.elapsed().as_secs_f64(),
-    });
-    Snapshot {
+        value,
+    }
+}
+
+fn snapshot(writer: &RemoteWriter, started: Instant, probing: Option<&Probing>) -> Snapshot {
+    let (counters, mut gauges) = status_metrics(&writer.status());
+    gauges.push(scalar(
+        "tailhunt_agent_uptime_seconds",
+        "Seconds since the agent started.",
+        started.elapsed().as_secs_f64(),
+    ));
+    let mut snap = Snapshot {
         counters,
         gauges,
         ..Snapshot::default()
+    };
+    if let Some(p) = probing {
+        // The prober's own count first: a sample it measured after this read is in neither
+        // number, so the exported counters are never behind it at the same moment.
+        let measured = p.live.samples.load(Ordering::Relaxed);
+        p.aggregator.fill(&mut snap);
+        snap.counters.push(scalar(
+            "tailhunt_agent_probe_measured",
+            "Samples the prober measured (all probes and outcomes); equals the sum of tailhunt_probe_samples_total when none was lost.",
+            measured as f64,
+        ));
+        let w = p.windows.lock();
+        snap.findings = w.findings.clone();
+        let (counters, gauges) = w.metrics();
+        snap.counters.extend(counters);
+        snap.gauges.extend(gauges);
     }
+    snap
+}
+
+/// Prints a line when a probe starts failing (three failures in a row) or answers again; the
+/// probe goes on either way.
+fn report_failing(live: &Live, shown: &mut Vec<(String, String)>) {
+    let now = live.failing.lock().map(|f| f.clone()).unwrap_or_default();
+    for (name, error) in &now {
+        if !shown.iter().any(|(n, _)| n == name) {
+            eprintln!("tailhunt agent: probe '{name}' is failing: {error}");
+        }
+    }
+    for (name, _) in shown.iter() {
+        if !now.iter().any(|(n, _)| n == name) {
+            eprintln!("tailhunt agent: probe '{name}' answers again");
+        }
+    }
+    *shown = now;
+}
+
+/// The prober thread.
+type ProberThread = std::thread::JoinHandle<Result<(), rolling::RollingError>>;
+
+/// Starts the prober thread when the file has probes.
+fn start_probing(
+    cfg: &config::AgentConfig,
+    stop: &Arc<AtomicBool>,
+) -> Result<Option<(Probing, ProberThread)>> {
+    let Some(probes) = cfg.probes.clone() else {
+        return Ok(None);
+    };
+    rolling::check_probes(&probes)?;
+    if let Some(dir) = cfg.retention.store.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!(
+                    "store = \"{}\": cannot create its directory",
+                    cfg.retention.store.display()
+                )
+            })?;
+        }
+    }
+    let probing = Probing {
+        aggregator: Aggregator::new(),
+        windows: WindowState::default(),
+        live: Arc::new(Live::default()),
+    };
+    let (agg, windows, live, stop) = (
+        probing.aggregator.clone(),
+        probing.windows.clone(),
+        Arc::clone(&probing.live),
+        Arc::clone(stop),
+    );
+    let retention = cfg.retention.clone();
+    let handle = std::thread::Builder::new()
+        .name("prober".into())
+        .spawn(move || {
+            rolling::run(&rolling::Windows {
+                cfg: &probes,
+                retention: &retention,
+                aggregator: &agg,
+                state: &windows,
+                live: &live,
+                stop: &stop,
+            })
+        })
+        .context("cannot start the prober thread")?;
+    Ok(Some((probing, handle)))
 }
 
 pub fn run(a: &AgentArgs) -> Result<()> {
@@ -43,8 +149,32 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     let exported = Exported::new();
     let server = Server::start(&cfg.listen.to_string(), cfg.token.clone(), exported.clone())?;
     let writer = RemoteWriter::start(cfg.remote_write.clone())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    // The mesh's echo answers before the probes start, so peers starting together find it.
+    let echo = cfg
+        .mesh
+        .as_ref()
+        .map(|m| EchoServers::start(m.listen))
+        .transpose()?;
+    let mut prober = start_probing(&cfg, &stop)?;
+    let probing_text = match &cfg.probes {
+        Some(p) => format!(
+            "{} probe(s) every {} into {} (a run per {}, kept {} / {} bytes)",
+            p.probes.len(),
+            crate::flags::show(p.interval),
+            cfg.retention.store.display(),
+            crate::flags::show(cfg.retention.window),
+            crate::flags::show(cfg.retention.max_age),
+            cfg.retention.max_bytes
+        ),
+        None => "no probes configured".to_string(),
+    };
+    let probing_text = match echo.as_ref().and_then(EchoServers::local_addr) {
+        Some(addr) => format!("{probing_text}; mesh echo (tcp, udp) on {addr}"),
+        None => probing_text,
+    };
     eprintln!(
-        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); exporting its own state only (no probes yet)",
+        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}",
         server.local_addr(),
         if cfg.token.is_some() { " (bearer token required)" } else { "" },
         cfg.remote_write.len()
@@ -54,10 +184,23 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     let extra = vec![("instance".to_string(), cfg.instance.clone())];
     let mut shown = vec![0u64; cfg.remote_write.len()];
     let mut next = Instant::now();
+    let mut window_error: Option<String> = None;
+    let mut failing: Vec<(String, String)> = Vec::new();
     while !signals::requested() && a.duration.is_none_or(|d| started.elapsed() < d) {
+        if let Some((p, h)) = &prober {
+            if h.is_finished() {
+                break;
+            }
+            let e = p.windows.lock().last_error.clone();
+            if e.is_some() && e != window_error {
+                eprintln!("tailhunt agent: {}", e.as_deref().unwrap_or(""));
+            }
+            window_error = e;
+            report_failing(&p.live, &mut failing);
+        }
         if Instant::now() >= next {
             next += cfg.interval;
-            let snap = snapshot(&writer, started);
+            let snap = snapshot(&writer, started, prober.as_ref().map(|(p, _)| p));
             if !cfg.remote_write.is_empty() {
                 let ts = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -79,6 +222,23 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    stop.store(true, Ordering::Relaxed);
+    if let Some((p, h)) = prober.take() {
+        match h.join() {
+            Ok(r) => r.context("the prober stopped")?,
+            Err(_) => anyhow::bail!("the prober thread panicked"),
+        }
+        let w = p.windows.lock();
+        eprintln!(
+            "tailhunt agent: probe samples measured {}, exported {}; {} window(s) stored, {} failed, {} deleted by retention",
+            p.live.samples.load(Ordering::Relaxed),
+            p.aggregator.samples(),
+            w.windows,
+            w.failed_windows,
+            w.deleted_runs
+        );
+    }
+    drop(echo);
     drop(server);
     let pending: u64 = writer
         .status()

@@ -10,6 +10,7 @@ mod lab;
 mod lab_method;
 pub use lab_method::NotAllPassed;
 mod load;
+mod mesh;
 pub(crate) mod pcap;
 mod probe;
 mod report;
@@ -37,6 +38,7 @@ pub fn run(cli: &Cli) -> Result<()> {
         Command::Serve(a) => serve::run(cli, a),
         Command::Probe(a) => probe::run(cli, a),
         Command::Agent(a) => agent::run(a),
+        Command::Mesh(a) => mesh::run(cli, a),
         Command::Diagnose(a) => diagnose::run(cli, a),
         Command::Report(a) => report::run(cli, a),
         Command::Pcap(a) => pcap::run_files(cli, a),
