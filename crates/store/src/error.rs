@@ -15,6 +15,9 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// Another command held the store's write lock for longer than the open waits.
+    #[error("cannot open store '{0}': another tailhunt command kept it locked for 10 s (wait for it, or give this one its own --db)")]
+    Busy(PathBuf),
     /// A read-only command was pointed at a file that does not exist.
     #[error("no store at '{0}' (nothing recorded yet: run `tailhunt import FILE`, or pass --db / set TAILHUNT_DB to the right file)")]
     Missing(PathBuf),

@@ -72,7 +72,25 @@ pub struct Store {
 
 impl Store {
     /// Opens the store at `path`, creating it (and its schema) if needed.
+    ///
+    /// Two commands that start together (the lab's two probe runs, a capture beside a load)
+    /// may both set up the same new file: switching to WAL and writing the schema take the
+    /// write lock, and SQLite answers a lock it cannot wait for without a deadlock (a read lock
+    /// upgrading) with BUSY at once instead of calling the busy handler. Such an open is tried
+    /// again, with a fresh connection, for up to [`OPEN_WAIT`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let deadline = std::time::Instant::now() + OPEN_WAIT;
+        loop {
+            match Store::open_once(path) {
+                Err(StoreError::Busy(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<Store, StoreError> {
         let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
         let store = Store {
             conn,
@@ -82,7 +100,10 @@ impl Store {
             tag: None,
         };
         store.configure()?;
-        store.migrate()?;
+        store.migrate().map_err(|e| match e {
+            StoreError::Sqlite(e) => open_error(path, e),
+            other => other,
+        })?;
         Ok(store)
     }
 
@@ -324,8 +345,14 @@ fn uri_path(path: &Path) -> String {
     out
 }
 
+/// How long [`Store::open`] keeps trying a store another command holds locked.
+pub const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn open_error(path: &Path, e: rusqlite::Error) -> StoreError {
     let reason = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            return StoreError::Busy(path.to_path_buf())
+        }
         Some(rusqlite::ErrorCode::NotADatabase) => {
             "the file is not a SQLite database (point --db at a tailhunt store or a new file)"
                 .to_string()
