@@ -50,6 +50,57 @@ pub struct Live {
     pub failing: Mutex<Vec<(String, String)>>,
 }
 
+/// A probe that started failing (with its last error) or answers again, since the last look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailingChange {
+    /// It failed three or more times in a row.
+    Started {
+        /// The probe.
+        name: String,
+        /// Its last error.
+        error: String,
+    },
+    /// It answered again.
+    Stopped {
+        /// The probe.
+        name: String,
+    },
+}
+
+impl Live {
+    /// What changed in the failing probes since `seen` (which becomes the current set): the
+    /// `probe` and `agent` commands print each change as a line while probing goes on.
+    pub fn failing_changes(&self, seen: &mut Vec<(String, String)>) -> Vec<FailingChange> {
+        let now = self.failing.lock().map(|f| f.clone()).unwrap_or_default();
+        let mut out: Vec<FailingChange> = now
+            .iter()
+            .filter(|(n, _)| !seen.iter().any(|(s, _)| s == n))
+            .map(|(name, error)| FailingChange::Started {
+                name: name.clone(),
+                error: error.clone(),
+            })
+            .collect();
+        out.extend(
+            seen.iter()
+                .filter(|(s, _)| !now.iter().any(|(n, _)| n == s))
+                .map(|(name, _)| FailingChange::Stopped { name: name.clone() }),
+        );
+        *seen = now;
+        out
+    }
+}
+
+impl std::fmt::Display for FailingChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailingChange::Started { name, error } => {
+                write!(f, "probe '{name}' is failing: {error}")
+            }
+            FailingChange::Stopped { name } => write!(f, "probe '{name}' answers again"),
+        }
+    }
+}
+
 /// How long to go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Length {

@@ -71,18 +71,9 @@ fn snapshot(writer: &RemoteWriter, started: Instant, probing: Option<&Probing>) 
 /// Prints a line when a probe starts failing (three failures in a row) or answers again; the
 /// probe goes on either way.
 fn report_failing(live: &Live, shown: &mut Vec<(String, String)>) {
-    let now = live.failing.lock().map(|f| f.clone()).unwrap_or_default();
-    for (name, error) in &now {
-        if !shown.iter().any(|(n, _)| n == name) {
-            eprintln!("tailhunt agent: probe '{name}' is failing: {error}");
-        }
+    for change in live.failing_changes(shown) {
+        eprintln!("tailhunt agent: {change}");
     }
-    for (name, _) in shown.iter() {
-        if !now.iter().any(|(n, _)| n == name) {
-            eprintln!("tailhunt agent: probe '{name}' answers again");
-        }
-    }
-    *shown = now;
 }
 
 /// The prober thread.

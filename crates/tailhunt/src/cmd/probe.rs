@@ -63,20 +63,11 @@ fn watcher(
             if signals::requested() {
                 stop.store(true, Ordering::Relaxed);
             }
-            let now = live.failing.lock().map(|f| f.clone()).unwrap_or_default();
             // A probe that starts or stops failing gets a line of its own, on a terminal or
             // in a log: a long run must not hide it until the end.
-            for (name, error) in &now {
-                if !failing.iter().any(|(n, _)| n == name) {
-                    line.note(&format!("probe '{name}' is failing: {error}"));
-                }
+            for change in live.failing_changes(&mut failing) {
+                line.note(&change.to_string());
             }
-            for (name, _) in &failing {
-                if !now.iter().any(|(n, _)| n == name) {
-                    line.note(&format!("probe '{name}' answers again"));
-                }
-            }
-            failing = now;
             line.show(|| {
                 let names: Vec<&str> = failing.iter().map(|(n, _)| n.as_str()).collect();
                 format!(
