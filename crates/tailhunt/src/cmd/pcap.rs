@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
-use tailhunt_model::evidence::capture::link_types_not_analysed;
+use tailhunt_model::evidence::capture::{link_types_not_analysed, CaptureReport};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
@@ -155,11 +155,17 @@ fn execute(
         inputs: files,
         ..
     } = outcome;
-    // The detectors read the stored run, which keeps every flow.
+    // The detectors read the stored run, which keeps every flow; the report is read back
+    // from it for printing rather than held meanwhile (with 100,000 connections each copy
+    // of the flows is over 100 MiB).
+    drop(report);
     let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let ports = port_latencies(&store, &run_id)?;
     let findings = diagnosis.findings;
+    let report = store
+        .evidence::<CaptureReport>(&run_id)?
+        .context("the capture report just stored is missing")?;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if partial {
