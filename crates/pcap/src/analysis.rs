@@ -502,11 +502,16 @@ impl Analyzer {
             }
         }
         // Every direction with timestamps: the retired ones' kept delays, then the live ones.
-        let mut checked: Vec<(String, SocketAddr, ClockCheck, Vec<(i64, i64)>)> = self
+        let mut checked: Vec<KeptDelays> = self
             .retired
             .delays
             .iter()
-            .map(|d| (d.name.clone(), d.sender, d.check, d.delays.clone()))
+            .map(|d| KeptDelays {
+                name: d.name.clone(),
+                sender: d.sender,
+                check: d.check,
+                delays: d.delays.clone(),
+            })
             .collect();
         let mut live: Vec<_> = self.delays.iter().collect();
         live.sort_unstable_by_key(|(i, _)| **i);
@@ -516,20 +521,29 @@ impl Analyzer {
                 if t.is_empty() {
                     continue;
                 }
-                let check = t.clock_check(bin_ns);
-                let sender = f.key().endpoint(side);
-                checked.push((f.name().to_string(), sender, check, t.delays()));
+                checked.push(KeptDelays {
+                    name: f.name().to_string(),
+                    sender: f.key().endpoint(side),
+                    check: t.clock_check(bin_ns),
+                    delays: t.delays(),
+                });
             }
         }
         // A host whose long directions tick at 1 kHz vouches for its short ones.
         let mut hosts: BTreeMap<IpAddr, (bool, bool)> = BTreeMap::new();
-        for (_, sender, check, _) in &checked {
-            let h = hosts.entry(sender.ip()).or_default();
-            h.0 |= *check == ClockCheck::Passed;
-            h.1 |= *check == ClockCheck::Failed;
+        for d in &checked {
+            let h = hosts.entry(d.sender.ip()).or_default();
+            h.0 |= d.check == ClockCheck::Passed;
+            h.1 |= d.check == ClockCheck::Failed;
         }
         let mut out = Vec::new();
-        for (name, sender, check, delays) in checked {
+        for KeptDelays {
+            name,
+            sender,
+            check,
+            delays,
+        } in checked
+        {
             let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
             let usable = match check {
                 ClockCheck::Passed => true,
