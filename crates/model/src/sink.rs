@@ -91,6 +91,22 @@ pub trait SeriesSink {
         let _ = (version, json);
         Err(format!("this sink does not store documents ('{name}')").into())
     }
+    /// Like [`SeriesSink::put_document`], with the JSON written by `write`, so that a sink
+    /// that compresses need not hold a large document's text. The default collects the text
+    /// and calls `put_document`.
+    fn put_document_from(
+        &mut self,
+        name: &str,
+        version: u32,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), SinkError> {
+        let mut text = Vec::new();
+        write(&mut text)
+            .map_err(|e| SinkError::from(format!("cannot encode the '{name}' document: {e}")))?;
+        let text = String::from_utf8(text)
+            .map_err(|e| SinkError::from(format!("the '{name}' document is not UTF-8: {e}")))?;
+        self.put_document(name, version, &text)
+    }
     /// Makes what was pushed durable when the sink's commit interval has passed (sources
     /// call it while they wait, so a slow source is committed by time too). In-memory sinks
     /// have nothing to do.

@@ -15,12 +15,13 @@ use tailhunt_model::evidence::capture::{
     CaptureReport, Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
 };
 
-use crate::bins::SparseBins;
+use crate::bins::{bin_capacity_bytes, SparseBins};
 use crate::burst::{analyse_channel, BurstConfig, FlowBins};
 use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
+use crate::retired::{KeptBins, KeptDelays, Retired};
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 /// Packets between sweeps that free closed connections' live state.
@@ -38,6 +39,9 @@ pub struct AnalysisConfig {
     pub link_rate_bps: Option<u64>,
     /// Share of the link rate a bin must reach to be part of a burst.
     pub burst_threshold: f64,
+    /// Keep every flow's bins to the end (for `--bins-csv`); otherwise a closed connection
+    /// keeps only the bins a burst could still claim ([`crate::retired`]).
+    pub keep_flow_bins: bool,
 }
 
 /// An [`AnalysisConfig`] the analysis cannot run with.
@@ -80,6 +84,7 @@ impl Default for AnalysisConfig {
             bin_ns: 1_000_000,
             link_rate_bps: None,
             burst_threshold: 0.8,
+            keep_flow_bins: false,
         }
     }
 }
@@ -146,11 +151,18 @@ pub struct Analyzer {
     out_of_order: u64,
     skipped: BTreeMap<String, u64>,
     channels: FxHashMap<(Dir, IpAddr), SparseBins>,
-    flows: Vec<Flow>,
+    /// The flows not yet retired, by id (ids count up in order of first packet).
+    flows: FxHashMap<usize, Flow>,
+    next_id: usize,
     index: FxHashMap<FlowKey, usize>,
     stalls: Vec<NagleStall>,
-    /// Each TCP flow's two directions' timestamps (by flow index).
-    delays: Vec<[DelayTrack; 2]>,
+    /// Each live TCP flow's two directions' timestamps (by flow id).
+    delays: FxHashMap<usize, [DelayTrack; 2]>,
+    /// What is kept of the flows that closed and went quiet.
+    retired: Retired,
+    /// Last packet of the flows retired during the current packet (their final exchange
+    /// events may still be waiting to be drained).
+    retired_last: Vec<(usize, i64)>,
     /// Events of the packets pushed since the caller last drained them.
     pub events: FlowEvents,
 }
@@ -168,10 +180,13 @@ impl Analyzer {
             out_of_order: 0,
             skipped: BTreeMap::new(),
             channels: FxHashMap::default(),
-            flows: Vec::new(),
+            flows: FxHashMap::default(),
+            next_id: 0,
             index: FxHashMap::default(),
             stalls: Vec::new(),
-            delays: Vec::new(),
+            delays: FxHashMap::default(),
+            retired: Retired::default(),
+            retired_last: Vec::new(),
             events: FlowEvents::default(),
         })
     }
@@ -197,9 +212,16 @@ impl Analyzer {
         self.packets
     }
 
+    /// Flows whose state is held whole: the open ones and those closed less than a second
+    /// (and one sweep) ago; the others are retired ([`crate::retired`]).
+    pub fn open_flows(&self) -> usize {
+        self.flows.len()
+    }
+
     /// Analyses one decoded frame.
     pub fn push(&mut self, p: &Decoded<'_>) {
         self.count_frame(p.ts_ns, p.wire_len);
+        self.retired_last.clear();
         if self.packets.is_multiple_of(COMPACT_EVERY) {
             self.compact_closed(p.ts_ns);
         }
@@ -220,37 +242,38 @@ impl Analyzer {
                 let (key, side) = FlowKey::of(Proto::Tcp, src, dst);
                 let i = self.tcp_flow(key, side, p.ts_ns, tcp);
                 let before = self.events.stalls.len();
-                if let Flow::Tcp(f) = &mut self.flows[i] {
+                if let Some(Flow::Tcp(f)) = self.flows.get_mut(&i) {
                     f.on_packet(p, side, tcp, &mut self.events);
                 }
                 let new = &self.events.stalls[before..];
                 let room = MAX_STALLS_KEPT.saturating_sub(self.stalls.len());
                 self.stalls.extend_from_slice(&new[..room.min(new.len())]);
                 if let Some((tsval, _)) = tcp.options.timestamps {
-                    if self.delays.len() <= i {
-                        self.delays.resize_with(i + 1, Default::default);
-                    }
-                    self.delays[i][side].add(bin, p.ts_ns, tsval);
+                    self.delays.entry(i).or_default()[side].add(bin, p.ts_ns, tsval);
                 }
             }
             Transport::Udp(udp) => {
                 let src = SocketAddr::new(p.src, udp.src_port);
                 let dst = SocketAddr::new(p.dst, udp.dst_port);
                 let (key, side) = FlowKey::of(Proto::Udp, src, dst);
-                let n = self.flows.len();
+                let n = self.next_id;
                 let i = *self.index.entry(key).or_insert(n);
                 if i == n {
-                    self.flows.push(Flow::Udp(UdpFlow {
-                        key,
-                        first_ns: p.ts_ns,
-                        last_ns: p.ts_ns,
-                        packets: [0; 2],
-                        ip_bytes: [0; 2],
-                        payload: [0; 2],
-                        bins: Default::default(),
-                    }));
+                    self.next_id += 1;
+                    self.flows.insert(
+                        i,
+                        Flow::Udp(UdpFlow {
+                            key,
+                            first_ns: p.ts_ns,
+                            last_ns: p.ts_ns,
+                            packets: [0; 2],
+                            ip_bytes: [0; 2],
+                            payload: [0; 2],
+                            bins: Default::default(),
+                        }),
+                    );
                 }
-                if let Flow::Udp(f) = &mut self.flows[i] {
+                if let Some(Flow::Udp(f)) = self.flows.get_mut(&i) {
                     f.last_ns = f.last_ns.max(p.ts_ns);
                     f.packets[side] += 1;
                     f.ip_bytes[side] += p.ip_len as u64;
@@ -264,44 +287,127 @@ impl Analyzer {
 
     fn tcp_flow(&mut self, key: FlowKey, side: usize, ts: i64, tcp: &crate::Tcp<'_>) -> usize {
         if let Some(&i) = self.index.get(&key) {
-            let reuse = matches!(&self.flows[i], Flow::Tcp(f) if f.is_reuse(side, tcp));
+            let reuse = matches!(self.flows.get(&i), Some(Flow::Tcp(f)) if f.is_reuse(side, tcp));
             if !reuse {
                 return i;
             }
-            if let Flow::Tcp(old) = &mut self.flows[i] {
+            if let Some(Flow::Tcp(old)) = self.flows.get_mut(&i) {
                 old.reused = true;
                 old.finish(&mut self.events);
             }
         }
-        let i = self.flows.len();
-        self.flows.push(Flow::Tcp(Box::new(TcpFlow::new(
-            key,
+        let i = self.next_id;
+        self.next_id += 1;
+        self.flows.insert(
             i,
-            ts,
-            self.cfg.bin_ns,
-        ))));
+            Flow::Tcp(Box::new(TcpFlow::new(key, i, ts, self.cfg.bin_ns))),
+        );
         self.index.insert(key, i);
         i
     }
 
-    /// Frees the live state of connections that closed a while ago.
+    /// Retires the connections that closed and have been quiet for a second: their live
+    /// state is freed and what the end of the pass needs is kept ([`crate::retired`]).
     fn compact_closed(&mut self, now: i64) {
-        for (i, f) in self.flows.iter_mut().enumerate() {
-            if let Flow::Tcp(t) = f {
-                if t.can_compact(now) {
-                    t.compact();
-                    if let Some(d) = self.delays.get_mut(i) {
-                        d.iter_mut().for_each(DelayTrack::shrink);
-                    }
+        let mut done: Vec<usize> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| matches!(f, Flow::Tcp(t) if t.can_compact(now)))
+            .map(|(&i, _)| i)
+            .collect();
+        done.sort_unstable();
+        for i in done {
+            self.retire(i);
+        }
+    }
+
+    /// Ends flow `i` and keeps only its summary, the bins a burst could claim, its upstream
+    /// delays and (for the largest) its window points.
+    fn retire(&mut self, i: usize) {
+        let Some(Flow::Tcp(mut t)) = self.flows.remove(&i) else {
+            return;
+        };
+        t.compact();
+        t.finish(&mut self.events);
+        self.retired_last.push((i, t.last_ns));
+        if self.index.get(&t.key) == Some(&i) {
+            self.index.remove(&t.key);
+        }
+        let flow = Flow::Tcp(t);
+        let name = flow.name().to_string();
+        let key = *flow.key();
+        if let Some(tracks) = self.delays.remove(&i) {
+            for (side, track) in tracks.iter().enumerate() {
+                if track.is_empty() {
+                    continue;
                 }
+                let check = track.clock_check(self.cfg.bin_ns);
+                let delays = if check == ClockCheck::Failed {
+                    Vec::new()
+                } else {
+                    track.delays()
+                };
+                self.retired.delays.push(KeptDelays {
+                    name: name.clone(),
+                    sender: key.endpoint(side),
+                    check,
+                    delays,
+                });
             }
         }
+        let threshold = self.threshold_bytes();
+        for (side, bins) in flow.bins().iter().enumerate() {
+            let kept = if self.cfg.keep_flow_bins {
+                bins.clone()
+            } else if let Some(thr) = threshold {
+                let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
+                let channels = [
+                    self.channels.get(&(Dir::To, dst)),
+                    self.channels.get(&(Dir::From, src)),
+                ];
+                crate::retired::near_bursts(bins, channels, thr)
+            } else {
+                continue;
+            };
+            if !kept.bins().is_empty() {
+                self.retired.bins.push(KeptBins {
+                    id: i,
+                    key,
+                    name: name.clone(),
+                    side,
+                    bins: kept,
+                });
+            }
+        }
+        let summary = summarise(i, &flow);
+        if let Flow::Tcp(mut t) = flow {
+            let bytes = t.halves[0].payload_bytes + t.halves[1].payload_bytes;
+            let main = main_sender(&t);
+            let points = std::mem::take(&mut t.window_points[main]);
+            self.retired.offer_points(bytes, i, points);
+        }
+        self.retired.summaries.push(summary);
+    }
+
+    /// Bytes a bin must hold to be part of a burst (none without a link rate).
+    fn threshold_bytes(&self) -> Option<f64> {
+        self.cfg
+            .link_rate_bps
+            .map(|r| bin_capacity_bytes(r, self.cfg.bin_ns) * self.cfg.burst_threshold)
+    }
+
+    /// The live flows in order of id.
+    fn live_ids(&self) -> Vec<usize> {
+        let mut ids: Vec<usize> = self.flows.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Ends every flow (their last exchanges land in `events`) and builds the report.
     pub fn finish(&mut self) -> CaptureReport {
-        for f in &mut self.flows {
-            if let Flow::Tcp(t) = f {
+        let ids = self.live_ids();
+        for i in &ids {
+            if let Some(Flow::Tcp(t)) = self.flows.get_mut(i) {
                 t.finish(&mut self.events);
             }
         }
@@ -311,19 +417,14 @@ impl Analyzer {
             threshold: self.cfg.burst_threshold,
         };
         let flow_bins: Vec<FlowBins<'_>> = self
-            .flows
-            .iter()
-            .flat_map(|f| {
-                let name = f.name().to_string();
-                let k = *f.key();
-                (0..2).map(move |side| (name.clone(), k, side, f))
-            })
-            .map(|(name, k, side, f)| FlowBins {
+            .flow_directions()
+            .into_iter()
+            .map(|(_, name, key, side, bins)| FlowBins {
                 name,
-                sender: k.endpoint(side).to_string(),
-                src: k.endpoint(side).ip(),
-                dst: k.endpoint(1 - side).ip(),
-                bins: &f.bins()[side],
+                sender: key.endpoint(side).to_string(),
+                src: key.endpoint(side).ip(),
+                dst: key.endpoint(1 - side).ip(),
+                bins,
             })
             .collect();
         let mut channels = Vec::new();
@@ -338,12 +439,9 @@ impl Analyzer {
         }
         channels.sort_by_key(|c| std::cmp::Reverse(c.bytes));
         bursts.sort_by_key(|b| (b.start_ns, b.dir, b.host.clone()));
-        let flows: Vec<FlowSummary> = self
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(i, f)| summarise(i, f))
-            .collect();
+        let mut flows: Vec<FlowSummary> = std::mem::take(&mut self.retired.summaries);
+        flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
+        flows.sort_by_key(|f| f.id);
         let tcp_flows_total = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
         CaptureReport {
             packets: self.packets,
@@ -361,6 +459,26 @@ impl Analyzer {
             flows,
             stalls: self.stalls.clone(),
         }
+    }
+
+    /// Every flow direction's bins still held, in order of flow id and side: `(id, flow
+    /// name, key, side, bins)` (a retired flow's only where a burst could claim them, unless
+    /// [`AnalysisConfig::keep_flow_bins`]).
+    fn flow_directions(&self) -> Vec<(usize, String, FlowKey, usize, &SparseBins)> {
+        let mut out: Vec<_> = self
+            .retired
+            .bins
+            .iter()
+            .map(|k| (k.id, k.name.clone(), k.key, k.side, &k.bins))
+            .collect();
+        for (&i, f) in &self.flows {
+            let name = f.name().to_string();
+            for side in 0..2 {
+                out.push((i, name.clone(), *f.key(), side, &f.bins()[side]));
+            }
+        }
+        out.sort_by_key(|d| (d.0, d.3));
+        out
     }
 
     /// The upstream queueing delay of every packet that made no burst, one sample per flow
@@ -383,26 +501,49 @@ impl Analyzer {
                     .push(span);
             }
         }
-        // A host whose long directions tick at 1 kHz vouches for its short ones.
-        let mut hosts: BTreeMap<IpAddr, (bool, bool)> = BTreeMap::new();
-        let mut checked = Vec::new();
-        for (i, tracks) in self.delays.iter().enumerate() {
+        // Every direction with timestamps: the retired ones' kept delays, then the live ones.
+        let mut checked: Vec<KeptDelays> = self
+            .retired
+            .delays
+            .iter()
+            .map(|d| KeptDelays {
+                name: d.name.clone(),
+                sender: d.sender,
+                check: d.check,
+                delays: d.delays.clone(),
+            })
+            .collect();
+        let mut live: Vec<_> = self.delays.iter().collect();
+        live.sort_unstable_by_key(|(i, _)| **i);
+        for (i, tracks) in live {
+            let f = &self.flows[i];
             for (side, t) in tracks.iter().enumerate() {
                 if t.is_empty() {
                     continue;
                 }
-                let check = t.clock_check(bin_ns);
-                let host = self.flows[i].key().endpoint(side).ip();
-                let h = hosts.entry(host).or_default();
-                h.0 |= check == ClockCheck::Passed;
-                h.1 |= check == ClockCheck::Failed;
-                checked.push((i, side, check));
+                checked.push(KeptDelays {
+                    name: f.name().to_string(),
+                    sender: f.key().endpoint(side),
+                    check: t.clock_check(bin_ns),
+                    delays: t.delays(),
+                });
             }
         }
+        // A host whose long directions tick at 1 kHz vouches for its short ones.
+        let mut hosts: BTreeMap<IpAddr, (bool, bool)> = BTreeMap::new();
+        for d in &checked {
+            let h = hosts.entry(d.sender.ip()).or_default();
+            h.0 |= d.check == ClockCheck::Passed;
+            h.1 |= d.check == ClockCheck::Failed;
+        }
         let mut out = Vec::new();
-        for (i, side, check) in checked {
-            let f = &self.flows[i];
-            let sender = f.key().endpoint(side);
+        for KeptDelays {
+            name,
+            sender,
+            check,
+            delays,
+        } in checked
+        {
             let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
             let usable = match check {
                 ClockCheck::Passed => true,
@@ -412,9 +553,9 @@ impl Analyzer {
             if !usable {
                 continue;
             }
-            let (name, sender) = (f.name().to_string(), sender.to_string());
+            let sender = sender.to_string();
             let spans = busy.get(&(name.as_str(), sender.as_str()));
-            for (at, delay) in self.delays[i][side].delays() {
+            for (at, delay) in delays {
                 if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
                     continue;
                 }
@@ -437,37 +578,46 @@ impl Analyzer {
     }
 
     /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.
+    /// A connection that closed and went quiet keeps only the bins a burst could claim,
+    /// unless the analysis was set up with [`AnalysisConfig::keep_flow_bins`].
     pub fn flow_bins(&self) -> impl Iterator<Item = (usize, SocketAddr, SocketAddr, &SparseBins)> {
-        self.flows.iter().enumerate().flat_map(|(i, f)| {
-            let k = *f.key();
-            (0..2).map(move |side| (i, k.endpoint(side), k.endpoint(1 - side), &f.bins()[side]))
-        })
+        self.flow_directions()
+            .into_iter()
+            .map(|(i, _, k, side, bins)| (i, k.endpoint(side), k.endpoint(1 - side), bins))
     }
 
     /// The time-sequence points (sequence, ACK, bytes in flight, window) of a TCP flow's main
-    /// sender, at most one per bin.
+    /// sender, at most one per bin (a retired flow keeps them only when it is among the
+    /// largest).
     pub fn window_points(&self, flow: usize) -> Option<&[WindowPoint]> {
-        match self.flows.get(flow)? {
-            Flow::Tcp(f) => {
-                let c = f.client();
-                let main = if f.halves[1 - c].payload_bytes >= f.halves[c].payload_bytes {
-                    1 - c
-                } else {
-                    c
-                };
-                Some(&f.window_points[main])
-            }
-            Flow::Udp(_) => None,
+        match self.flows.get(&flow) {
+            Some(Flow::Tcp(f)) => Some(&f.window_points[main_sender(f)]),
+            Some(Flow::Udp(_)) => None,
+            None => self.retired.points(flow),
         }
     }
 
     /// Last packet of flow `i` (epoch ns).
     pub fn flow_last_ns(&self, i: usize) -> i64 {
-        match self.flows.get(i) {
+        match self.flows.get(&i) {
             Some(Flow::Tcp(f)) => f.last_ns,
             Some(Flow::Udp(f)) => f.last_ns,
-            None => 0,
+            None => self
+                .retired_last
+                .iter()
+                .find(|(id, _)| *id == i)
+                .map_or(0, |(_, t)| *t),
         }
+    }
+}
+
+/// The side of a TCP flow that sent the most payload (the server's on a tie).
+fn main_sender(f: &TcpFlow) -> usize {
+    let c = f.client();
+    if f.halves[1 - c].payload_bytes >= f.halves[c].payload_bytes {
+        1 - c
+    } else {
+        c
     }
 }
 

@@ -45,6 +45,7 @@ pub mod matching;
 pub mod packet;
 pub mod read;
 pub mod record;
+pub mod retired;
 pub mod run;
 pub mod tcp;
 pub mod write;

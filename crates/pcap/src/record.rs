@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError, Unit};
 
-use tailhunt_model::evidence::capture::{CaptureReport, CloseKind, FlowSummary};
+use tailhunt_model::evidence::capture::CaptureReport;
 
 use crate::analysis::Analyzer;
 use crate::tcp::{Exchange, FlowEvents, Leg, WindowPoint};
@@ -26,10 +26,6 @@ pub const MAX_CHANNEL_SERIES: usize = 16;
 /// TCP flows whose time-sequence series (bytes in flight, window, sequence, ACK) are stored
 /// (the largest).
 pub const MAX_WINDOW_SERIES: usize = 8;
-
-/// Flows kept in a run's stored `capture` document; the report printed at the end of the pass
-/// holds every flow, and the stored copy says how many there were (`flows_total`).
-pub const MAX_STORED_FLOWS: usize = 5000;
 
 /// The series of bystanders' upstream queueing delays (see the table above).
 pub const QUEUE_DELAY_SERIES: &str = "queue_delay";
@@ -232,43 +228,12 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// The report as a run stores it: at most [`MAX_STORED_FLOWS`] flows, keeping every flow a
-/// detector may use (Nagle stalls, window-limited sending, a close after a round number of
-/// seconds or with resets) before the largest of the rest, and the true totals.
+/// The report as a run stores it: every flow, with the totals filled in. A caller that owns
+/// the report stores it as it is; this copy is for one that must keep its own.
 pub fn stored_copy(report: &CaptureReport) -> CaptureReport {
-    let flows = if report.flows.len() <= MAX_STORED_FLOWS {
-        report.flows.clone()
-    } else {
-        let notable = |f: &FlowSummary| {
-            f.tcp.as_ref().is_some_and(|t| {
-                t.nagle_stalls > 0
-                    || t.rwnd_limited_share > 0.3
-                    || t.close
-                        .as_ref()
-                        .is_some_and(|c| c.round_gap_s.is_some() || c.how == CloseKind::Rst)
-            })
-        };
-        let mut order: Vec<&FlowSummary> = report.flows.iter().collect();
-        order.sort_by_key(|f| {
-            (
-                !notable(f),
-                std::cmp::Reverse(
-                    f.client_to_server.payload_bytes + f.server_to_client.payload_bytes,
-                ),
-            )
-        });
-        order.truncate(MAX_STORED_FLOWS);
-        order.sort_by_key(|f| f.id);
-        order.into_iter().cloned().collect()
-    };
     CaptureReport {
-        flows,
         flows_total: report.flow_count(),
         tcp_flows_total: report.tcp_flow_count(),
-        channels: report.channels.clone(),
-        bursts: report.bursts.clone(),
-        stalls: report.stalls.clone(),
-        skipped: report.skipped.clone(),
-        ..*report
+        ..report.clone()
     }
 }

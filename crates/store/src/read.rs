@@ -287,6 +287,26 @@ impl Store {
     /// A document stored with [`crate::RunWriter::put_document`]: its version and JSON text;
     /// `None` when the run has none of that name. Typed callers use [`Store::evidence`].
     pub fn document(&self, run_id: &str, name: &str) -> Result<Option<(u32, String)>, StoreError> {
+        let Some((version, data)) = self.document_data(run_id, name)? else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| StoreError::Document {
+            run: run_id.to_string(),
+            name: name.to_string(),
+            reason,
+        };
+        let text = zstd::stream::decode_all(&data[..]).map_err(|e| corrupt(e.to_string()))?;
+        String::from_utf8(text)
+            .map(|t| Some((version, t)))
+            .map_err(|e| corrupt(format!("not UTF-8: {e}")))
+    }
+
+    /// A document's version and zstd-compressed JSON, as stored.
+    pub(crate) fn document_data(
+        &self,
+        run_id: &str,
+        name: &str,
+    ) -> Result<Option<(u32, Vec<u8>)>, StoreError> {
         // Stores of schema 3 opened read-only have no version column: their documents are
         // version 1.
         let query = |sql: &str| {
@@ -319,10 +339,7 @@ impl Store {
         if codec != "zstd" {
             return Err(corrupt(format!("unknown codec '{codec}'")));
         }
-        let text = zstd::stream::decode_all(&data[..]).map_err(|e| corrupt(e.to_string()))?;
-        String::from_utf8(text)
-            .map(|t| Some((version, t)))
-            .map_err(|e| corrupt(format!("not UTF-8: {e}")))
+        Ok(Some((version, data)))
     }
 
     /// Deletes a run and everything in it.

@@ -228,10 +228,26 @@ impl RunWriter<'_> {
     /// rewrite of all of it when the run finishes. Sources store typed documents through
     /// `tailhunt_model::evidence::put_evidence`.
     pub fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), StoreError> {
-        let data = zstd::bulk::compress(json.as_bytes(), 3).map_err(|e| StoreError::Corrupt {
+        self.put_document_from(name, version, &mut |w| {
+            std::io::Write::write_all(w, json.as_bytes())
+        })
+    }
+
+    /// Like [`RunWriter::put_document`], with the JSON written by `write` into the compressor
+    /// as it comes (only the compressed bytes are held).
+    pub fn put_document_from(
+        &mut self,
+        name: &str,
+        version: u32,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
+        let corrupt = |e: std::io::Error| StoreError::Corrupt {
             series: 0,
             reason: format!("compressing document '{name}': {e}"),
-        })?;
+        };
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).map_err(corrupt)?;
+        write(&mut enc).map_err(corrupt)?;
+        let data = enc.finish().map_err(corrupt)?;
         self.store.conn.execute(
             "INSERT OR REPLACE INTO documents (run_id, name, codec, data, version) VALUES (?1, ?2, 'zstd', ?3, ?4)",
             params![self.id, name, data, version],
@@ -407,6 +423,15 @@ impl SeriesSink for RunWriter<'_> {
 
     fn put_document(&mut self, name: &str, version: u32, json: &str) -> Result<(), SinkError> {
         Ok(RunWriter::put_document(self, name, version, json)?)
+    }
+
+    fn put_document_from(
+        &mut self,
+        name: &str,
+        version: u32,
+        write: &mut dyn FnMut(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), SinkError> {
+        Ok(RunWriter::put_document_from(self, name, version, write)?)
     }
 
     fn commit_if_due(&mut self) -> Result<(), SinkError> {

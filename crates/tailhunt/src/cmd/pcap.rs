@@ -5,12 +5,11 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
-use tailhunt_model::evidence::capture::link_types_not_analysed;
+use tailhunt_model::evidence::capture::{link_types_not_analysed, CaptureReport};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
 use tailhunt_pcap::bins_csv::write_bins_csv;
-use tailhunt_pcap::record::stored_copy;
 use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
 use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
@@ -30,6 +29,9 @@ fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
         bin_ns: a.bin.as_nanos() as i64,
         link_rate_bps: a.link_rate,
         burst_threshold: a.burst_threshold,
+        // Every flow's bins only when they are written out; otherwise a closed connection
+        // keeps just the bins a burst could claim.
+        keep_flow_bins: a.bins_csv.is_some(),
     };
     cfg.validate().map_err(|e| {
         let flag = match e {
@@ -138,10 +140,10 @@ fn execute(
     let problems = outcome.problems();
     write_csvs(a, &outcome, &analyzer)?;
     drop(analyzer);
-    // The report (flows capped) goes into the run as a compressed document, not into its
+    // The report (every flow) goes into the run as a compressed document, not into its
     // params: as a params string it cost as much CPU as the analysis itself and doubled peak
     // memory (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
-    put_evidence(&mut writer, &stored_copy(&outcome.report)).map_err(|e| anyhow::anyhow!(e))?;
+    put_evidence(&mut writer, &outcome.report).map_err(|e| anyhow::anyhow!(e))?;
     let extra = json!({
         "stopped": stopped.as_ref().map(describe),
         "files": outcome.inputs,
@@ -153,12 +155,17 @@ fn execute(
         inputs: files,
         ..
     } = outcome;
-    // The printed report shows every flow, not the stored copy's; the detectors read the
-    // stored run, whose copy keeps every flow they may use.
+    // The detectors read the stored run, which keeps every flow; the report is read back
+    // from it for printing rather than held meanwhile (with 100,000 connections each copy
+    // of the flows is over 100 MiB).
+    drop(report);
     let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let ports = port_latencies(&store, &run_id)?;
     let findings = diagnosis.findings;
+    let report = store
+        .evidence::<CaptureReport>(&run_id)?
+        .context("the capture report just stored is missing")?;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if partial {

@@ -1,0 +1,158 @@
+//! Closed connections leave memory: the analysis keeps only what the report still needs of
+//! them, and the report is the same as when every flow's bins are kept to the end.
+
+mod tcp_support;
+
+use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer};
+use tailhunt_pcap::decode::flags::{ACK, FIN, PSH, SYN};
+
+use tcp_support::{packet, push, C, MS, S, SP};
+
+/// One short connection from client port `port` at `t`: handshake, a 100 B request,
+/// `segments` reply segments of 1448 B `gap` apart, FINs both ways.
+fn connection(an: &mut Analyzer, t: i64, port: u16, segments: u32, gap: i64) -> i64 {
+    let (c, s) = (1000u32, 5000u32);
+    push(
+        an,
+        t,
+        &packet(C, S, port, SP, c, 0, SYN, 65535, Some(7), None, 0),
+    );
+    let syn_ack = packet(S, C, SP, port, s, c + 1, SYN | ACK, 65535, Some(7), None, 0);
+    push(an, t + 20_000, &syn_ack);
+    push(
+        an,
+        t + 40_000,
+        &packet(C, S, port, SP, c + 1, s + 1, ACK, 512, None, None, 0),
+    );
+    let req = packet(
+        C,
+        S,
+        port,
+        SP,
+        c + 1,
+        s + 1,
+        ACK | PSH,
+        512,
+        None,
+        None,
+        100,
+    );
+    push(an, t + 50_000, &req);
+    let mut at = t + 100_000;
+    let mut seq = s + 1;
+    for _ in 0..segments {
+        let p = packet(S, C, SP, port, seq, c + 101, ACK, 512, None, None, 1448);
+        push(an, at, &p);
+        seq += 1448;
+        at += gap;
+    }
+    push(
+        an,
+        at,
+        &packet(C, S, port, SP, c + 101, seq, ACK | FIN, 512, None, None, 0),
+    );
+    let fin = packet(S, C, SP, port, seq, c + 102, ACK | FIN, 512, None, None, 0);
+    push(an, at + 20_000, &fin);
+    push(
+        an,
+        at + 40_000,
+        &packet(C, S, port, SP, c + 102, seq + 1, ACK, 512, None, None, 0),
+    );
+    at + 40_000
+}
+
+fn config(keep_flow_bins: bool) -> AnalysisConfig {
+    AnalysisConfig {
+        link_rate_bps: Some(100_000_000),
+        keep_flow_bins,
+        ..AnalysisConfig::default()
+    }
+}
+
+/// 60,000 short connections, about 1,000 a second: the flows held open at the end are those
+/// of the last few seconds, and the report still has every one of them.
+#[test]
+fn closed_connections_leave_memory_and_stay_in_the_report() {
+    let mut an = Analyzer::new(config(false)).unwrap();
+    let n = 60_000u32;
+    for i in 0..n {
+        // Ports cycle through 20,000: each is reused every 20 s, by then long closed.
+        let port = 20_000 + (i % 20_000) as u16;
+        connection(&mut an, i as i64 * MS, port, 1, 10_000);
+    }
+    let open = an.open_flows();
+    let report = an.finish();
+    assert_eq!(report.flows.len(), n as usize);
+    assert_eq!(report.flow_count(), n as u64);
+    let ids: Vec<usize> = report.flows.iter().map(|f| f.id).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] + 1 == w[1]),
+        "ids in order, none missing"
+    );
+    // A sweep runs every 65,536 packets (9 packets a connection, one a millisecond): at most
+    // the ~7,300 connections since the last sweep plus the last second's are still held.
+    assert!(open < 10_000, "{open} of {n} flows still held");
+    let answered: u64 = report
+        .flows
+        .iter()
+        .filter_map(|f| f.tcp.as_ref())
+        .map(|t| t.exchanges)
+        .sum();
+    assert_eq!(answered, n as u64);
+}
+
+/// A 10 ms burst made by 20 short connections that then close and retire: its sources and
+/// every other figure are the same as when the analysis keeps every flow's bins.
+fn burst_capture(keep_flow_bins: bool) -> (CaptureReport, usize) {
+    let mut an = Analyzer::new(config(keep_flow_bins)).unwrap();
+    // Background: one connection sending a 100 B segment every 40 us for 4 s (100,000
+    // packets, 2.5 kB per ms: a fifth of the link), so sweeps run after the burst.
+    let (c, s, bg) = (1u32, 1u32, 19_999u16);
+    push(
+        &mut an,
+        0,
+        &packet(C, S, bg, SP, c, 0, SYN, 65535, Some(7), None, 0),
+    );
+    push(
+        &mut an,
+        10_000,
+        &packet(S, C, SP, bg, s, c + 1, SYN | ACK, 65535, Some(7), None, 0),
+    );
+    let mut seq = s + 1;
+    let mut next_burst = 0;
+    for k in 0..100_000i64 {
+        let t = 20_000 + k * 40_000;
+        let p = packet(S, C, SP, bg, seq, c + 1, ACK | PSH, 512, None, None, 60);
+        push(&mut an, t, &p);
+        seq += 60;
+        // At 1 s, twenty connections each send 7 segments over 10 ms: ~200 kB into C.
+        if t >= 1_000 * MS && next_burst < 20 {
+            connection(
+                &mut an,
+                t + next_burst * 1_000,
+                30_000 + next_burst as u16,
+                7,
+                1_400_000,
+            );
+            next_burst += 1;
+        }
+    }
+    let open = an.open_flows();
+    (an.finish(), open)
+}
+
+#[test]
+fn retired_flows_still_make_their_bursts() {
+    let (kept, _) = burst_capture(true);
+    let (retired, open) = burst_capture(false);
+    assert_eq!(open, 1, "the twenty burst connections were retired");
+    // The same episode twice: towards the client and from the server.
+    assert_eq!(retired.bursts.len(), 2, "{:?}", retired.bursts);
+    let sources = retired.bursts[0].sources().count();
+    assert!(sources >= 10, "{:?}", retired.bursts[0]);
+    assert_eq!(
+        serde_json::to_value(&retired).unwrap(),
+        serde_json::to_value(&kept).unwrap()
+    );
+}
