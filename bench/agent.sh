@@ -127,9 +127,15 @@ wait "$agent"
 steal=$(steal_since)
 end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 "$bin" --db "$tmp/agent.db" runs --json >"$tmp/runs.json"
+# The runq windows are in their own file beside the store.
+if [[ -f "$tmp/agent-runq.db" ]]; then
+    "$bin" --db "$tmp/agent-runq.db" runs --json >"$tmp/runq-runs.json"
+else
+    echo '{"runs": []}' >"$tmp/runq-runs.json"
+fi
 
 python3 - "$tmp/agent.err" "$tmp/runs.json" "$tmp/rss.txt" "$tmp/cpu.txt" "$tmp/metrics.txt" \
-    "$probes" "$soak" "$interval_ms" "$window_s" "$(getconf CLK_TCK)" >"$tmp/figures.md" <<'PY'
+    "$probes" "$soak" "$interval_ms" "$window_s" "$(getconf CLK_TCK)" "$tmp/runq-runs.json" >"$tmp/figures.md" <<'PY'
 import json, re, sys
 err = open(sys.argv[1]).read()
 runs = json.load(open(sys.argv[2]))["runs"]
@@ -178,7 +184,7 @@ print(f"| peak RSS per whole window | {' / '.join(f'{p / 1024:.1f}' for p in pea
 print(f"| RSS growth after start-up (window {first_w + 1} peak to last whole window's peak) | {growth:.2f} %{' (run shorter than four windows: growth includes buffers still filling)' if short else ''} |")
 rq = re.search(r"run-queue intervals (\d+), (\d+) window\(s\) stored, (\d+) failed; (\d+) cgroup label\(s\), (\d+) cgroup interval\(s\) folded", err)
 off = re.search(r"run-queue tracing off: (.*)", err)
-runq_runs = sum(1 for r in runs if r.get("kind") == "runq")
+runq_runs = sum(1 for r in json.load(open(sys.argv[11]))["runs"] if r.get("kind") == "runq")
 if rq:
     iv, rw, rf, labels, folded = (int(g) for g in rq.groups())
     print(f"| run-queue intervals traced / runq windows stored / failed / runq runs kept | {iv} / {rw} / {rf} / {runq_runs} |")

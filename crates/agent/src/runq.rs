@@ -23,14 +23,17 @@
 //! `max_cgroups + 1` histograms (about 8 KiB each at most) and `(max_cgroups + 1) *
 //! (max_cgroups + 3)` pair counters are kept, however many containers come and go.
 //!
-//! Windows: with a store, each window is one `runq` run (params `agent_window: true`, so the
-//! probe windows' retention covers them too) traced for the window's length; the detectors
+//! Windows: with a store, each window is one `runq` run (params `agent_window: true`) traced
+//! for the window's length, in a file of its own beside the probe store ([`runq_store`]: SQLite
+//! lets one writer at a time into a file, and a runq window writing into the probe store made
+//! the prober wait for it: measured, the probes' latency from their intended start went from
+//! under 1 ms to over a second). The same retention bounds apply to that file; the detectors
 //! (`noisy-neighbor`, `cpu-throttled`) run when it closes and their findings replace the
 //! previous runq window's. The programs are loaded again for each window, which leaves a gap
 //! of the load time (tens of milliseconds) between windows.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -343,7 +346,11 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
         interval: t.settings.interval,
         ..TracerConfig::default()
     };
-    let mut store = match t.retention {
+    let retention = t.retention.map(|r| Retention {
+        store: runq_store(&r.store),
+        ..r.clone()
+    });
+    let mut store = match &retention {
         Some(r) if t.settings.store_windows => match open_store(&r.store) {
             Ok(s) => Some((s, r)),
             Err(e) => {
@@ -401,6 +408,14 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
     s.running = false;
     s.off_reason = Some("stopped".into());
     Ok(())
+}
+
+/// The file the runq windows go into: `STORE-runq.db` beside the probe store `STORE.db`.
+pub fn runq_store(store: &Path) -> PathBuf {
+    let stem = store
+        .file_stem()
+        .map_or_else(|| "agent".into(), |s| s.to_string_lossy().into_owned());
+    store.with_file_name(format!("{stem}-runq.db"))
 }
 
 fn open_store(path: &Path) -> Result<Store, String> {
