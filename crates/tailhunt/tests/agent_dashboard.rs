@@ -252,6 +252,15 @@ target = "{floor}"
     let mut queries = Vec::new();
     dashboard_queries(&dash, &mut queries);
     assert!(queries.len() >= 10, "only {} queries found", queries.len());
+    for needed in [
+        "tailhunt_runq_latency_seconds_bucket",
+        "tailhunt_runq_preempted_total",
+    ] {
+        assert!(
+            queries.iter().any(|q| q.contains(needed)),
+            "no dashboard query reads {needed}"
+        );
+    }
     let mut empty = Vec::new();
     for q in &queries {
         let promql = substitute(q);
