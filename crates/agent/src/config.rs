@@ -45,7 +45,8 @@
 //! enabled = true                   # default
 //! interval = "5s"                  # default: how often the kernel maps are read
 //! max_cgroups = 50                 # default: cgroup labels exported; the rest as "other"
-//! store = true                     # default: a runq run per window, detectors on each
+//! store = true                     # a runq run per window beside the store, detectors on each
+//!                                  # (default: true when `store` is given or there are probes)
 //!
 //! # The socket sampler (inet_diag over the agent's network namespace; no root needed).
 //! [sockets]
@@ -162,9 +163,13 @@ struct SocketsDoc {
     max_ports: Option<usize>,
 }
 
-/// Checks `[runq]`.
-fn runq(doc: Option<RunqDoc>) -> Result<RunqSettings, ConfigError> {
-    let mut out = RunqSettings::default();
+/// Checks `[runq]`. Windows are stored by default only when the agent keeps a store anyway
+/// (the file names one, or has probes): an agent that only exports writes no file unasked.
+fn runq(doc: Option<RunqDoc>, has_store: bool) -> Result<RunqSettings, ConfigError> {
+    let mut out = RunqSettings {
+        store_windows: has_store,
+        ..RunqSettings::default()
+    };
     let Some(d) = doc else { return Ok(out) };
     out.enabled = d.enabled.unwrap_or(out.enabled);
     out.store_windows = d.store.unwrap_or(out.store_windows);
@@ -349,12 +354,12 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
     let mut probes = tailhunt_probe::config::parse_embedded(text, &over)
         .map_err(|e| ConfigError(format!("[[probe]]: {e}")))?;
     let instance = doc.instance.unwrap_or_else(host_name);
-    let runq = runq(doc.runq)?;
     let sockets = sockets(doc.sockets)?;
     let mesh = match doc.mesh {
         Some(m) => Some(mesh(m, &instance, over.interval, &mut probes)?),
         None => None,
     };
+    let runq = runq(doc.runq, doc.store.is_some() || probes.is_some())?;
     let retention = Retention {
         store: doc.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE)),
         window: match &doc.window {
@@ -512,8 +517,10 @@ mod tests {
     #[test]
     fn runq_and_sockets_sections_are_read_and_checked() {
         let c = parse("").unwrap();
-        assert_eq!(c.runq, RunqSettings::default());
         assert!(c.runq.enabled && c.sockets.enabled);
+        assert!(!c.runq.store_windows, "no store named, no probes: export only");
+        let c = parse("store = \"/tmp/a.db\"\n").unwrap();
+        assert_eq!(c.runq, RunqSettings::default());
         let c = parse("[runq]\nenabled = false\ninterval = \"2s\"\nmax_cgroups = 3\nstore = false\n[sockets]\ninterval = \"1s\"\nmax_ports = 4\n")
             .unwrap();
         assert!(!c.runq.enabled && !c.runq.store_windows);
