@@ -518,7 +518,10 @@ mod tests {
     fn runq_and_sockets_sections_are_read_and_checked() {
         let c = parse("").unwrap();
         assert!(c.runq.enabled && c.sockets.enabled);
-        assert!(!c.runq.store_windows, "no store named, no probes: export only");
+        assert!(
+            !c.runq.store_windows,
+            "no store named, no probes: export only"
+        );
         let c = parse("store = \"/tmp/a.db\"\n").unwrap();
         assert_eq!(c.runq, RunqSettings::default());
         let c = parse("[runq]\nenabled = false\ninterval = \"2s\"\nmax_cgroups = 3\nstore = false\n[sockets]\ninterval = \"1s\"\nmax_ports = 4\n")
