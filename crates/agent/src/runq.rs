@@ -383,15 +383,18 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
                     .map_err(WindowError::Trace)
             }
         };
-        t.state.lock().running = false;
+        // Between two good windows the part counts as running (the reload takes milliseconds).
         match result {
             Ok(()) => first = false,
             Err(WindowError::Trace(e)) if first => {
-                t.state.lock().off_reason = Some(e.to_string());
+                let mut s = t.state.lock();
+                s.running = false;
+                s.off_reason = Some(e.to_string());
                 return Err(RunqError::Trace(e));
             }
             Err(e) => {
                 let mut s = t.state.lock();
+                s.running = matches!(e, WindowError::Store(_));
                 s.failed_windows += 1;
                 s.last_error = Some(e.to_string());
                 drop(s);
