@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Agent soak: `tailhunt agent` probing local echo servers at 1,000 probes per second for
-# SOAK_SECS (600), its memory and CPU sampled every second, every sample counted three ways.
+# SOAK_SECS (600) with run-queue tracing and the socket sampler on, its memory and CPU sampled
+# every second, every sample counted three ways.
 #
 #   bench/agent.sh [--write]    SOAK_SECS=N (600), PROBES=N (20), INTERVAL_MS=N (20), WINDOW_S=N (60)
 #
 # Starts PROBES/2 `tailhunt serve tcp` and PROBES/2 `tailhunt serve udp` on loopback, writes an
 # agent.toml with one tcp-echo or udp-echo probe per server (timeout INTERVAL_MS/4),
 # probe_interval INTERVAL_MS, a run per WINDOW_S in a fresh store, and runs `tailhunt agent
-# --duration SOAK_SECS`, scraping its /metrics every 10 s. Its resident memory (VmRSS) and CPU
+# --duration SOAK_SECS`, scraping its /metrics every 10 s. Run-queue tracing ([runq], every
+# RUNQ_MS=1000 ms, a runq run per window) needs root and kernel BTF; a CPU neighbour (busy 5 ms,
+# asleep 15 ms: a quarter of a CPU) runs in a cgroup of its own so the tracer has waits and
+# preemptions to attribute; the agent's run-queue summary line is reported, and without root
+# or BTF the run says that tracing was off. Its resident memory (VmRSS) and CPU
 # time (utime + stime) are read every second; growth = the peak RSS of the last whole window
 # against the peak of the first whole window once start-up is over (the later of 10% of the run
 # and two windows, since the store's sample blocks and the per-window state take a window to
@@ -22,13 +27,14 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/lib.sh
-bench_flags bench/agent.sh "SOAK_SECS=N, PROBES=N, INTERVAL_MS=N, WINDOW_S=N" "$@"
+bench_flags bench/agent.sh "SOAK_SECS=N, PROBES=N, INTERVAL_MS=N, WINDOW_S=N, RUNQ_MS=N" "$@"
 
 soak="${SOAK_SECS:-600}"
 probes="${PROBES:-20}"
 interval_ms="${INTERVAL_MS:-20}"
 window_s="${WINDOW_S:-60}"
-positive_whole bench/agent.sh "SOAK_SECS=$soak" "PROBES=$probes" "INTERVAL_MS=$interval_ms" "WINDOW_S=$window_s"
+runq_ms="${RUNQ_MS:-1000}"
+positive_whole bench/agent.sh "SOAK_SECS=$soak" "PROBES=$probes" "INTERVAL_MS=$interval_ms" "WINDOW_S=$window_s" "RUNQ_MS=$runq_ms"
 if ((interval_ms < 4)); then
     echo "bench/agent.sh: INTERVAL_MS=$interval_ms is below 4 (the timeout is a quarter of it)" >&2
     exit 2
@@ -40,9 +46,13 @@ cargo build --release --locked -p tailhunt --bin tailhunt >&2
 bin=target/release/tailhunt
 tmp=$(mktemp -d)
 pids=()
+hog_dirs=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    for d in "${hog_dirs[@]}"; do
+        for _ in $(seq 1 50); do rmdir "$d" 2>/dev/null && break; sleep 0.1; done
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -50,6 +60,30 @@ trap cleanup EXIT
 config="$tmp/agent.toml"
 printf 'listen = "127.0.0.1:0"\ninterval = "1s"\ninstance = "soak"\nstore = "%s"\nprobe_interval = "%sms"\ntimeout = "%sus"\nwindow = "%ss"\nretention = "24h"\nretention_bytes = 1073741824\n' \
     "$tmp/agent.db" "$interval_ms" "$((interval_ms * 250))" "$window_s" >"$config"
+printf '[runq]\ninterval = "%sms"\n[sockets]\ninterval = "10s"\n' "$runq_ms" >>"$config"
+# The CPU neighbour, in a group of its own in the cgroup2 hierarchy (and the v1 cpu
+# controller's, on hybrid hosts) when this is root.
+hog='import time
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < 0.005:
+        pass
+    time.sleep(0.015)'
+hog_dirs=()
+if [[ $(id -u) == 0 ]]; then
+    v2=$(awk '$0 ~ / - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
+    v1=$(awk '$0 ~ / - cgroup / && $NF ~ /(^|,)cpu(,|$)/ { print $5; exit }' /proc/self/mountinfo)
+    for root in $v2 $v1; do
+        hog_dirs+=("$root/tailhunt-soak-neighbour-$$")
+    done
+fi
+join=""
+for d in "${hog_dirs[@]}"; do
+    mkdir "$d"
+    join+="echo \$\$ > '$d/cgroup.procs' && "
+done
+sh -c "${join}exec python3 -c \"\$0\"" "$hog" &
+pids+=($!)
 # Echo servers on free ports: each prints "serving PROTO on ADDR" first on stderr.
 for i in $(seq 1 "$probes"); do
     if ((i % 2)); then proto=tcp; else proto=udp; fi
@@ -65,6 +99,7 @@ for i in $(seq 1 "$probes"); do
 done
 
 start=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 steal_mark
 "$bin" agent --config "$config" --duration "${soak}s" 2>"$tmp/agent.err" &
 agent=$!
@@ -92,9 +127,15 @@ wait "$agent"
 steal=$(steal_since)
 end=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 "$bin" --db "$tmp/agent.db" runs --json >"$tmp/runs.json"
+# The runq windows are in their own file beside the store.
+if [[ -f "$tmp/agent-runq.db" ]]; then
+    "$bin" --db "$tmp/agent-runq.db" runs --json >"$tmp/runq-runs.json"
+else
+    echo '{"runs": []}' >"$tmp/runq-runs.json"
+fi
 
 python3 - "$tmp/agent.err" "$tmp/runs.json" "$tmp/rss.txt" "$tmp/cpu.txt" "$tmp/metrics.txt" \
-    "$probes" "$soak" "$interval_ms" "$window_s" "$(getconf CLK_TCK)" >"$tmp/figures.md" <<'PY'
+    "$probes" "$soak" "$interval_ms" "$window_s" "$(getconf CLK_TCK)" "$tmp/runq-runs.json" >"$tmp/figures.md" <<'PY'
 import json, re, sys
 err = open(sys.argv[1]).read()
 runs = json.load(open(sys.argv[2]))["runs"]
@@ -141,17 +182,33 @@ print(f"| RSS after start-up ({base_i} s) / at the end / max | {early / 1024:.1f
 print(f"| RSS reading after start-up / last reading (during shutdown) | {point_growth:+.2f} % |")
 print(f"| peak RSS per whole window | {' / '.join(f'{p / 1024:.1f}' for p in peaks)} MiB |")
 print(f"| RSS growth after start-up (window {first_w + 1} peak to last whole window's peak) | {growth:.2f} %{' (run shorter than four windows: growth includes buffers still filling)' if short else ''} |")
+rq = re.search(r"run-queue intervals (\d+), (\d+) window\(s\) stored, (\d+) failed; (\d+) cgroup label\(s\), (\d+) cgroup interval\(s\) folded", err)
+off = re.search(r"run-queue tracing off: (.*)", err)
+runq_runs = sum(1 for r in json.load(open(sys.argv[11]))["runs"] if r.get("kind") == "runq")
+if rq:
+    iv, rw, rf, labels, folded = (int(g) for g in rq.groups())
+    print(f"| run-queue intervals traced / runq windows stored / failed / runq runs kept | {iv} / {rw} / {rf} / {runq_runs} |")
+    print(f"| run-queue cgroup labels exported / cgroup intervals folded into other | {labels} / {folded} |")
+else:
+    print(f"| run-queue tracing | off: {off.group(1) if off else 'no summary line'} |")
+preempt = total("tailhunt_runq_preempted_total")
+waits = total("tailhunt_runq_latency_seconds_count")
+print(f"| last scrape: run-queue waits / preemptions exported | {waits:.0f} / {preempt:.0f} |")
+print(f"| last scrape: TCP sockets sampled (rounds) | {total('tailhunt_tcp_rounds_total'):.0f} |")
 print(f"| agent CPU (utime + stime over wall time) | {cpu_pct:.1f} % of one core |")
-print(f"| verdict (RSS growth < 10%, none lost, no failed window) | {verdict} |")
+if not rq or rf:
+    verdict = "FAIL"
+print(f"| verdict (RSS growth < 10%, none lost, no failed window, run-queue traced) | {verdict} |")
 PY
 
 {
     echo "# Agent soak"
     echo
-    echo "\`SOAK_SECS=$soak PROBES=$probes INTERVAL_MS=$interval_ms WINDOW_S=$window_s bench/agent.sh\`, $start to $end."
+    echo "\`SOAK_SECS=$soak PROBES=$probes INTERVAL_MS=$interval_ms WINDOW_S=$window_s RUNQ_MS=$runq_ms bench/agent.sh\`, $start to $end."
     echo "Goal from the issue: 10 minutes at 1,000 probes per second against local echo servers,"
-    echo "RSS growth < 10%, no lost samples, the agent's own CPU reported. Run-queue tracing is"
-    echo "not part of the agent yet, so it is not in this soak."
+    echo "RSS growth < 10%, no lost samples, the agent's own CPU reported, with run-queue tracing"
+    echo "on (every ${runq_ms} ms, a runq run per window, a CPU neighbour at a quarter of a CPU) and"
+    echo "the socket sampler on. Load average at the start: $load_start."
     echo
     machine_rows
     echo "| steal time during the run | $steal % of CPU time |"

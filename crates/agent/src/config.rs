@@ -38,6 +38,21 @@
 //! listen = "0.0.0.0:7470"          # default
 //! peers = ["web-2=10.0.0.2:7470", "web-3=10.0.0.3:7470"]  # name= sets the `to` label
 //! timeout = "1s"                   # default
+//!
+//! # Run-queue tracing (eBPF, needs root and kernel BTF; on by default, switched off with the
+//! # reason where either is missing). Each window is also stored as a runq run.
+//! [runq]
+//! enabled = true                   # default
+//! interval = "5s"                  # default: how often the kernel maps are read
+//! max_cgroups = 50                 # default: cgroup labels exported; the rest as "other"
+//! store = true                     # a runq run per window beside the store, detectors on each
+//!                                  # (default: true when `store` is given or there are probes)
+//!
+//! # The socket sampler (inet_diag over the agent's network namespace; no root needed).
+//! [sockets]
+//! enabled = true                   # default
+//! interval = "10s"                 # default
+//! max_ports = 20                   # default: port labels exported; the rest as "other"
 //! ```
 
 use std::net::SocketAddr;
@@ -49,6 +64,8 @@ use serde::Deserialize;
 use crate::mesh::{mesh_probes, MeshConfig, DEFAULT_MESH_LISTEN};
 use crate::remote_write::{EndpointConfig, HistogramMode};
 use crate::rolling::Retention;
+use crate::runq::RunqSettings;
+use crate::sockets::SocketSettings;
 
 /// A configuration the exporter cannot run with.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +91,10 @@ pub struct AgentConfig {
     pub retention: Retention,
     /// Mesh mode (its probes are in `probes` too).
     pub mesh: Option<MeshConfig>,
+    /// Run-queue tracing (`[runq]`).
+    pub runq: RunqSettings,
+    /// The socket sampler (`[sockets]`).
+    pub sockets: SocketSettings,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +114,8 @@ struct FileDoc {
     retention_bytes: Option<u64>,
     // The prober's keys: read by its own parser (`tailhunt_probe::config::parse_embedded`).
     mesh: Option<MeshDoc>,
+    runq: Option<RunqDoc>,
+    sockets: Option<SocketsDoc>,
     #[serde(rename = "timeout")]
     _timeout: Option<toml::Value>,
     #[serde(rename = "seed")]
@@ -121,6 +144,76 @@ struct MeshDoc {
     listen: Option<String>,
     peers: Vec<String>,
     timeout: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunqDoc {
+    enabled: Option<bool>,
+    interval: Option<String>,
+    max_cgroups: Option<usize>,
+    store: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SocketsDoc {
+    enabled: Option<bool>,
+    interval: Option<String>,
+    max_ports: Option<usize>,
+}
+
+/// Checks `[runq]`. Windows are stored by default only when the agent keeps a store anyway
+/// (the file names one, or has probes): an agent that only exports writes no file unasked.
+fn runq(doc: Option<RunqDoc>, has_store: bool) -> Result<RunqSettings, ConfigError> {
+    let mut out = RunqSettings {
+        store_windows: has_store,
+        ..RunqSettings::default()
+    };
+    let Some(d) = doc else { return Ok(out) };
+    out.enabled = d.enabled.unwrap_or(out.enabled);
+    out.store_windows = d.store.unwrap_or(out.store_windows);
+    if let Some(t) = &d.interval {
+        out.interval = duration("[runq] interval", t)?;
+        if out.interval < Duration::from_millis(100) {
+            return Err(ConfigError(format!(
+                "[runq] interval = \"{t}\": give at least 100ms"
+            )));
+        }
+    }
+    if let Some(n) = d.max_cgroups {
+        if !(1..=10_000).contains(&n) {
+            return Err(ConfigError(format!(
+                "[runq] max_cgroups = {n}: give 1 to 10000 (each label is a histogram of up to 8 KiB)"
+            )));
+        }
+        out.max_cgroups = n;
+    }
+    Ok(out)
+}
+
+/// Checks `[sockets]`.
+fn sockets(doc: Option<SocketsDoc>) -> Result<SocketSettings, ConfigError> {
+    let mut out = SocketSettings::default();
+    let Some(d) = doc else { return Ok(out) };
+    out.enabled = d.enabled.unwrap_or(out.enabled);
+    if let Some(t) = &d.interval {
+        out.interval = duration("[sockets] interval", t)?;
+        if out.interval < Duration::from_millis(100) {
+            return Err(ConfigError(format!(
+                "[sockets] interval = \"{t}\": give at least 100ms"
+            )));
+        }
+    }
+    if let Some(n) = d.max_ports {
+        if !(1..=10_000).contains(&n) {
+            return Err(ConfigError(format!(
+                "[sockets] max_ports = {n}: give 1 to 10000"
+            )));
+        }
+        out.max_ports = n;
+    }
+    Ok(out)
 }
 
 fn classic() -> HistogramMode {
@@ -184,7 +277,7 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ConfigError(format!(
-            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]], [mesh]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout; in [mesh]: listen, peers, timeout)",
+            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]], [mesh], [runq], [sockets]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout; in [mesh]: listen, peers, timeout; in [runq]: enabled, interval, max_cgroups, store; in [sockets]: enabled, interval, max_ports)",
             line.map(|l| format!("line {l}: ")).unwrap_or_default(),
             e.message().trim_end().replace('\n', " ")
         ))
@@ -261,10 +354,12 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
     let mut probes = tailhunt_probe::config::parse_embedded(text, &over)
         .map_err(|e| ConfigError(format!("[[probe]]: {e}")))?;
     let instance = doc.instance.unwrap_or_else(host_name);
+    let sockets = sockets(doc.sockets)?;
     let mesh = match doc.mesh {
         Some(m) => Some(mesh(m, &instance, over.interval, &mut probes)?),
         None => None,
     };
+    let runq = runq(doc.runq, doc.store.is_some() || probes.is_some())?;
     let retention = Retention {
         store: doc.store.unwrap_or_else(|| PathBuf::from(DEFAULT_STORE)),
         window: match &doc.window {
@@ -306,6 +401,8 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
         probes,
         retention,
         mesh,
+        runq,
+        sockets,
     })
 }
 
@@ -413,6 +510,34 @@ mod tests {
             .to_string();
         assert!(
             e.contains("window") && e.contains("two probe rounds"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn runq_and_sockets_sections_are_read_and_checked() {
+        let c = parse("").unwrap();
+        assert!(c.runq.enabled && c.sockets.enabled);
+        assert!(
+            !c.runq.store_windows,
+            "no store named, no probes: export only"
+        );
+        let c = parse("store = \"/tmp/a.db\"\n").unwrap();
+        assert_eq!(c.runq, RunqSettings::default());
+        let c = parse("[runq]\nenabled = false\ninterval = \"2s\"\nmax_cgroups = 3\nstore = false\n[sockets]\ninterval = \"1s\"\nmax_ports = 4\n")
+            .unwrap();
+        assert!(!c.runq.enabled && !c.runq.store_windows);
+        assert_eq!(c.runq.interval, Duration::from_secs(2));
+        assert_eq!((c.runq.max_cgroups, c.sockets.max_ports), (3, 4));
+        let e = parse("[runq]\nmax_cgroup = 3\n").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("max_cgroup"), "{e}");
+        let e = parse("[runq]\nmax_cgroups = 0\n").unwrap_err().to_string();
+        assert!(e.contains("max_cgroups = 0"), "{e}");
+        let e = parse("[sockets]\ninterval = \"1ms\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[sockets] interval") && e.contains("100ms"),
             "{e}"
         );
     }

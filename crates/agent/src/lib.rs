@@ -25,3 +25,5 @@ pub mod proto;
 pub mod queue;
 pub mod remote_write;
 pub mod rolling;
+pub mod runq;
+pub mod sockets;

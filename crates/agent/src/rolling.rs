@@ -252,17 +252,7 @@ fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
         .map_err(|e| format!("diagnosing run {id}: {e}"))?;
     tailhunt_diagnose::store_findings(store, &id, &diagnosis)
         .map_err(|e| format!("storing the findings of run {id}: {e}"))?;
-    let findings = diagnosis
-        .findings
-        .into_iter()
-        .map(|finding| FindingState {
-            subject: finding
-                .evidence
-                .first()
-                .map_or_else(|| format!("run {id}"), |e| e.series.clone()),
-            finding,
-        })
-        .collect();
+    let findings = findings_of(&id, diagnosis.findings);
     let (deleted, kept, bytes) = apply_retention(store, retention, &id)?;
     let mut s = state.lock();
     s.findings = findings;
@@ -273,6 +263,20 @@ fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
     s.current_run = None;
     s.last_error = None;
     Ok(())
+}
+
+/// A window's findings as exported: each about its first evidence's series (else the run).
+pub fn findings_of(run_id: &str, findings: Vec<tailhunt_model::Finding>) -> Vec<FindingState> {
+    findings
+        .into_iter()
+        .map(|finding| FindingState {
+            subject: finding
+                .evidence
+                .first()
+                .map_or_else(|| format!("run {run_id}"), |e| e.series.clone()),
+            finding,
+        })
+        .collect()
 }
 
 /// Deletes the agent's runs past the age bound, then the oldest past the size bound; `newest`

@@ -3,7 +3,10 @@
 //! return data, so the dashboard cannot silently rot. Also: the latencies Prometheus computes
 //! from the agent's buckets tell a 3 ms floor server from an echo server, and the findings of
 //! a closed window reach `/findings` and `tailhunt_finding`. The agent is a mesh of one (it probes
-//! its own echo) so the matrix panels have data; `agent_mesh.rs` tests the mesh itself.
+//! its own echo) so the matrix panels have data; `agent_mesh.rs` tests the mesh itself. Run-queue
+//! tracing is on, with a busy cgroup (a hog next to a sleeper on one CPU), so the run-queue
+//! panels have data: it needs root and kernel BTF, and the test fails saying so without them
+//! (the CI machine has both); `agent_runq.rs` tests the tracing itself.
 
 mod common;
 
@@ -13,6 +16,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cgroups::{bpf_ready, Cgroups, HOG, SLEEPER};
 use common::servers::{free_port, tailhunt_serve};
 use serde_json::Value;
 
@@ -125,7 +129,17 @@ fn substitute(expr: &str) -> String {
 
 #[test]
 fn every_dashboard_query_returns_data_from_a_real_agent() {
+    assert!(
+        bpf_ready("every_dashboard_query_returns_data_from_a_real_agent"),
+        "the run-queue panels need the agent's eBPF tracing: root and kernel BTF (see above)"
+    );
     let dir = tempfile::tempdir().unwrap();
+    // A busy cgroup: a hog and a sleeper sharing CPU 0, so waits and preemptions are traced.
+    let mut cg = Cgroups::new("dash");
+    cg.group("victim");
+    cg.group("hog");
+    cg.spawn(Some("victim"), 0, SLEEPER, 90.0);
+    cg.spawn(Some("hog"), 0, HOG, 90.0);
     let echo = tailhunt_serve("tcp", &[]);
     let floor = tailhunt_serve("http", &["--floor", "3ms"]);
     // A remote-write endpoint nobody listens on: the queue panel needs an endpoint.
@@ -143,6 +157,12 @@ store = "{store}"
 probe_interval = "100ms"
 window = "4s"
 timeout = "25ms"
+
+[runq]
+interval = "500ms"
+
+[sockets]
+interval = "500ms"
 
 [mesh]
 listen = "127.0.0.1:{echo_port}"
@@ -195,6 +215,7 @@ target = "{floor}"
         .unwrap_or_else(|| panic!("no address in {first:?}"))
         .to_string();
     assert!(first.contains("5 probe(s) every 100ms"), "{first}");
+    assert!(first.contains("run-queue tracing every 500ms"), "{first}");
     let port = free_port();
     let Some(_prom) = prometheus(dir.path(), port, &addr) else {
         return;
@@ -231,6 +252,15 @@ target = "{floor}"
     let mut queries = Vec::new();
     dashboard_queries(&dash, &mut queries);
     assert!(queries.len() >= 10, "only {} queries found", queries.len());
+    for needed in [
+        "tailhunt_runq_latency_seconds_bucket",
+        "tailhunt_runq_preempted_total",
+    ] {
+        assert!(
+            queries.iter().any(|q| q.contains(needed)),
+            "no dashboard query reads {needed}"
+        );
+    }
     let mut empty = Vec::new();
     for q in &queries {
         let promql = substitute(q);
@@ -247,4 +277,5 @@ target = "{floor}"
         log()
     );
     drop(agent);
+    drop(cg);
 }

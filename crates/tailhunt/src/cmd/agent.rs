@@ -1,7 +1,10 @@
 //! `tailhunt agent`: until Ctrl-C (or --duration), the configured probes run continuously into
 //! a rolling store (one run per window, the detectors on each closed window), and their
 //! latency histograms, outcome counters, findings and the agent's own state are served on
-//! /metrics and remote-written. Run-queue and socket sampling are not wired in yet.
+//! /metrics and remote-written; run-queue tracing (eBPF, its windows stored as runq runs with
+//! the detectors on each) and the socket sampler run beside it when the host allows, and
+//! `tailhunt_agent_part_running{part}` says which parts run (a part that cannot run is
+//! switched off with its reason printed).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +19,8 @@ use tailhunt_agent::mesh::EchoServers;
 use tailhunt_agent::probing::Aggregator;
 use tailhunt_agent::remote_write::{status_metrics, Batch, RemoteWriter};
 use tailhunt_agent::rolling::{self, WindowState};
+use tailhunt_agent::runq::{self, RunqState};
+use tailhunt_agent::sockets::{self, SocketState};
 use tailhunt_probe::run::Live;
 
 use crate::cli::AgentArgs;
@@ -34,6 +39,134 @@ fn scalar(name: &str, help: &str, value: f64) -> ScalarMetric {
         help: help.into(),
         labels: vec![],
         value,
+    }
+}
+
+/// The run-queue tracer and the socket sampler, each off (with why) or running in a thread.
+struct Parts {
+    runq: RunqState,
+    sockets: SocketState,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Parts {
+    /// Starts the parts the configuration and the host allow; says which run and why not.
+    fn start(cfg: &config::AgentConfig, stop: &Arc<AtomicBool>) -> Result<(Parts, String)> {
+        let mut parts = Parts {
+            runq: RunqState::default(),
+            sockets: SocketState::default(),
+            threads: Vec::new(),
+        };
+        let why_not = if !cfg.runq.enabled {
+            Some("[runq] enabled = false".to_string())
+        } else {
+            tailhunt_sched::tracing_unavailable()
+        };
+        let runq_text = match why_not {
+            Some(why) => {
+                parts.runq.lock().off_reason = Some(why.clone());
+                format!("run-queue tracing off: {why}")
+            }
+            None => {
+                let (settings, retention, state, stop) = (
+                    cfg.runq.clone(),
+                    cfg.retention.clone(),
+                    parts.runq.clone(),
+                    Arc::clone(stop),
+                );
+                parts.threads.push(
+                    std::thread::Builder::new()
+                        .name("runq".into())
+                        .spawn(move || {
+                            // A failure to start is in the state's off_reason, printed by the loop.
+                            let _ = runq::run(&runq::Tracing {
+                                settings: &settings,
+                                retention: Some(&retention),
+                                state: &state,
+                                stop: &stop,
+                            });
+                        })
+                        .context("cannot start the run-queue thread")?,
+                );
+                format!(
+                    "run-queue tracing every {}{}",
+                    crate::flags::show(cfg.runq.interval),
+                    if cfg.runq.store_windows {
+                        " (a runq run per window)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+        };
+        let sockets_text = if cfg.sockets.enabled {
+            let (settings, state, stop) =
+                (cfg.sockets.clone(), parts.sockets.clone(), Arc::clone(stop));
+            parts.threads.push(
+                std::thread::Builder::new()
+                    .name("sockets".into())
+                    .spawn(move || sockets::run(&settings, &state, &stop))
+                    .context("cannot start the socket sampler thread")?,
+            );
+            format!(
+                "TCP sockets sampled every {}",
+                crate::flags::show(cfg.sockets.interval)
+            )
+        } else {
+            parts.sockets.lock().off_reason = Some("[sockets] enabled = false".into());
+            "socket sampler off: [sockets] enabled = false".to_string()
+        };
+        Ok((parts, format!("{runq_text}; {sockets_text}")))
+    }
+
+    /// Adds both parts' metrics, findings and which parts run.
+    fn fill(&self, snap: &mut Snapshot, probing: bool) {
+        let r = self.runq.lock();
+        r.fill(snap);
+        snap.findings.extend(r.findings.iter().cloned());
+        let s = self.sockets.lock();
+        s.fill(snap);
+        for (part, on) in [
+            ("probes", probing),
+            ("runq", r.running),
+            ("sockets", s.running),
+        ] {
+            snap.gauges.push(ScalarMetric {
+                name: "tailhunt_agent_part_running".into(),
+                help: "1 while the part runs (probes, runq, sockets); a part that cannot run is switched off and the agent says why.".into(),
+                labels: vec![("part".into(), part.into())],
+                value: f64::from(u8::from(on)),
+            });
+        }
+    }
+
+    /// Prints a part's reason to be off, or its window error, when it changes (with `print`
+    /// false, only notes what is known, e.g. what the first line already said).
+    fn report(&self, shown: &mut [Option<String>; 3], print: bool) {
+        // One lock at a time: a guard held over the array's end would deadlock the next.
+        let (runq_off, runq_error) = {
+            let r = self.runq.lock();
+            (r.off_reason.clone(), r.last_error.clone())
+        };
+        let sockets_off = {
+            let s = self.sockets.lock();
+            s.off_reason.clone().or_else(|| s.last_error.clone())
+        };
+        let now = [
+            runq_off
+                .filter(|r| r != "stopped")
+                .map(|r| format!("run-queue tracing off: {r}")),
+            runq_error.map(|e| format!("run-queue window: {e}")),
+            sockets_off
+                .filter(|r| r != "stopped")
+                .map(|r| format!("socket sampler: {r}")),
+        ];
+        for (n, s) in now.into_iter().zip(shown.iter_mut()) {
+            if print && n.is_some() && n != *s {
+                eprintln!("tailhunt agent: {}", n.as_deref().unwrap_or(""));
+            }
+            *s = n;
+        }
     }
 }
 
@@ -148,6 +281,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         .map(|m| EchoServers::start(m.listen))
         .transpose()?;
     let mut prober = start_probing(&cfg, &stop)?;
+    let (parts, parts_text) = Parts::start(&cfg, &stop)?;
     let probing_text = match &cfg.probes {
         Some(p) => format!(
             "{} probe(s) every {} into {} (a run per {}, kept {} / {} bytes)",
@@ -165,7 +299,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         None => probing_text,
     };
     eprintln!(
-        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}",
+        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}; {parts_text}",
         server.local_addr(),
         if cfg.token.is_some() { " (bearer token required)" } else { "" },
         cfg.remote_write.len()
@@ -177,6 +311,8 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     let mut next = Instant::now();
     let mut window_error: Option<String> = None;
     let mut failing: Vec<(String, String)> = Vec::new();
+    let mut parts_shown: [Option<String>; 3] = Default::default();
+    parts.report(&mut parts_shown, false);
     while !signals::requested() && a.duration.is_none_or(|d| started.elapsed() < d) {
         if let Some((p, h)) = &prober {
             if h.is_finished() {
@@ -189,9 +325,11 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             window_error = e;
             report_failing(&p.live, &mut failing);
         }
+        parts.report(&mut parts_shown, true);
         if Instant::now() >= next {
             next += cfg.interval;
-            let snap = snapshot(&writer, started, prober.as_ref().map(|(p, _)| p));
+            let mut snap = snapshot(&writer, started, prober.as_ref().map(|(p, _)| p));
+            parts.fill(&mut snap, prober.is_some());
             if !cfg.remote_write.is_empty() {
                 let ts = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -229,6 +367,21 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             w.deleted_runs
         );
     }
+    for t in parts.threads {
+        let _ = t.join();
+    }
+    let r = parts.runq.lock();
+    if r.intervals > 0 {
+        eprintln!(
+            "tailhunt agent: run-queue intervals {}, {} window(s) stored, {} failed; {} cgroup label(s), {} cgroup interval(s) folded into \"other\"",
+            r.intervals,
+            r.windows,
+            r.failed_windows,
+            r.exported_cgroups(),
+            r.folded
+        );
+    }
+    drop(r);
     drop(echo);
     drop(server);
     let pending: u64 = writer
