@@ -21,6 +21,9 @@ use tailhunt_probe::run::Live;
 use crate::cli::AgentArgs;
 use crate::signals;
 
+/// How long a stop waits for the last snapshot to be delivered (it stays queued otherwise).
+const FINAL_DRAIN: Duration = Duration::from_secs(3);
+
 /// What the prober thread shares with the exporting loop.
 struct Probing {
     aggregator: Aggregator,
@@ -138,7 +141,12 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     }
     signals::install();
     let exported = Exported::new();
-    let server = Server::start(&cfg.listen.to_string(), cfg.token.clone(), exported.clone())?;
+    let server = Server::start_with(
+        &cfg.listen.to_string(),
+        cfg.token.clone(),
+        cfg.tls.as_ref(),
+        exported.clone(),
+    )?;
     let writer = RemoteWriter::start(cfg.remote_write.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
     // The mesh's echo answers before the probes start, so peers starting together find it.
@@ -165,9 +173,14 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         None => probing_text,
     };
     eprintln!(
-        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}",
+        "tailhunt agent: serving {}://{}/metrics{}; remote write to {} endpoint(s); {probing_text}",
+        server.scheme(),
         server.local_addr(),
-        if cfg.token.is_some() { " (bearer token required)" } else { "" },
+        if cfg.token.is_some() {
+            " (bearer token required)"
+        } else {
+            ""
+        },
         cfg.remote_write.len()
     );
     let _ = std::io::stderr().flush();
@@ -214,6 +227,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
+    let mut probing = None;
     if let Some((p, h)) = prober.take() {
         match h.join() {
             Ok(r) => r.context("the prober stopped")?,
@@ -228,6 +242,23 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             w.failed_windows,
             w.deleted_runs
         );
+        drop(w);
+        probing = Some(p);
+    }
+    // A last snapshot after the prober stopped, so what was measured since the last interval
+    // is queued too (and, with the receivers up, delivered) rather than lost with the stop; a
+    // receiver that is down gets it from the queue on the next start.
+    if !cfg.remote_write.is_empty() {
+        let snap = snapshot(&writer, started, probing.as_ref());
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        for e in writer.push(&Batch::from_snapshot(&snap, ts, &extra)?) {
+            eprintln!("tailhunt agent: {e}");
+        }
+        if writer.status().iter().all(|s| s.last_error.is_none()) {
+            writer.wait_drained(FINAL_DRAIN);
+        }
     }
     drop(echo);
     drop(server);
