@@ -50,6 +50,8 @@ fn remote_write_over_tls_checks_the_receivers_certificate() {
     .unwrap();
     for n in 1..=3 {
         assert!(writer.push(&batch(n)).is_empty());
+        // Distinct millisecond timestamps: Prometheus refuses a second value at the same one.
+        std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(1500));
     let s = writer.status();
