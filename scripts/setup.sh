@@ -22,8 +22,9 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # them by PID; dnsmasq-base is the program without a system service), prometheus and
 # victoria-metrics (the agent crate's tests start private instances on free loopback ports
 # with their own data directories; the system services the packages install are stopped and
-# disabled below), openssl (the HTTPS load test makes its CA and certificate with it).
-packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3 openssl
+# disabled below), openssl (the HTTPS load test makes its CA and certificate with it),
+# libssl-dev (the agent's HTTPS endpoints: tiny_http's TLS links the system OpenSSL).
+packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3 openssl libssl-dev
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
     linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base prometheus victoria-metrics)
 missing=()

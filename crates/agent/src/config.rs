@@ -7,6 +7,8 @@
 //! ```toml
 //! listen = "127.0.0.1:9465"        # default; another address exposes the endpoints
 //! token_file = "/etc/tailhunt/token" # optional: bearer token for /metrics and /findings
+//! tls_cert = "/etc/tailhunt/cert.pem"  # optional, with tls_key: serve the endpoints over HTTPS
+//! tls_key = "/etc/tailhunt/key.pem"
 //! interval = "10s"                 # how often a snapshot is taken and queued
 //! instance = "web-1"               # `instance` label of remote-written series (default: host name)
 //! queue_dir = "/var/lib/tailhunt/queue"  # one sub-directory per endpoint
@@ -17,6 +19,7 @@
 //! histograms = "native"            # classic (default) | vmrange | native
 //! queue_max_bytes = 67108864       # default 64 MiB
 //! token_file = "/etc/tailhunt/prom-token"  # optional
+//! ca_file = "/etc/tailhunt/ca.pem"  # https:// only: the CA of the receiver (default: system roots)
 //!
 //! # The prober, run continuously (optional): `[[probe]]` tables in the probe file's format
 //! # (docs/probe.md), read by the prober's own parser, with its top-level `timeout`, `seed`
@@ -26,6 +29,7 @@
 //! window = "10m"                   # one stored run per window; detectors run on each
 //! retention = "24h"                # windows older than this are deleted
 //! retention_bytes = 1073741824     # and the oldest while the store holds more (default 1 GiB)
+//! findings_clear_after = 3         # a finding stays active until this many windows in a row lack it
 //!
 //! [[probe]]
 //! name = "cache"
@@ -79,6 +83,8 @@ pub struct AgentConfig {
     pub listen: SocketAddr,
     /// Bearer token for `/metrics` and `/findings`, read from `token_file`.
     pub token: Option<String>,
+    /// Serve the endpoints over HTTPS with this certificate and key (`tls_cert`, `tls_key`).
+    pub tls: Option<crate::http::TlsIdentity>,
     /// Snapshot interval.
     pub interval: Duration,
     /// `instance` label of remote-written series.
@@ -102,6 +108,8 @@ pub struct AgentConfig {
 struct FileDoc {
     listen: Option<String>,
     token_file: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     interval: Option<String>,
     instance: Option<String>,
     queue_dir: Option<PathBuf>,
@@ -112,6 +120,7 @@ struct FileDoc {
     window: Option<String>,
     retention: Option<String>,
     retention_bytes: Option<u64>,
+    findings_clear_after: Option<u32>,
     // The prober's keys: read by its own parser (`tailhunt_probe::config::parse_embedded`).
     mesh: Option<MeshDoc>,
     runq: Option<RunqDoc>,
@@ -136,6 +145,7 @@ struct EndpointDoc {
     queue_max_bytes: Option<u64>,
     token_file: Option<PathBuf>,
     timeout: Option<String>,
+    ca_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -277,7 +287,7 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         ConfigError(format!(
-            "{}{} (keys at the top: listen, token_file, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, timeout, seed, labels, [[remote_write]], [[probe]], [mesh], [runq], [sockets]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout; in [mesh]: listen, peers, timeout; in [runq]: enabled, interval, max_cgroups, store; in [sockets]: enabled, interval, max_ports)",
+            "{}{} (keys at the top: listen, token_file, tls_cert, tls_key, interval, instance, queue_dir, probe_interval, store, window, retention, retention_bytes, findings_clear_after, timeout, seed, labels, [[remote_write]], [[probe]], [mesh], [runq], [sockets]; in a [[remote_write]]: name, url, histograms, queue_max_bytes, token_file, timeout, ca_file; in [mesh]: listen, peers, timeout; in [runq]: enabled, interval, max_cgroups, store; in [sockets]: enabled, interval, max_ports)",
             line.map(|l| format!("line {l}: ")).unwrap_or_default(),
             e.message().trim_end().replace('\n', " ")
         ))
@@ -295,6 +305,22 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
         .as_ref()
         .map(|p| read_token("token_file", p))
         .transpose()?;
+    let tls = match (&doc.tls_cert, &doc.tls_key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(
+            crate::http::TlsIdentity::read(cert, key).map_err(|e| ConfigError(e.to_string()))?,
+        ),
+        (Some(_), None) => {
+            return Err(ConfigError(
+                "tls_cert is given without tls_key: give both (PEM files) or neither".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError(
+                "tls_key is given without tls_cert: give both (PEM files) or neither".into(),
+            ))
+        }
+    };
     let interval = match &doc.interval {
         Some(t) => duration("interval", t)?,
         None => Duration::from_secs(10),
@@ -319,13 +345,14 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
                 "{at}: the name is used twice; give each endpoint its own"
             )));
         }
-        if !e.url.starts_with("http://") {
+        if !e.url.starts_with("http://") && !e.url.starts_with("https://") {
             return Err(ConfigError(format!(
-                "{at}: url = \"{}\" must start with http:// (TLS is not supported yet)",
+                "{at}: url = \"{}\" must start with http:// or https://",
                 e.url
             )));
         }
         let mut c = EndpointConfig::new(&e.name, &e.url, e.histograms, queue_dir.join(&e.name));
+        c.ca_file = e.ca_file;
         if let Some(max) = e.queue_max_bytes {
             if max < 4096 {
                 return Err(ConfigError(format!(
@@ -371,7 +398,15 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
             None => DEFAULT_RETENTION,
         },
         max_bytes: doc.retention_bytes.unwrap_or(DEFAULT_RETENTION_BYTES),
+        findings_clear_after: doc
+            .findings_clear_after
+            .unwrap_or(crate::rolling::DEFAULT_CLEAR_AFTER),
     };
+    if retention.findings_clear_after == 0 {
+        return Err(ConfigError(
+            "findings_clear_after = 0: give at least 1 (1: a finding is cleared by the first window without it)".into(),
+        ));
+    }
     if let Some(p) = &probes {
         if retention.window < p.interval * 2 {
             return Err(ConfigError(format!(
@@ -395,6 +430,7 @@ pub fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
     Ok(AgentConfig {
         listen,
         token,
+        tls,
         interval,
         instance,
         remote_write,
@@ -561,10 +597,49 @@ mod tests {
         let two = "[[remote_write]]\nname = \"a\"\nurl = \"http://x:1/w\"\n";
         let e = parse(&two.repeat(2)).unwrap_err().to_string();
         assert!(e.contains("used twice"), "{e}");
-        let e = parse("[[remote_write]]\nname = \"a\"\nurl = \"https://x/w\"\n")
+        let e = parse("[[remote_write]]\nname = \"a\"\nurl = \"ftp://x/w\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("http://"), "{e}");
+        assert!(e.contains("http://") && e.contains("https://"), "{e}");
+        let c = parse(
+            "[[remote_write]]\nname = \"a\"\nurl = \"https://x/w\"\nca_file = \"/etc/ca.pem\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.remote_write[0].ca_file,
+            Some(PathBuf::from("/etc/ca.pem"))
+        );
+        let e = parse("tls_cert = \"/nonexistent/cert.pem\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("without tls_key"), "{e}");
+        let e = parse("tls_cert = \"/nonexistent/cert.pem\"\ntls_key = \"/nonexistent/key.pem\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tls_cert")
+                && e.contains("/nonexistent/cert.pem")
+                && e.contains("cannot read"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(
+            &cert,
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let e = parse(&format!(
+            "tls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            cert.display(),
+            cert.display()
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tls_key") && e.contains("no PEM private key"),
+            "{e}"
+        );
         let e = parse("token_file = \"/nonexistent/token\"\n")
             .unwrap_err()
             .to_string();

@@ -96,6 +96,10 @@ pub struct FindingState {
     pub subject: String,
     /// The finding itself.
     pub finding: Finding,
+    /// Since when it is active and when it was last reported, when the agent keeps findings
+    /// across windows (`since_ms`, `last_seen_ms`, `active_windows`, `missing_windows` in JSON).
+    #[serde(flatten)]
+    pub seen: Option<crate::rolling::Seen>,
 }
 
 /// Everything exported at one moment.
@@ -517,7 +521,8 @@ pub fn render_protobuf(snapshot: &Snapshot) -> Result<Vec<u8>, ExpositionError> 
     Ok(out)
 }
 
-/// Findings as JSON (the `/findings` answer): a list of `{subject, finding}` objects.
+/// Findings as JSON (the `/findings` answer): a list of `{subject, finding, since_ms, ...}`
+/// objects.
 pub fn findings_json(snapshot: &Snapshot) -> Result<String, ExpositionError> {
     let mut out = serde_json::to_string_pretty(&snapshot.findings)
         .map_err(|e| ExpositionError::Json(e.to_string()))?;

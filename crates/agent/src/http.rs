@@ -9,12 +9,17 @@
 //! - `GET /findings`: the active findings as JSON.
 //! - `GET /healthz`: `ok`, never behind the token (a load balancer's check).
 //!
+//! With a [`TlsIdentity`] (a PEM certificate chain and its key) every endpoint is served over
+//! HTTPS only (OpenSSL through tiny_http; the handshake runs on the accepting thread, so a
+//! client that stalls it delays the next: keep the endpoint to trusted networks).
+//!
 //! With a token, `/metrics` and `/findings` need `Authorization: Bearer TOKEN` (compared in
 //! constant time) and answer 401 otherwise. Any method other than GET/HEAD gets 405: no
 //! endpoint changes anything.
 
 use std::io::Cursor;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 
@@ -70,6 +75,59 @@ pub enum HttpError {
     /// An empty token would let everyone in while looking protected.
     #[error("the bearer token is empty: give a non-empty token or none")]
     EmptyToken,
+    /// The certificate or key cannot be used.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// The certificate chain (leaf first) and private key HTTPS is served with, as PEM.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    /// Where the chain was read from.
+    pub cert_path: PathBuf,
+    /// Where the key was read from.
+    pub key_path: PathBuf,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsIdentity")
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_pem(key: &str, path: &Path, marker: &str, what: &str) -> Result<Vec<u8>, HttpError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        HttpError::Tls(format!(
+            "{key} = \"{}\": cannot read it: {e}",
+            path.display()
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    if !text.contains("-----BEGIN ") || !text.contains(marker) {
+        return Err(HttpError::Tls(format!(
+            "{key} = \"{}\": holds no PEM {what} (a \"-----BEGIN ...{marker}\" block)",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+impl TlsIdentity {
+    /// Reads the PEM certificate chain (the server's own certificate first) and its key.
+    /// Whether they match is checked when the server starts.
+    pub fn read(cert: &Path, key: &Path) -> Result<TlsIdentity, HttpError> {
+        Ok(TlsIdentity {
+            cert_pem: read_pem("tls_cert", cert, "CERTIFICATE-----", "certificate")?,
+            key_pem: read_pem("tls_key", key, "PRIVATE KEY-----", "private key")?,
+            cert_path: cert.to_path_buf(),
+            key_path: key.to_path_buf(),
+        })
+    }
 }
 
 /// A running server; stops when dropped.
@@ -77,6 +135,7 @@ pub struct Server {
     server: Arc<tiny_http::Server>,
     thread: Option<JoinHandle<()>>,
     addr: SocketAddr,
+    tls: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -92,13 +151,42 @@ impl Server {
         token: Option<String>,
         exported: Exported,
     ) -> Result<Server, HttpError> {
+        Server::start_with(addr, token, None, exported)
+    }
+
+    /// As [`Server::start`], over HTTPS when `tls` is given.
+    pub fn start_with(
+        addr: &str,
+        token: Option<String>,
+        tls: Option<&TlsIdentity>,
+        exported: Exported,
+    ) -> Result<Server, HttpError> {
         if token.as_deref() == Some("") {
             return Err(HttpError::EmptyToken);
         }
-        let server = tiny_http::Server::http(addr).map_err(|e| HttpError::Bind {
+        let bind_error = |e: Box<dyn std::error::Error + Send + Sync>| HttpError::Bind {
             addr: addr.to_string(),
             reason: e.to_string(),
-        })?;
+        };
+        let server = match tls {
+            None => tiny_http::Server::http(addr).map_err(bind_error)?,
+            Some(id) => {
+                // Bind first, so a port in use is reported as such and not as a TLS problem.
+                let listener =
+                    std::net::TcpListener::bind(addr).map_err(|e| bind_error(Box::new(e)))?;
+                let config = tiny_http::SslConfig {
+                    certificate: id.cert_pem.clone(),
+                    private_key: id.key_pem.clone(),
+                };
+                tiny_http::Server::from_listener(listener, Some(config)).map_err(|e| {
+                    HttpError::Tls(format!(
+                        "tls_cert = \"{}\", tls_key = \"{}\": not usable together: {e} (give the server's certificate first and the key that belongs to it)",
+                        id.cert_path.display(),
+                        id.key_path.display()
+                    ))
+                })?
+            }
+        };
         let local = server
             .server_addr()
             .to_ip()
@@ -123,7 +211,17 @@ impl Server {
             server,
             thread: Some(thread),
             addr: local,
+            tls: tls.is_some(),
         })
+    }
+
+    /// `https` when serving over TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// The address actually bound (useful with port 0).

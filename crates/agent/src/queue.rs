@@ -64,6 +64,9 @@ pub enum QueueError {
     /// The bound is too small to hold anything useful.
     #[error("queue bound {0} bytes is too small: give at least 4096")]
     BoundTooSmall(u64),
+    /// Another process holds the queue (two writers would interleave and corrupt it).
+    #[error("queue {0}: another tailhunt agent is using this queue directory: give each agent its own queue_dir")]
+    InUse(PathBuf),
 }
 
 /// Counters of a queue since it was opened.
@@ -117,6 +120,9 @@ pub struct Queue {
     stats: QueueStats,
     /// Sizes of pending records, oldest first.
     pending: std::collections::VecDeque<u64>,
+    /// Held open with an exclusive lock for the queue's life (released by the kernel when the
+    /// process dies, also by `kill -9`).
+    _lock: File,
 }
 
 fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> QueueError + 'a {
@@ -163,6 +169,13 @@ impl Queue {
             return Err(QueueError::BoundTooSmall(max_bytes));
         }
         fs::create_dir_all(dir).map_err(io(dir, "create directory"))?;
+        let lock_path = dir.join("lock");
+        let lock = File::create(&lock_path).map_err(io(&lock_path, "create"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(QueueError::InUse(dir.to_path_buf())),
+            Err(fs::TryLockError::Error(e)) => return Err(io(&lock_path, "lock")(e)),
+        }
         let ack_path = dir.join(ACK_FILE);
         let acked = match fs::read_to_string(&ack_path) {
             Ok(s) => s.trim().parse::<u64>().map_err(|_| QueueError::BadAck {
@@ -192,6 +205,7 @@ impl Queue {
                 ..QueueStats::default()
             },
             pending: Default::default(),
+            _lock: lock,
         };
         for start in starts {
             q.load_segment(start)?;

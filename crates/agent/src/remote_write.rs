@@ -21,11 +21,15 @@
 //!   VictoriaMetrics 1.79 answers 204 to them and drops them without a word, so no fall back
 //!   can happen there: configure `vmrange` for it.
 //!
-//! Answers: 2xx is delivered; 5xx, timeouts and connection errors are retried with exponential
-//! backoff (the batch stays queued); other 4xx are rejections: reported with the body's message,
+//! Answers: 2xx is delivered; 5xx, 429, 401 and 403 (credentials: fixed by the operator, the
+//! batches still wanted), timeouts and connection errors are retried with exponential backoff
+//! (the batch stays queued); other 4xx are rejections: reported with the body's message,
 //! counted, and not retried. A native-histogram request that fails with a message naming native
 //! histograms (Prometheus without `--enable-feature=native-histograms` answers 500 for it)
 //! switches that endpoint to `classic` for good, says so in its events, and resends as classic.
+//!
+//! An `https://` endpoint checks the receiver's certificate against its `ca_file` or the
+//! system's roots (rustls with ring); a CA file that cannot be used stops [`RemoteWriter::start`].
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +45,7 @@ use crate::proto::WriteRequest;
 use crate::queue::{Queue, QueueError, QueueStats};
 
 mod batch;
+mod tls;
 mod worker;
 pub use batch::{render, vmrange_buckets, Batch, QueuedFloat, QueuedHistogram, VMRANGE_SUB_BITS};
 use worker::Worker;
@@ -62,8 +67,11 @@ pub enum HistogramMode {
 pub struct EndpointConfig {
     /// A short name for messages.
     pub name: String,
-    /// The write URL, e.g. `http://127.0.0.1:9090/api/v1/write`.
+    /// The write URL, e.g. `http://127.0.0.1:9090/api/v1/write` or `https://...`.
     pub url: String,
+    /// For an `https://` URL: the PEM file of the CA that signed the receiver's certificate
+    /// (without it, the system's trusted roots).
+    pub ca_file: Option<PathBuf>,
     /// How histograms are sent.
     pub mode: HistogramMode,
     /// Bearer token sent as `Authorization`, if the receiver wants one.
@@ -86,6 +94,7 @@ impl EndpointConfig {
         EndpointConfig {
             name: name.to_string(),
             url: url.to_string(),
+            ca_file: None,
             mode,
             bearer_token: None,
             queue_dir,
@@ -100,8 +109,8 @@ impl EndpointConfig {
 /// Remote-write failures at start-up or when queueing.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteWriteError {
-    /// The endpoint's URL is not `http://HOST:PORT/PATH`.
-    #[error("endpoint {name}: url {url:?} must start with http:// (TLS is not supported yet)")]
+    /// The endpoint's URL is not `http://HOST:PORT/PATH` or `https://...`.
+    #[error("endpoint {name}: url {url:?} must start with http:// or https://")]
     BadUrl {
         /// Endpoint name.
         name: String,
@@ -115,6 +124,14 @@ pub enum RemoteWriteError {
         name: String,
         /// What failed.
         source: QueueError,
+    },
+    /// The TLS settings cannot be used (a CA file missing or without a certificate).
+    #[error("endpoint {name}: {message}")]
+    Tls {
+        /// Endpoint name.
+        name: String,
+        /// What is wrong and how to fix it.
+        message: String,
     },
     /// Two endpoints share a queue directory.
     #[error("endpoints {0} and {1} use the same queue directory: give each its own")]
@@ -177,7 +194,12 @@ pub fn send(
     if has_native && text.to_ascii_lowercase().contains("native histogram") {
         return SendOutcome::NativeRejected(msg);
     }
-    if status >= 500 || status == 429 {
+    if status == 401 || status == 403 {
+        // Credentials are configuration: once fixed, the queued batches are still wanted.
+        SendOutcome::Retry(format!(
+            "{msg} (the receiver refuses the credentials: check the endpoint's token_file; batches stay queued)"
+        ))
+    } else if status >= 500 || status == 429 {
         SendOutcome::Retry(msg)
     } else {
         SendOutcome::Rejected(msg)
@@ -203,6 +225,8 @@ pub struct EndpointStatus {
     pub queue: QueueStats,
     /// The last failure, cleared on the next delivery.
     pub last_error: Option<String>,
+    /// True while the queue is at its bound: the last batch queued pushed out older ones.
+    pub queue_full: bool,
     /// Notable events, oldest first (the last 100): fallbacks, rejections, queue full, outages.
     pub events: Vec<String>,
     /// Events since the start (also those no longer in `events`).
@@ -222,7 +246,7 @@ impl EndpointStatus {
 /// The endpoints' state as metrics, so a scraper sees a full queue or a failing receiver:
 /// counters (`tailhunt_remote_write_{delivered_requests,rejected_requests,retries,
 /// dropped_batches}`) and gauges (`tailhunt_remote_write_{queue_bytes,queue_batches,
-/// queue_max_bytes,native,failing}`), each labelled `endpoint`.
+/// queue_max_bytes,queue_full,native,failing}`), each labelled `endpoint`.
 pub fn status_metrics(status: &[EndpointStatus]) -> (Vec<ScalarMetric>, Vec<ScalarMetric>) {
     let metric = |name: &str, help: &str, s: &EndpointStatus, value: f64| ScalarMetric {
         name: format!("tailhunt_remote_write_{name}"),
@@ -279,6 +303,12 @@ pub fn status_metrics(status: &[EndpointStatus]) -> (Vec<ScalarMetric>, Vec<Scal
                 s.queue.max_bytes as f64,
             ),
             metric(
+                "queue_full",
+                "1 while the queue is at its bound and new batches drop the oldest.",
+                s,
+                f64::from(u8::from(s.queue_full)),
+            ),
+            metric(
                 "native",
                 "1 when histograms go as native histograms.",
                 s,
@@ -321,12 +351,31 @@ impl std::fmt::Debug for RemoteWriter {
     }
 }
 
+/// The HTTP client of one endpoint (TLS set up for an `https://` URL).
+fn client(config: &EndpointConfig) -> Result<ureq::Agent, RemoteWriteError> {
+    let mut builder = ureq::Agent::config_builder()
+        .timeout_global(Some(config.timeout))
+        .http_status_as_error(false);
+    if config.url.starts_with("https://") {
+        builder = builder.tls_config(tls::config(&config.name, config.ca_file.as_deref())?);
+    } else if let Some(ca) = &config.ca_file {
+        return Err(RemoteWriteError::Tls {
+            name: config.name.clone(),
+            message: format!(
+                "ca_file = \"{}\" is given but the url is http://: write https:// or remove ca_file",
+                ca.display()
+            ),
+        });
+    }
+    Ok(builder.build().into())
+}
+
 impl RemoteWriter {
     /// Opens every endpoint's queue (delivering what an earlier run left in it) and starts
     /// sending.
     pub fn start(configs: Vec<EndpointConfig>) -> Result<RemoteWriter, RemoteWriteError> {
         for (i, a) in configs.iter().enumerate() {
-            if !a.url.starts_with("http://") {
+            if !a.url.starts_with("http://") && !a.url.starts_with("https://") {
                 return Err(RemoteWriteError::BadUrl {
                     name: a.name.clone(),
                     url: a.url.clone(),
@@ -342,6 +391,7 @@ impl RemoteWriter {
         let stop = Arc::new(AtomicBool::new(false));
         let mut endpoints = Vec::new();
         for config in configs {
+            let agent = client(&config)?;
             let queue =
                 Queue::open(&config.queue_dir, config.queue_max_bytes).map_err(|source| {
                     RemoteWriteError::Queue {
@@ -358,6 +408,7 @@ impl RemoteWriter {
                 rejected_requests: 0,
                 queue: queue.stats(),
                 last_error: None,
+                queue_full: false,
                 events: Vec::new(),
                 events_total: 0,
             };
@@ -375,6 +426,7 @@ impl RemoteWriter {
                 thread: None,
             };
             let worker = Worker {
+                agent,
                 config: ep.config.clone(),
                 queue: ep.queue.clone(),
                 status: ep.status.clone(),
@@ -399,7 +451,8 @@ impl RemoteWriter {
     }
 
     /// Queues a batch for every endpoint (synced to disk before this returns). An endpoint
-    /// whose queue is full drops its oldest batches (counted in its status, with an event);
+    /// whose queue is full drops its oldest batches (counted in its status, with an event
+    /// when it becomes full);
     /// an endpoint whose queue cannot be written is reported in the returned list while the
     /// others still get the batch.
     pub fn push(&self, batch: &Batch) -> Vec<RemoteWriteError> {
@@ -411,11 +464,17 @@ impl RemoteWriter {
             let mut status = lock(&ep.status);
             status.queue = stats;
             match result {
-                Ok(o) if o.dropped_records > 0 => status.event(format!(
-                    "{}: queue full ({} bytes): dropped the {} oldest batch(es), {} dropped in all",
-                    ep.config.name, stats.max_bytes, o.dropped_records, stats.dropped_records
-                )),
-                Ok(_) => {}
+                // Said when the queue becomes full, not again for every batch while it stays so.
+                Ok(o) if o.dropped_records > 0 => {
+                    if !status.queue_full {
+                        status.event(format!(
+                            "{}: queue full ({} bytes): each new batch now drops the oldest ({} dropped so far; raise queue_max_bytes to hold a longer outage)",
+                            ep.config.name, stats.max_bytes, stats.dropped_records
+                        ));
+                    }
+                    status.queue_full = true;
+                }
+                Ok(_) => status.queue_full = false,
                 Err(source) => errors.push(RemoteWriteError::Queue {
                     name: ep.config.name.clone(),
                     source,

@@ -4,7 +4,9 @@
 //! the shared [`Aggregator`] and [`WindowState`], and a stop flag. Out: one probe run per
 //! window in the store (each a complete run `tailhunt diagnose` and `tailhunt report` read
 //! like any other), the aggregator fed with every sample as it is stored, and after each
-//! window its findings in [`WindowState::findings`] (they replace the previous window's).
+//! window the active findings in [`WindowStatus::findings`]: a finding stays active until
+//! [`Retention::findings_clear_after`] windows in a row did not report it ([`findings`] has the
+//! rule), with since when it is active and when it was last reported.
 //!
 //! Retention: after each window, the agent's own runs (params `agent_window: true`; other
 //! runs in the store are never touched) created more than `retention` ago are deleted, then
@@ -32,6 +34,9 @@ use tailhunt_store::Store;
 use crate::exposition::{FindingState, ScalarMetric};
 use crate::probing::{Aggregator, Tee};
 
+mod findings;
+pub use findings::{finding_gauges, FindingTracker, Seen, DEFAULT_CLEAR_AFTER};
+
 /// Where and how long the windows are kept.
 #[derive(Debug, Clone)]
 pub struct Retention {
@@ -43,12 +48,15 @@ pub struct Retention {
     pub max_age: Duration,
     /// The store's used bytes are kept at or under this (the newest window always stays).
     pub max_bytes: u64,
+    /// A finding is cleared by this many windows in a row without it.
+    pub findings_clear_after: u32,
 }
 
 /// What the window loop reports to the exporter.
 #[derive(Debug, Clone, Default)]
 pub struct WindowStatus {
-    /// Findings of the last closed window.
+    /// The active findings: of the last closed window, and of earlier ones until
+    /// `findings_clear_after` windows in a row went without them.
     pub findings: Vec<FindingState>,
     /// Windows closed (stored and diagnosed).
     pub windows: u64,
@@ -105,7 +113,7 @@ impl WindowStatus {
             ),
             m(
                 "findings",
-                "Findings of the last closed window.",
+                "Active findings (kept until enough windows in a row went without them).",
                 self.findings.len() as u64,
             ),
             m(
@@ -114,6 +122,8 @@ impl WindowStatus {
                 u64::from(self.last_error.is_some()),
             ),
         ];
+        let mut gauges = gauges;
+        gauges.extend(finding_gauges(&self.findings));
         (counters, gauges)
     }
 }
@@ -158,7 +168,7 @@ pub fn check_probes(cfg: &Config) -> Result<(), RollingError> {
     Ok(())
 }
 
-fn now_wall_ns() -> i64 {
+pub(crate) fn now_wall_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
@@ -187,9 +197,10 @@ pub fn run(w: &Windows<'_>) -> Result<(), RollingError> {
         path: retention.store.display().to_string(),
         source,
     })?;
+    let mut tracker = FindingTracker::new(retention.findings_clear_after);
     while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        if let Err(e) = window(&mut store, w) {
+        if let Err(e) = window(&mut store, w, &mut tracker) {
             let mut s = state.lock();
             s.failed_windows += 1;
             s.current_run = None;
@@ -211,7 +222,7 @@ pub fn run(w: &Windows<'_>) -> Result<(), RollingError> {
 }
 
 /// One window: a probe run, its diagnosis, then retention. Errors as text for the status.
-fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
+fn window(store: &mut Store, w: &Windows<'_>, tracker: &mut FindingTracker) -> Result<(), String> {
     let (cfg, retention, aggregator, state) = (w.cfg, w.retention, w.aggregator, w.state);
     let probes = cfg
         .probes
@@ -227,6 +238,7 @@ fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
         "probes": cfg.probes, "seed": cfg.seed,
     });
     let origin = ClockOrigin::now();
+    let start_ms = now_wall_ns() / 1_000_000;
     let mut writer = store
         .begin_run(RunKind::Probe, params, origin)
         .map_err(|e| format!("cannot start a window's run: {e}"))?;
@@ -252,7 +264,13 @@ fn window(store: &mut Store, w: &Windows<'_>) -> Result<(), String> {
         .map_err(|e| format!("diagnosing run {id}: {e}"))?;
     tailhunt_diagnose::store_findings(store, &id, &diagnosis)
         .map_err(|e| format!("storing the findings of run {id}: {e}"))?;
-    let findings = findings_of(&id, diagnosis.findings);
+    let findings = tracker
+        .close_window(
+            start_ms,
+            now_wall_ns() / 1_000_000,
+            findings_of(&id, diagnosis.findings),
+        )
+        .to_vec();
     let (deleted, kept, bytes) = apply_retention(store, retention, &id)?;
     let mut s = state.lock();
     s.findings = findings;
@@ -275,6 +293,7 @@ pub fn findings_of(run_id: &str, findings: Vec<tailhunt_model::Finding>) -> Vec<
                 .first()
                 .map_or_else(|| format!("run {run_id}"), |e| e.series.clone()),
             finding,
+            seen: None,
         })
         .collect()
 }
@@ -356,6 +375,7 @@ mod tests {
             window: Duration::from_secs(1),
             max_age,
             max_bytes,
+            findings_clear_after: DEFAULT_CLEAR_AFTER,
         }
     }
 

@@ -48,7 +48,7 @@ use tailhunt_sched::{Interval, Observer, TracerConfig};
 use tailhunt_store::Store;
 
 use crate::exposition::{FindingState, HistogramMetric, ScalarMetric, Snapshot};
-use crate::rolling::{apply_retention, findings_of, Retention};
+use crate::rolling::{apply_retention, findings_of, now_wall_ns, FindingTracker, Retention};
 
 /// The label value cgroups past the cap are exported under.
 pub const OTHER: &str = "other";
@@ -362,13 +362,15 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
         },
         _ => None,
     };
+    // Run-queue findings persist across windows by the same rule as the probe windows'.
+    let mut tracker = FindingTracker::new(t.retention.map_or(1, |r| r.findings_clear_after));
     let mut first = true;
     while !t.stop.load(Ordering::Relaxed) {
         let began = Instant::now();
         let result = match &mut store {
             Some((store, retention)) => {
                 cfg.duration = Some(retention.window);
-                window(store, retention, &cfg, t)
+                window(store, retention, &cfg, t, &mut tracker)
             }
             None => {
                 let mut fold = Fold {
@@ -444,7 +446,9 @@ fn window(
     retention: &Retention,
     cfg: &TracerConfig,
     t: &Tracing<'_>,
+    tracker: &mut FindingTracker,
 ) -> Result<(), WindowError> {
+    let start_ms = now_wall_ns() / 1_000_000;
     let params = json!({
         "agent_window": true,
         "baseline_run": null,
@@ -494,7 +498,13 @@ fn window(
         .map_err(|e| serr(&format!("diagnosing run {id}"), &e))?;
     tailhunt_diagnose::store_findings(store, &id, &diagnosis)
         .map_err(|e| serr(&format!("storing the findings of run {id}"), &e))?;
-    let findings = findings_of(&id, diagnosis.findings);
+    let findings = tracker
+        .close_window(
+            start_ms,
+            now_wall_ns() / 1_000_000,
+            findings_of(&id, diagnosis.findings),
+        )
+        .to_vec();
     apply_retention(store, retention, &id).map_err(WindowError::Store)?;
     let mut s = t.state.lock();
     s.findings = findings;

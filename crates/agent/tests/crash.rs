@@ -5,30 +5,16 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
-use tailhunt_agent::exposition::{ScalarMetric, Snapshot};
 use tailhunt_agent::remote_write::{Batch, EndpointConfig, HistogramMode, RemoteWriter};
 
 const QUEUE_ENV: &str = "TAILHUNT_AGENT_CRASH_QUEUE";
 const URL_ENV: &str = "TAILHUNT_AGENT_CRASH_URL";
 
 fn batch(n: u64) -> Batch {
-    let snapshot = Snapshot {
-        counters: vec![ScalarMetric {
-            name: "th_crash_batches".into(),
-            help: String::new(),
-            labels: vec![],
-            value: n as f64,
-        }],
-        ..Snapshot::default()
-    };
-    let ts = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    Batch::from_snapshot(&snapshot, ts, &Vec::new()).unwrap()
+    counter_batch("th_crash_batches", n)
 }
 
 fn endpoint(url: String, queue: std::path::PathBuf) -> EndpointConfig {

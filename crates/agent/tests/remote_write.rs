@@ -1,5 +1,5 @@
 //! Remote write into a real VictoriaMetrics and a real Prometheus, queried back: histograms in
-//! each mode, an outage that loses nothing, the fall back from native to classic, an
+//! each mode, a 30 s outage that loses no sample (counts compared exactly), the fall back from native to classic, an
 //! unreachable endpoint whose queue stays bounded.
 
 mod common;
@@ -71,6 +71,69 @@ fn check_p99(base: &str, q: &str, tolerance: f64) -> f64 {
     v[0]
 }
 
+/// The outage's length: one batch is queued per second while the receiver is down.
+const OUTAGE: Duration = Duration::from_secs(30);
+/// The number of the last batch: one before the outage, one per second of it.
+const OUTAGE_LAST: u64 = 1 + OUTAGE.as_secs();
+
+/// Queues batches `numbers`, one a second, while the receiver is down; checks they stay
+/// queued and the failure is reported.
+fn outage(writer: &RemoteWriter, numbers: std::ops::RangeInclusive<u64>) {
+    let started = std::time::Instant::now();
+    for n in numbers {
+        std::thread::sleep(Duration::from_millis(1000));
+        assert!(writer.push(&batch(n)).is_empty());
+    }
+    let s = &writer.status()[0];
+    eprintln!(
+        "outage of {:.1} s: {} batch(es) queued, {} retries, last error: {:?}",
+        started.elapsed().as_secs_f64(),
+        s.queue.pending_records,
+        s.retries,
+        s.last_error
+    );
+    assert!(s.queue.pending_records >= OUTAGE.as_secs() - 1, "{s:?}");
+    assert!(
+        s.retries > 0
+            && s.last_error
+                .as_deref()
+                .unwrap_or("")
+                .contains("cannot reach"),
+        "{s:?}"
+    );
+}
+
+/// After the receiver at `base` is back: the queue drains, nothing was dropped, and every
+/// batch arrived exactly once (the counter's samples are 1..=OUTAGE_LAST).
+fn assert_drained_exactly(writer: &RemoteWriter, base: &str) {
+    assert!(
+        writer.wait_drained(Duration::from_secs(20)),
+        "{:?}",
+        writer.status()
+    );
+    let s = &writer.status()[0];
+    assert_eq!(s.queue.dropped_records, 0, "{s:?}");
+    assert!(
+        s.events.iter().any(|e| e.contains("delivering again")),
+        "{:?}",
+        s.events
+    );
+    let want = [OUTAGE_LAST as f64];
+    let q = "count_over_time(th_rw_batches_total[10m])";
+    let count = query_until_eq(base, q, &want, 10);
+    let q = "max_over_time(th_rw_batches_total[10m])";
+    let max = query_until_eq(base, q, &want, 5);
+    let q = "min_over_time(th_rw_batches_total[10m])";
+    let min = query_until_eq(base, q, &[1.0], 5);
+    eprintln!("after the outage {base} holds {count:?} batches, {min:?} to {max:?}");
+    assert_eq!(count, want, "batches lost or doubled");
+    assert_eq!(
+        (min, max),
+        (vec![1.0], want.to_vec()),
+        "a gap in the batches"
+    );
+}
+
 #[test]
 fn victoria_metrics_receives_vmrange_buckets_and_an_outage_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -88,45 +151,11 @@ fn victoria_metrics_receives_vmrange_buckets_and_an_outage_loses_nothing() {
     );
     eprintln!("vmrange p99 from VictoriaMetrics: {p99} s (known {KNOWN_P99} s)");
 
-    // Outage: the receiver is down for about 6 s while batches keep coming.
+    // Outage: the receiver is down for 30 s while a batch is queued every second.
     vm.terminate();
-    for n in 2..=7 {
-        std::thread::sleep(Duration::from_millis(1000));
-        assert!(writer.push(&batch(n)).is_empty());
-    }
-    let s = &writer.status()[0];
-    assert!(s.queue.pending_records >= 5, "{s:?}");
-    assert!(
-        s.retries > 0
-            && s.last_error
-                .as_deref()
-                .unwrap_or("")
-                .contains("cannot reach"),
-        "{s:?}"
-    );
+    outage(&writer, 2..=OUTAGE_LAST);
     let mut vm = victoria(&dir.path().join("vm"), port).unwrap();
-    assert!(
-        writer.wait_drained(Duration::from_secs(15)),
-        "{:?}",
-        writer.status()
-    );
-    let s = &writer.status()[0];
-    assert_eq!(s.queue.dropped_records, 0);
-    assert!(
-        s.events.iter().any(|e| e.contains("delivering again")),
-        "{:?}",
-        s.events
-    );
-    let q = "count_over_time(th_rw_batches_total[10m])";
-    let got = query_until_eq(&vm.url, q, &[7.0], 10);
-    assert_eq!(got, vec![7.0], "all 7 batches arrived");
-    let got = query_until_eq(
-        &vm.url,
-        "max_over_time(th_rw_batches_total[10m])",
-        &[7.0],
-        5,
-    );
-    assert_eq!(got, vec![7.0]);
+    assert_drained_exactly(&writer, &vm.url);
     vm.stop();
 }
 
@@ -195,25 +224,13 @@ fn prometheus_with_native_histograms_receives_them_and_an_outage_loses_nothing()
     eprintln!("native p99 from Prometheus (remote write): {p99} s (known {KNOWN_P99} s)");
 
     prom.terminate();
-    for n in 2..=6 {
-        std::thread::sleep(Duration::from_millis(1000));
-        writer.push(&batch(n));
-    }
-    assert!(writer.status()[0].queue.pending_records >= 4);
+    outage(&writer, 2..=OUTAGE_LAST);
     let prom = prometheus(&dir.path().join("prom"), port, None, &flags).unwrap();
-    assert!(
-        writer.wait_drained(Duration::from_secs(15)),
-        "{:?}",
-        writer.status()
-    );
-    let q = "count_over_time(th_rw_batches_total[10m])";
-    let got = query_until_eq(&prom.url, q, &[6.0], 10);
-    assert_eq!(
-        got,
-        vec![6.0],
-        "all 6 batches arrived:\n{}",
-        prom.log_tail()
-    );
+    assert_drained_exactly(&writer, &prom.url);
+    // The histograms queued during the outage arrived too: one per batch.
+    let q = "count_over_time(th_rw_latency_seconds[10m])";
+    let got = query_until_eq(&prom.url, q, &[OUTAGE_LAST as f64], 10);
+    assert_eq!(got, vec![OUTAGE_LAST as f64], "{}", prom.log_tail());
 }
 
 #[test]
@@ -296,4 +313,70 @@ fn endpoints_are_independent_one_down_does_not_hold_back_the_other() {
         writer.status()
     );
     assert_eq!(query_until_eq(&prom.url, q, &[3.0], 10), vec![3.0]);
+}
+
+/// A receiver that wants `Authorization: Bearer right`: answers 401 with a message to any
+/// other, 204 once `accept_any` is set. Returns its write URL and the request count.
+fn token_receiver(
+    accept_any: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::Ordering;
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/api/v1/write", server.server_addr());
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = seen.clone();
+    std::thread::spawn(move || {
+        for req in server.incoming_requests() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let ok = accept_any.load(Ordering::SeqCst)
+                || req
+                    .headers()
+                    .iter()
+                    .any(|h| h.field.equiv("Authorization") && h.value == "Bearer right");
+            let resp = if ok {
+                tiny_http::Response::from_string("").with_status_code(204)
+            } else {
+                tiny_http::Response::from_string("authorization failed: bad bearer token")
+                    .with_status_code(401)
+            };
+            let _ = req.respond(resp);
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn a_wrong_token_is_reported_with_the_receivers_message_and_loses_nothing() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (url, seen) = token_receiver(accept.clone());
+    let mut c = endpoint("auth", url, HistogramMode::Classic, dir.path());
+    c.bearer_token = Some("wrong".into());
+    let writer = RemoteWriter::start(vec![c]).unwrap();
+    for n in 1..=3 {
+        assert!(writer.push(&batch(n)).is_empty());
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while seen.load(Ordering::SeqCst) < 3 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = &writer.status()[0];
+    let err = s.last_error.clone().unwrap_or_default();
+    eprintln!("{err}");
+    assert!(
+        err.contains("401") && err.contains("bad bearer token") && err.contains("token_file"),
+        "{err}"
+    );
+    assert_eq!(s.queue.pending_records, 3, "{s:?}");
+    assert_eq!((s.delivered_requests, s.rejected_requests), (0, 0), "{s:?}");
+    // Once the receiver takes the credentials, everything queued goes.
+    accept.store(true, Ordering::SeqCst);
+    assert!(
+        writer.wait_drained(Duration::from_secs(10)),
+        "{:?}",
+        writer.status()
+    );
+    // Three batches, each a float and a histogram request.
+    assert_eq!(writer.status()[0].delivered_requests, 6);
 }

@@ -34,6 +34,7 @@ fn snapshot() -> Snapshot {
                 evidence: vec![],
                 fix: None,
             },
+            seen: None,
         }],
     }
 }

@@ -40,6 +40,7 @@ fn snapshot() -> Snapshot {
                 evidence: vec![],
                 fix: None,
             },
+            seen: None,
         }],
     }
 }

@@ -160,3 +160,17 @@ fn a_torn_record_right_after_the_acknowledgement_does_not_stall_the_queue() {
     let want: Vec<u32> = (first_segment_records..30).collect();
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_queue_directory_in_use_is_refused_until_its_holder_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Queue::open(dir.path(), 1 << 20).unwrap();
+    q.append(b"one").unwrap();
+    match Queue::open(dir.path(), 1 << 20) {
+        Err(QueueError::InUse(p)) => assert_eq!(p, dir.path()),
+        other => panic!("second open of a queue in use: {other:?}"),
+    }
+    drop(q);
+    let mut q = Queue::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(records(&mut q), vec![b"one".to_vec()]);
+}

@@ -125,12 +125,12 @@ fn a_bad_url_or_a_shared_queue_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let a = EndpointConfig::new(
         "a",
-        "https://x/api/v1/write",
+        "ftp://x/api/v1/write",
         HistogramMode::Classic,
         dir.path().join("a"),
     );
     let e = RemoteWriter::start(vec![a]).unwrap_err().to_string();
-    assert!(e.contains("http://"), "{e}");
+    assert!(e.contains("http://") && e.contains("https://"), "{e}");
     let a = EndpointConfig::new(
         "a",
         "http://127.0.0.1:1/w",
@@ -161,6 +161,7 @@ fn endpoint_status_becomes_metrics() {
             lost_on_open_bytes: 0,
         },
         last_error: Some("down".into()),
+        queue_full: true,
         events: vec![],
         events_total: 0,
     };
@@ -175,6 +176,7 @@ fn endpoint_status_becomes_metrics() {
     assert_eq!(get(&gauges, "queue_bytes"), Some(300.0));
     assert_eq!(get(&gauges, "native"), Some(1.0));
     assert_eq!(get(&gauges, "failing"), Some(1.0));
+    assert_eq!(get(&gauges, "queue_full"), Some(1.0));
     let snapshot = Snapshot {
         counters,
         gauges,

@@ -14,6 +14,7 @@ use super::{
 use crate::queue::Queue;
 
 pub(super) struct Worker {
+    pub(super) agent: ureq::Agent,
     pub(super) config: EndpointConfig,
     pub(super) queue: Arc<Mutex<Queue>>,
     pub(super) status: Arc<Mutex<EndpointStatus>>,
@@ -42,11 +43,7 @@ impl Worker {
     }
 
     pub(super) fn run(self) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(self.config.timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
+        let agent = self.agent.clone();
         let mut backoff = self.config.backoff_min;
         // Requests of the head batch already handled (kept across retries of the rest).
         let mut done_in_head = 0usize;

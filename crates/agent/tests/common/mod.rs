@@ -83,6 +83,21 @@ impl Drop for Proc {
 }
 
 fn spawn(bin: &Path, args: &[String], port: u16, log: PathBuf, ready_path: &str) -> Proc {
+    spawn_until(bin, args, port, log, |url| {
+        ureq::get(&format!("{url}{ready_path}"))
+            .call()
+            .is_ok_and(|r| r.status() == 200)
+    })
+}
+
+/// Starts `bin` and waits until `ready(base_url)` (20 s at most).
+fn spawn_until(
+    bin: &Path,
+    args: &[String],
+    port: u16,
+    log: PathBuf,
+    ready: impl Fn(&str) -> bool,
+) -> Proc {
     let out = std::fs::File::create(&log).unwrap();
     let child = Command::new(bin)
         .args(args)
@@ -99,10 +114,8 @@ fn spawn(bin: &Path, args: &[String], port: u16, log: PathBuf, ready_path: &str)
     };
     let until = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(r) = ureq::get(&format!("{}{ready_path}", p.url)).call() {
-            if r.status() == 200 {
-                return p;
-            }
+        if ready(&p.url) {
+            return p;
         }
         assert!(
             Instant::now() < until,
@@ -136,6 +149,130 @@ pub fn prometheus(dir: &Path, port: u16, scrape: Option<&str>, flags: &[&str]) -
     Some(spawn(&bin, &args, port, dir.join("log"), "/-/ready"))
 }
 
+/// Starts Prometheus with its remote-write receiver behind TLS (`cert`, `key`, PEM) on
+/// `port`: its URL is `https://127.0.0.1:PORT`. `scrape` is appended to its configuration
+/// (a `scrape_configs:` section, or empty). Ready when its log says so.
+pub fn prometheus_tls(
+    dir: &Path,
+    port: u16,
+    cert: &Path,
+    key: &Path,
+    scrape: &str,
+) -> Option<Proc> {
+    let bin = binary("prometheus")?;
+    std::fs::create_dir_all(dir).unwrap();
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(&cfg, format!("global:\n  scrape_interval: 1s\n{scrape}")).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let args = vec![
+        format!("--config.file={}", cfg.display()),
+        format!("--storage.tsdb.path={}", dir.join("data").display()),
+        format!("--web.listen-address=127.0.0.1:{port}"),
+        format!("--web.config.file={}", web.display()),
+        "--web.enable-remote-write-receiver".to_string(),
+    ];
+    let log = dir.join("log");
+    let log2 = log.clone();
+    let mut p = spawn_until(&bin, &args, port, log, move |_| {
+        std::fs::read_to_string(&log2).is_ok_and(|s| s.contains("ready to receive web requests"))
+    });
+    p.url = format!("https://127.0.0.1:{port}");
+    Some(p)
+}
+
+/// Runs `openssl ARGS` in `dir`; panics naming the step when it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("openssl (installed by scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA made in `dir` as `NAME-ca.pem` (key `NAME-ca.key`) and a certificate for 127.0.0.1 it
+/// signed, `NAME-cert.pem` with key `NAME-key.pem`. Returns (ca, cert, key).
+pub fn tls_files(dir: &Path, name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let f = |s: &str| format!("{name}-{s}");
+    let subj = format!("/CN={name}-test-ca");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            &subj,
+            "-keyout",
+            &f("ca.key"),
+            "-out",
+            &f("ca.pem"),
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            &f("key.pem"),
+            "-out",
+            &f("leaf.csr"),
+        ],
+    );
+    std::fs::write(
+        dir.join(f("leaf.ext")),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &f("leaf.csr"),
+            "-CA",
+            &f("ca.pem"),
+            "-CAkey",
+            &f("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            &f("leaf.ext"),
+            "-out",
+            &f("cert.pem"),
+        ],
+    );
+    (
+        dir.join(f("ca.pem")),
+        dir.join(f("cert.pem")),
+        dir.join(f("key.pem")),
+    )
+}
+
 /// Starts VictoriaMetrics on `port` with data in `dir` (fresh data visible to queries at once).
 pub fn victoria(dir: &Path, port: u16) -> Option<Proc> {
     let bin = binary("victoria-metrics")?;
@@ -151,8 +288,13 @@ pub fn victoria(dir: &Path, port: u16) -> Option<Proc> {
 
 /// An instant query: the values of the result vector (empty when there is none).
 pub fn query(base: &str, promql: &str) -> Vec<f64> {
+    query_with(&ureq::agent(), base, promql)
+}
+
+/// An instant query through `agent` (one set up for TLS, say).
+pub fn query_with(agent: &ureq::Agent, base: &str, promql: &str) -> Vec<f64> {
     let url = format!("{base}/api/v1/query");
-    let Ok(mut resp) = ureq::get(&url).query("query", promql).call() else {
+    let Ok(mut resp) = agent.get(&url).query("query", promql).call() else {
         return Vec::new();
     };
     let v: serde_json::Value = resp.body_mut().read_json().unwrap_or_default();
@@ -207,3 +349,22 @@ pub fn known_histogram() -> Histogram {
 
 /// The p99 of [`known_histogram`], in seconds.
 pub const KNOWN_P99: f64 = 0.0299;
+
+/// A batch holding one counter `name` (`_total` added when written) at `n`, stamped now: one
+/// more per batch makes every batch its own sample, counted back with `count_over_time`.
+pub fn counter_batch(name: &str, n: u64) -> tailhunt_agent::remote_write::Batch {
+    let snapshot = tailhunt_agent::exposition::Snapshot {
+        counters: vec![tailhunt_agent::exposition::ScalarMetric {
+            name: name.into(),
+            help: String::new(),
+            labels: vec![],
+            value: n as f64,
+        }],
+        ..Default::default()
+    };
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    tailhunt_agent::remote_write::Batch::from_snapshot(&snapshot, ts, &Vec::new()).unwrap()
+}

@@ -26,6 +26,18 @@ use tailhunt_probe::run::Live;
 use crate::cli::AgentArgs;
 use crate::signals;
 
+/// A status line on stderr. The agent runs for days: a stderr that went away (a closed pipe,
+/// a rotated log reader) must not stop it, so write errors are ignored where `eprintln!` panics.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// How long a stop waits for the last snapshot to be delivered (it stays queued otherwise).
+const FINAL_DRAIN: Duration = Duration::from_secs(3);
+
 /// What the prober thread shares with the exporting loop.
 struct Probing {
     aggregator: Aggregator,
@@ -163,7 +175,7 @@ impl Parts {
         ];
         for (n, s) in now.into_iter().zip(shown.iter_mut()) {
             if print && n.is_some() && n != *s {
-                eprintln!("tailhunt agent: {}", n.as_deref().unwrap_or(""));
+                say!("tailhunt agent: {}", n.as_deref().unwrap_or(""));
             }
             *s = n;
         }
@@ -205,7 +217,7 @@ fn snapshot(writer: &RemoteWriter, started: Instant, probing: Option<&Probing>) 
 /// probe goes on either way.
 fn report_failing(live: &Live, shown: &mut Vec<(String, String)>) {
     for change in live.failing_changes(shown) {
-        eprintln!("tailhunt agent: {change}");
+        say!("tailhunt agent: {change}");
     }
 }
 
@@ -271,7 +283,12 @@ pub fn run(a: &AgentArgs) -> Result<()> {
     }
     signals::install();
     let exported = Exported::new();
-    let server = Server::start(&cfg.listen.to_string(), cfg.token.clone(), exported.clone())?;
+    let server = Server::start_with(
+        &cfg.listen.to_string(),
+        cfg.token.clone(),
+        cfg.tls.as_ref(),
+        exported.clone(),
+    )?;
     let writer = RemoteWriter::start(cfg.remote_write.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
     // The mesh's echo answers before the probes start, so peers starting together find it.
@@ -298,10 +315,15 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         Some(addr) => format!("{probing_text}; mesh echo (tcp, udp) on {addr}"),
         None => probing_text,
     };
-    eprintln!(
-        "tailhunt agent: serving http://{}/metrics{}; remote write to {} endpoint(s); {probing_text}; {parts_text}",
+    say!(
+        "tailhunt agent: serving {}://{}/metrics{}; remote write to {} endpoint(s); {probing_text}; {parts_text}",
+        server.scheme(),
         server.local_addr(),
-        if cfg.token.is_some() { " (bearer token required)" } else { "" },
+        if cfg.token.is_some() {
+            " (bearer token required)"
+        } else {
+            ""
+        },
         cfg.remote_write.len()
     );
     let _ = std::io::stderr().flush();
@@ -320,7 +342,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             }
             let e = p.windows.lock().last_error.clone();
             if e.is_some() && e != window_error {
-                eprintln!("tailhunt agent: {}", e.as_deref().unwrap_or(""));
+                say!("tailhunt agent: {}", e.as_deref().unwrap_or(""));
             }
             window_error = e;
             report_failing(&p.live, &mut failing);
@@ -336,7 +358,7 @@ pub fn run(a: &AgentArgs) -> Result<()> {
                     .map_or(0, |d| d.as_millis() as i64);
                 let batch = Batch::from_snapshot(&snap, ts, &extra)?;
                 for e in writer.push(&batch) {
-                    eprintln!("tailhunt agent: {e}");
+                    say!("tailhunt agent: {e}");
                 }
             }
             exported.set(snap);
@@ -345,20 +367,21 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         for (s, seen) in writer.status().iter().zip(shown.iter_mut()) {
             let new = (s.events_total - *seen).min(s.events.len() as u64) as usize;
             for e in &s.events[s.events.len() - new..] {
-                eprintln!("tailhunt agent: {e}");
+                say!("tailhunt agent: {e}");
             }
             *seen = s.events_total;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
+    let mut probing = None;
     if let Some((p, h)) = prober.take() {
         match h.join() {
             Ok(r) => r.context("the prober stopped")?,
             Err(_) => anyhow::bail!("the prober thread panicked"),
         }
         let w = p.windows.lock();
-        eprintln!(
+        say!(
             "tailhunt agent: probe samples measured {}, exported {}; {} window(s) stored, {} failed, {} deleted by retention",
             p.live.samples.load(Ordering::Relaxed),
             p.aggregator.samples(),
@@ -366,13 +389,30 @@ pub fn run(a: &AgentArgs) -> Result<()> {
             w.failed_windows,
             w.deleted_runs
         );
+        drop(w);
+        probing = Some(p);
+    }
+    // A last snapshot after the prober stopped, so what was measured since the last interval
+    // is queued too (and, with the receivers up, delivered) rather than lost with the stop; a
+    // receiver that is down gets it from the queue on the next start.
+    if !cfg.remote_write.is_empty() {
+        let snap = snapshot(&writer, started, probing.as_ref());
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        for e in writer.push(&Batch::from_snapshot(&snap, ts, &extra)?) {
+            say!("tailhunt agent: {e}");
+        }
+        if writer.status().iter().all(|s| s.last_error.is_none()) {
+            writer.wait_drained(FINAL_DRAIN);
+        }
     }
     for t in parts.threads {
         let _ = t.join();
     }
     let r = parts.runq.lock();
     if r.intervals > 0 {
-        eprintln!(
+        say!(
             "tailhunt agent: run-queue intervals {}, {} window(s) stored, {} failed; {} cgroup label(s), {} cgroup interval(s) folded into \"other\"",
             r.intervals,
             r.windows,
@@ -390,8 +430,6 @@ pub fn run(a: &AgentArgs) -> Result<()> {
         .map(|s| s.queue.pending_records)
         .sum();
     drop(writer);
-    eprintln!(
-        "tailhunt agent: stopped; {pending} batch(es) stay queued on disk for the next start"
-    );
+    say!("tailhunt agent: stopped; {pending} batch(es) stay queued on disk for the next start");
     Ok(())
 }

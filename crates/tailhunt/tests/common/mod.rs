@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests: a temporary store, running the real binary, schema checks.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod browser;
 pub mod capture;
 pub mod cgroups;
