@@ -258,8 +258,9 @@ impl<'a> Loop<'a> {
             if self.deadline_check != i64::MAX {
                 wait = wait.min(self.deadline_check - now);
             }
+            // A send of this turn is later than `now`: its reply is awaited too (no clock read).
             let awaiting =
-                self.last_send_ns > self.last_reply_ns && mono_ns() - self.last_send_ns < w.spin_ns;
+                self.last_send_ns > self.last_reply_ns && now - self.last_send_ns < w.spin_ns;
             if let Err(e) = super::wait_events(&self.epoll, &mut events, wait, w.spin_ns, awaiting)
             {
                 r.note_error(|| format!("epoll_wait: {e}"));
