@@ -271,7 +271,7 @@ th_once() { # round name threads inflight rate try
     timeout $((http_secs + 40)) /usr/bin/time -f '%U %S' -o "$tmp/time.txt" \
         "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "http://127.0.0.1:$http_port/" \
         --rate "$rate" --duration "${http_secs}s" --warmup 0s --conns "$conns" \
-        --threads "$threads" --max-inflight "$inflight" --nodelay=true --request-bytes 0 \
+        --threads "$threads" --max-inflight "$inflight" --nodelay=true --spin 50us --request-bytes 0 \
         --json >"$json" 2>"$tmp/step.err" || true
     read -r st ok errs tos unsent achieved p50 p99 lag99 steal run series sent lag50 < <(step_fields "$json")
     # Client CPU per request (µs), warm-up included: user + system time over the requests sent.
@@ -298,7 +298,7 @@ th_sat() { # round
     log "round $1: tailhunt saturated, offered $rate/s"
     timeout $((http_secs * 3 + 60)) "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load \
         "http://127.0.0.1:$http_port/" --rate "$rate" --duration "${http_secs}s" --warmup 0s \
-        --timeout 60s --conns "$conns" --threads 1 --max-inflight 1 --nodelay=true \
+        --timeout 60s --conns "$conns" --threads 1 --max-inflight 1 --nodelay=true --spin 50us \
         --request-bytes 0 --json >"$json" 2>"$tmp/sat.err" || true
     read -r st ok errs tos unsent _ _ _ _ _ run series _ _ < <(step_fields "$json")
     if [[ "$st" != complete ]] || ((errs + tos + unsent > 0)); then
@@ -402,7 +402,7 @@ run_tailhunt_pp() { # round rate
     steal_mark
     timeout $((pp_secs + 40)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
         "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
-        --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true \
+        --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true --spin 50us \
         --request-bytes "$body_bytes" --json >"$json" 2>"$tmp/pp.err" || true
     steal="$(steal_since)"
     cpu="$(awk '{ printf "%.0f", 100 * ($1 + $2) / $3 }' "$tmp/time.txt")"
@@ -677,7 +677,7 @@ tools; 64-byte bodies, keep-alive.
   (no socket errors or non-2xx replies, p99 <= $slo_ms ms; its p99 is from the actual send)
   counts, else the higher run, marked.
 - tailhunt (open loop): \`tailhunt load http://127.0.0.1:PORT/ --rate R --duration ${http_secs}s
-  --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --request-bytes 0 --json\`,
+  --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --spin 50us --request-bytes 0 --json\`,
   so it has the same $conns connections with at most one request in flight on each, as wrk
   (tailhunt's default \`--max-inflight 1000\` pipelines requests on a connection, which wrk does
   not), sends the same request (\`GET / HTTP/1.1\` and a Host header, no padding) and, like wrk,
@@ -727,7 +727,7 @@ measurement, TCP_NODELAY on both ends.
   its output, in µs.
 - tailhunt: \`tailhunt serve tcp --listen 127.0.0.1:PORT2 --reply-bytes $body_bytes\` and
   \`tailhunt load tcp://127.0.0.1:PORT2 --rate M --duration ${pp_secs}s --conns 1 --max-inflight 1
-  --nodelay=true --request-bytes $body_bytes --json\` (tailhunt frames add a 4-byte length, so
+  --nodelay=true --spin 50us --request-bytes $body_bytes --json\` (tailhunt frames add a 4-byte length, so
   both tools move $msg_bytes bytes each way). Exact nearest-rank percentiles of the run's ok
   samples from \`tailhunt export RUN --series SERIES\`: latency from the intended send time
   (what tailhunt reports; includes the client's own wake-up lag), service time

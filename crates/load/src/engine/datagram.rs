@@ -158,7 +158,8 @@ impl Worker {
                 wait = wait.min(d - now);
             }
             // A reply is expected while requests are pending and the last went out lately.
-            let awaiting = !st.pending.is_empty() && now - st.last_send_ns < w.spin_ns;
+            let awaiting =
+                w.reply_spin && !st.pending.is_empty() && now - st.last_send_ns < w.spin_ns;
             if let Err(e) = super::wait_events(&epoll, &mut events, wait, w.spin_ns, awaiting) {
                 r.note_error(|| format!("epoll_wait: {e}"));
                 break;

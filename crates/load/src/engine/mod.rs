@@ -286,6 +286,7 @@ fn spawn(
                 phase_ns: i as f64 * 1e9 / cfg.rate,
                 seed: cfg.seed.wrapping_add(i as u64),
                 spin_ns,
+                reply_spin: cfg.timing.reply_spin(),
             };
             let (live, halt) = (Arc::clone(live), Arc::clone(halt));
             let (cfg, tx) = (cfg.clone(), tx.clone());
@@ -362,8 +363,10 @@ pub(crate) struct Window {
     pub rate: f64,
     pub phase_ns: f64,
     pub seed: u64,
-    /// Poll instead of sleeping this long before a send and after one (0: always sleep).
+    /// Poll instead of sleeping this long before a send (0: always sleep).
     pub spin_ns: i64,
+    /// Also poll for up to `spin_ns` after a send while its reply is expected.
+    pub reply_spin: bool,
 }
 
 enum WorkerKind {

@@ -259,8 +259,9 @@ impl<'a> Loop<'a> {
                 wait = wait.min(self.deadline_check - now);
             }
             // A send of this turn is later than `now`: its reply is awaited too (no clock read).
-            let awaiting =
-                self.last_send_ns > self.last_reply_ns && now - self.last_send_ns < w.spin_ns;
+            let awaiting = w.reply_spin
+                && self.last_send_ns > self.last_reply_ns
+                && now - self.last_send_ns < w.spin_ns;
             if let Err(e) = super::wait_events(&self.epoll, &mut events, wait, w.spin_ns, awaiting)
             {
                 r.note_error(|| format!("epoll_wait: {e}"));
