@@ -347,6 +347,7 @@ fn sweep(
         breakdown: false,
         http: Default::default(),
         tls: Default::default(),
+        timing: Default::default(),
     };
     let mut params = json!({
         "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,

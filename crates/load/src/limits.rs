@@ -80,6 +80,7 @@ pub fn check_sweep(rates: &[f64], repeat: usize) -> Result<(), LimitError> {
 /// Checks one step's flags; every message names the flag, the limit and why.
 pub fn check_step(cfg: &StepConfig) -> Result<(), LimitError> {
     check_sweep(&[cfg.rate], 1)?;
+    cfg.timing.check().map_err(LimitError)?;
     if let Err(e) = crate::proto::for_target(&cfg.target, cfg.request_bytes, &cfg.http) {
         return refuse(e.to_string());
     }
@@ -191,6 +192,7 @@ mod tests {
             breakdown: false,
             http: Default::default(),
             tls: Default::default(),
+            timing: Default::default(),
         }
     }
 

@@ -9,6 +9,8 @@
 //! |---|---|---|
 //! | `latency` | `rate` (the exact rate asked for), `repeat` (with `--repeat`) | every measured request: intended, sent, ended, outcome |
 //! | `latency` | the same and `phase=warmup` | the warm-up's requests, kept apart |
+//! | `client_lateness` | the same as `latency` | every measured request's send lag: intended to actual send (the client's own lateness) |
+//! | `service` | the same as `latency` | every measured request's service time: actual send to its end; `client_lateness + service = latency` per request |
 //! | `server_app`, `server_stack`, `network`, `client_stack` | the same as `latency` | the breakdown parts (`--breakdown`) |
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,8 +127,36 @@ fn open_series(
     sink.open_series(&meta)
 }
 
+/// The handles of the series `names`, opened on first use and kept in `slot`.
+fn opened<const N: usize>(
+    slot: &mut Option<[usize; N]>,
+    sink: &mut dyn SeriesSink,
+    names: [&str; N],
+    labels: &[(String, String)],
+) -> Result<[usize; N], SinkError> {
+    if let Some(h) = *slot {
+        return Ok(h);
+    }
+    let mut h = [0; N];
+    for (h, name) in h.iter_mut().zip(names) {
+        *h = open_series(sink, name, labels)?;
+    }
+    *slot = Some(h);
+    Ok(h)
+}
+
 /// A breakdown part: its series name and how it is read from a [`Breakdown`].
 type Part = (&'static str, fn(&Breakdown) -> i64);
+
+/// The two parts of every request's latency, stored as series of their own: the client's own
+/// lateness and the service time after it.
+const TIMING: [SamplePart; 2] = [
+    ("client_lateness", |s| s.start_ns - s.intended_ns),
+    ("service", |s| s.end_ns - s.start_ns),
+];
+
+/// A part of a sample's latency: its series name and how it is read from a [`Sample`].
+type SamplePart = (&'static str, fn(&Sample) -> i64);
 
 /// Breakdown parts stored as series of their own.
 const PARTS: [Part; 4] = [
@@ -145,6 +175,7 @@ struct StepWriter<'w> {
     latency: Option<usize>,
     warmup: Option<usize>,
     parts: Option<[usize; 4]>,
+    timing: Option<[usize; 2]>,
     measured: Vec<Sample>,
     tally: Tally,
     scratch: Vec<Sample>,
@@ -158,6 +189,7 @@ impl<'w> StepWriter<'w> {
             latency: None,
             warmup: None,
             parts: None,
+            timing: None,
             measured: Vec::new(),
             tally: Tally::default(),
             scratch: Vec::new(),
@@ -199,16 +231,14 @@ impl<'w> StepWriter<'w> {
         Ok(h)
     }
 
+    fn timing_series(&mut self) -> Result<[usize; 2], SinkError> {
+        let names = TIMING.map(|(name, _)| name);
+        opened(&mut self.timing, self.sink, names, &self.labels)
+    }
+
     fn part_series(&mut self) -> Result<[usize; 4], SinkError> {
-        if let Some(p) = self.parts {
-            return Ok(p);
-        }
-        let mut p = [0; 4];
-        for (h, (name, _)) in p.iter_mut().zip(PARTS) {
-            *h = open_series(self.sink, name, &self.labels)?;
-        }
-        self.parts = Some(p);
-        Ok(p)
+        let names = PARTS.map(|(name, _)| name);
+        opened(&mut self.parts, self.sink, names, &self.labels)
     }
 }
 
@@ -223,6 +253,15 @@ impl StepSink for StepWriter<'_> {
         let measured = || batch.iter().filter(|f| f.measured);
         self.push(latency, measured().map(|f| f.sample))?;
         self.measured.extend(measured().map(|f| f.sample));
+        if measured().next().is_some() {
+            for (h, (_, part)) in self.timing_series()?.into_iter().zip(TIMING) {
+                let samples = measured().map(|f| {
+                    let s = f.sample;
+                    Sample::from_latency(s.intended_ns, part(&s), s.outcome)
+                });
+                self.push(h, samples)?;
+            }
+        }
         if measured().any(|f| f.breakdown.is_some()) {
             for (h, (_, part)) in self.part_series()?.into_iter().zip(PARTS) {
                 let samples = measured().map(|f| {
@@ -243,18 +282,23 @@ impl StepSink for StepWriter<'_> {
 /// Latency percentiles of the measured samples (every outcome: a timeout took at least that
 /// long), by the one nearest-rank rule.
 fn step_latency(measured: &[Sample]) -> Option<StepLatency> {
-    let mut lat: Vec<u64> = measured
-        .iter()
-        .map(|s| u64::try_from(s.latency_ns()).unwrap_or(0))
+    percentiles(measured.iter().map(Sample::latency_ns).collect())
+}
+
+/// Nearest-rank percentiles of `values`, ns (negative ones count as 0); `None` when empty.
+fn percentiles(values: Vec<i64>) -> Option<StepLatency> {
+    let mut v: Vec<u64> = values
+        .into_iter()
+        .map(|x| u64::try_from(x).unwrap_or(0))
         .collect();
-    lat.sort_unstable();
-    let q = |q: f64| quantile::of_sorted(&lat, q);
+    v.sort_unstable();
+    let q = |q: f64| quantile::of_sorted(&v, q);
     Some(StepLatency {
         p50: q(0.5)?,
         p90: q(0.9)?,
         p99: q(0.99)?,
         p999: q(0.999)?,
-        max: *lat.last()?,
+        max: *v.last()?,
     })
 }
 
@@ -281,6 +325,8 @@ fn step_summary(
         warmup_samples: facts.counts.warmup,
         latency_ns: step_latency(&sw.measured),
         send_lag_p99_ns: facts.send_lag_p99_ns,
+        client_lateness_ns: percentiles(sw.tally.lags.clone()),
+        service_ns: percentiles(sw.tally.services.clone()),
         client_cpu: facts.client_cpu,
         cpu_busy: facts.health.cpu_busy,
         steal: facts.health.steal,

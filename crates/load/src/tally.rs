@@ -39,8 +39,12 @@ impl Counts {
 pub struct Tally {
     /// The counts.
     pub counts: Counts,
-    /// Send lag of each sent measured request, ns.
+    /// Send lag (the client's own lateness: intended to actual send) of each sent measured
+    /// request, ns.
     pub lags: Vec<i64>,
+    /// Service time (actual send to its end) of each sent measured request, ns, in the same
+    /// order as `lags`.
+    pub services: Vec<i64>,
     /// When the last ok response of the measured window arrived.
     pub last_ok_end_ns: Option<i64>,
 }
@@ -59,6 +63,7 @@ impl Tally {
         }
         c.sent += 1;
         self.lags.push(f.sample.send_lag_ns());
+        self.services.push(f.sample.end_ns - f.sample.start_ns);
         match f.sample.outcome {
             Outcome::Ok => {
                 c.ok += 1;
@@ -189,7 +194,7 @@ mod tests {
     fn counts_add_up_with_warm_up_and_never_sent_apart() {
         let mut t = Tally::default();
         let f = |outcome, sent, measured| Finished {
-            sample: Sample::new(0, 5, 10, outcome),
+            sample: Sample::new(0, 5, 12, outcome),
             sent,
             measured,
             breakdown: None,
@@ -203,5 +208,6 @@ mod tests {
         assert_eq!((c.sent, c.ok, c.errors, c.timeouts), (3, 1, 1, 1));
         assert_eq!((c.unsent, c.warmup, c.scheduled()), (1, 1, 4));
         assert_eq!(t.lags, [5, 5, 5]);
+        assert_eq!(t.services, [7, 7, 7]);
     }
 }

@@ -245,6 +245,7 @@ fn step(url: &str, breakdown: bool) -> StepConfig {
         breakdown,
         http: Default::default(),
         tls: Default::default(),
+        timing: Default::default(),
     }
 }
 

@@ -556,6 +556,15 @@ pub struct LoadArgs {
     /// `kill -9` (or the OOM killer) can lose (10ms .. 10s).
     #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = crate::flags::duration)]
     pub commit_interval: Duration,
+    /// Poll instead of sleeping this long before each send is due, so wake-ups do not make the
+    /// client late; given explicitly, also after each send while its reply is expected (0s:
+    /// always sleep; default 50us before sends only, when each worker thread has a CPU of its
+    /// own, else 0; at most 10ms).
+    #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
+    pub spin: Option<Duration>,
+    /// Pin the worker threads to these CPUs (e.g. 1 or 2,3; worker i on the i-th, round robin).
+    #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
+    pub pin: Vec<usize>,
 }
 
 /// `tailhunt serve`.

@@ -129,6 +129,7 @@ impl Worker {
             buf: Vec::with_capacity(2048),
             rbuf: vec![0u8; 65_536],
             reader: tstamp::Reader::new(),
+            last_send_ns: 0,
         };
         let mut sched = Schedule::new(cfg.arrival, w.rate, w.start_ns, w.phase_ns, w.seed);
         let mut events = Vec::with_capacity(64);
@@ -156,7 +157,10 @@ impl Worker {
             if let Some(&(_, d)) = st.order.front() {
                 wait = wait.min(d - now);
             }
-            if let Err(e) = super::wait_events(&epoll, &mut events, wait, w.spin_ns) {
+            // A reply is expected while requests are pending and the last went out lately.
+            let awaiting =
+                w.reply_spin && !st.pending.is_empty() && now - st.last_send_ns < w.spin_ns;
+            if let Err(e) = super::wait_events(&epoll, &mut events, wait, w.spin_ns, awaiting) {
                 r.note_error(|| format!("epoll_wait: {e}"));
                 break;
             }
@@ -185,6 +189,8 @@ struct State<'a> {
     buf: Vec<u8>,
     rbuf: Vec<u8>,
     reader: tstamp::Reader,
+    /// When the last request was sent (a reply is polled for within the spin window).
+    last_send_ns: i64,
 }
 
 impl State<'_> {
@@ -200,6 +206,7 @@ impl State<'_> {
         let i = self.rr % socks.len();
         self.rr += 1;
         let start = mono_ns();
+        self.last_send_ns = start;
         let send_real_ns = if self.cfg.breakdown {
             real_ns() as u64
         } else {

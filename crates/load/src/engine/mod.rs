@@ -11,6 +11,7 @@
 mod datagram;
 pub mod handoff;
 mod stream;
+pub mod timing;
 pub mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,6 +29,7 @@ use crate::target::{Scheme, Target};
 
 use handoff::{Batch, Outbox, Reorder};
 pub use handoff::{Collect, Finished, StepSink};
+pub use timing::Timing;
 
 /// How to run one step.
 #[derive(Debug, Clone)]
@@ -64,6 +66,8 @@ pub struct StepConfig {
     pub http: crate::proto::HttpRequest,
     /// HTTPS: how the server's certificate is checked.
     pub tls: tls::TlsOptions,
+    /// When workers poll instead of sleeping, and where they run.
+    pub timing: Timing,
 }
 
 /// Counters of a step (what the requests' outcomes do not say; those are in the samples).
@@ -266,11 +270,10 @@ fn spawn(
     tx: mpsc::Sender<Batch>,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<WorkerResult>>> {
     let live_conns: usize = workers.iter().map(|(_, c)| c).sum();
-    // Polling for sends due soon pays only when every worker has a CPU of its own: workers that
-    // share one (say `taskset -c 1 tailhunt load --threads 2`) would spend their turns polling
-    // while the other waits to send.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let spin_ns = if workers.len() <= cpus { SPIN_NS } else { 0 };
+    let cpus = rustix::thread::sched_getaffinity(None)
+        .map(|set| set.count() as usize)
+        .unwrap_or(1);
+    let spin_ns = cfg.timing.spin_ns(workers.len(), cpus);
     workers
         .into_iter()
         .enumerate()
@@ -283,6 +286,7 @@ fn spawn(
                 phase_ns: i as f64 * 1e9 / cfg.rate,
                 seed: cfg.seed.wrapping_add(i as u64),
                 spin_ns,
+                reply_spin: cfg.timing.reply_spin(),
             };
             let (live, halt) = (Arc::clone(live), Arc::clone(halt));
             let (cfg, tx) = (cfg.clone(), tx.clone());
@@ -290,6 +294,7 @@ fn spawn(
                 .name(format!("load-{i}"))
                 .spawn(move || {
                     clock::tighten_timer_slack();
+                    let pinned = cfg.timing.pin_worker(i);
                     let out = Outbox::new(tx, i, clock::mono_ns());
                     let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::mono_ns());
                     let mut r = match w {
@@ -298,6 +303,9 @@ fn spawn(
                     };
                     let wall = (clock::mono_ns() - wall0).max(1) as f64;
                     r.cpu_share = (clock::thread_cpu_ns() - cpu0) as f64 / wall;
+                    if let Err(e) = pinned {
+                        r.note_error(|| format!("--pin: pinning worker {i}: {e}"));
+                    }
                     r.out.close(clock::mono_ns());
                     r
                 })
@@ -355,8 +363,10 @@ pub(crate) struct Window {
     pub rate: f64,
     pub phase_ns: f64,
     pub seed: u64,
-    /// Waits shorter than this poll instead of sleeping (0: always sleep).
+    /// Poll instead of sleeping this long before a send (0: always sleep).
     pub spin_ns: i64,
+    /// Also poll for up to `spin_ns` after a send while its reply is expected.
+    pub reply_spin: bool,
 }
 
 enum WorkerKind {
@@ -430,37 +440,10 @@ impl WorkerResult {
     }
 }
 
-/// Waits shorter than this poll instead of sleeping (when each worker has a CPU).
-pub(crate) const SPIN_NS: i64 = 50_000;
-
 /// Longest epoll sleep, so Ctrl-C and deadlines are noticed.
 pub(crate) const MAX_WAIT_NS: i64 = 50_000_000;
 
-/// Waits up to `wait_ns` for events (nanosecond precision: epoll_pwait2). A signal ends the
-/// wait early without an error.
-pub(crate) fn wait_events(
-    epoll: &rustix::fd::OwnedFd,
-    events: &mut Vec<rustix::event::epoll::Event>,
-    wait_ns: i64,
-    spin_ns: i64,
-) -> rustix::io::Result<()> {
-    // A send due within spin_ns is waited for by polling: on a VM a sleep and wake-up costs
-    // more CPU than the wait, and the wake-up comes late.
-    let wait_ns = if wait_ns < spin_ns {
-        0
-    } else {
-        wait_ns - spin_ns / 2
-    };
-    let ts = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: wait_ns.clamp(0, 999_999_999),
-    };
-    events.clear();
-    match rustix::event::epoll::wait(epoll, rustix::buffer::spare_capacity(events), Some(&ts)) {
-        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
+pub(crate) use timing::wait_events;
 
 pub(crate) fn stopped(stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)

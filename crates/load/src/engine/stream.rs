@@ -166,6 +166,10 @@ struct Loop<'a> {
     reader: tstamp::Reader,
     /// The last failed reconnect since the last response (cleared by a response).
     refused_since_response: Option<String>,
+    /// When the last request was written and the last response read: a reply is expected
+    /// while the first is later (the worker polls for it within its spin window).
+    last_send_ns: i64,
+    last_reply_ns: i64,
 }
 
 impl<'a> Loop<'a> {
@@ -204,6 +208,8 @@ impl<'a> Loop<'a> {
             live,
             reader: tstamp::Reader::new(),
             refused_since_response: None,
+            last_send_ns: 0,
+            last_reply_ns: 0,
         };
         for i in 0..lp.conns.len() {
             if lp.conns[i].sock.is_some() {
@@ -252,7 +258,12 @@ impl<'a> Loop<'a> {
             if self.deadline_check != i64::MAX {
                 wait = wait.min(self.deadline_check - now);
             }
-            if let Err(e) = super::wait_events(&self.epoll, &mut events, wait, w.spin_ns) {
+            // A send of this turn is later than `now`: its reply is awaited too (no clock read).
+            let awaiting = w.reply_spin
+                && self.last_send_ns > self.last_reply_ns
+                && now - self.last_send_ns < w.spin_ns;
+            if let Err(e) = super::wait_events(&self.epoll, &mut events, wait, w.spin_ns, awaiting)
+            {
                 r.note_error(|| format!("epoll_wait: {e}"));
                 break;
             }
@@ -345,6 +356,7 @@ impl<'a> Loop<'a> {
         self.seq += 1;
         let c = &mut self.conns[i];
         let start = mono_ns();
+        self.last_send_ns = start;
         let send_real_ns = if self.cfg.breakdown {
             real_ns() as u64
         } else {
@@ -486,6 +498,7 @@ impl<'a> Loop<'a> {
             }
         }
         let end = mono_ns();
+        self.last_reply_ns = end;
         let end_real_ns = if self.cfg.breakdown {
             real_ns() as u64
         } else {

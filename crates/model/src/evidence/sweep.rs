@@ -66,6 +66,14 @@ pub struct SweepStep {
     /// 99th percentile of send lag over the sent requests, ns.
     #[serde(default)]
     pub send_lag_p99_ns: i64,
+    /// The client's own lateness over the sent requests: intended to actual send time, ns
+    /// (absent without sent requests, and in runs stored before it existed).
+    #[serde(default)]
+    pub client_lateness_ns: Option<StepLatency>,
+    /// Service time over the sent requests: actual send to the reply (or the timeout or
+    /// error), ns. Lateness + service = latency for every request.
+    #[serde(default)]
+    pub service_ns: Option<StepLatency>,
     /// CPU share the busiest client thread used (0..1).
     #[serde(default)]
     pub client_cpu: f64,

@@ -64,6 +64,7 @@ pub fn render_load(d: &LoadDoc) -> String {
         &rows,
         "rrrrrrrrrrrrr",
     ));
+    out.push_str(&lateness_table(d));
     if d.steps.iter().any(|s| s.interrupted) {
         out.push_str("* cut short by a signal: achieved/s is over the time the step ran\n");
     }
@@ -90,5 +91,49 @@ pub fn render_load(d: &LoadDoc) -> String {
         "\nnext: tailhunt analyze {} ; tailhunt diagnose {}",
         d.run_id, d.run_id
     );
+    out
+}
+
+/// Where each step's latency went: the client's own lateness (intended to actual send) and the
+/// service time after it, so a reader sees which side was late. Empty for runs stored before
+/// the split was kept.
+fn lateness_table(d: &LoadDoc) -> String {
+    let pair = |x: Option<&tailhunt_model::evidence::sweep::StepLatency>| match x {
+        Some(x) => [render_duration(x.p50), render_duration(x.p99)],
+        None => ["-".to_string(), "-".to_string()],
+    };
+    let rows: Vec<Vec<String>> = d
+        .steps
+        .iter()
+        .filter(|s| s.client_lateness_ns.is_some())
+        .map(|s| {
+            let [l50, l99] = pair(s.client_lateness_ns.as_ref());
+            let [s50, s99] = pair(s.service_ns.as_ref());
+            vec![
+                tailhunt_model::format_rate(s.rate_per_s),
+                l50,
+                l99,
+                s50,
+                s99,
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out =
+        "latency = client lateness (intended -> actual send) + service (actual send -> reply):\n"
+            .to_string();
+    out.push_str(&table(
+        &[
+            "rate/s",
+            "late p50",
+            "late p99",
+            "service p50",
+            "service p99",
+        ],
+        &rows,
+        "rrrrr",
+    ));
     out
 }

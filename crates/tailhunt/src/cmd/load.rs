@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_load::engine::tls::TlsOptions;
-use tailhunt_load::engine::{Live, StepConfig};
+use tailhunt_load::engine::{Live, StepConfig, Timing};
 use tailhunt_load::proto::HttpRequest;
 use tailhunt_load::record::{run_sweep, Ran, SweepRun};
 use tailhunt_load::sweep;
@@ -129,6 +129,10 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
             ca_file: a.ca_file.clone(),
             insecure: a.insecure,
         },
+        timing: Timing {
+            spin: a.spin,
+            pin: a.pin.clone(),
+        },
     };
     for &rate in &rates {
         limits::check_step(&StepConfig {
@@ -179,6 +183,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
         "commit_interval_ns": a.commit_interval.as_nanos() as u64,
+        "spin_ns": a.spin.map(|d| d.as_nanos() as u64), "pin": a.pin,
         "http": {"method": a.method.to_ascii_uppercase(), "headers": base.http.headers.len(), "body_bytes": base.http.body.len()},
     });
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
