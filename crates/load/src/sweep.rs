@@ -202,7 +202,7 @@ pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String>
             f.max_backlog
         )),
         Some(Bottleneck::HostLate) => w.push(format!(
-            "at {rate}/s send lag p99 {lag:.1} ms although the client's busiest thread used only {cpu:.1}% of a CPU (host CPU {:.0}% busy, steal {:.1}%): the host woke it late (virtualisation, power saving or another busy process); the latency includes that wait, so compare with the service time (tailhunt export: end_ns - start_ns)",
+            "at {rate}/s send lag p99 {lag:.1} ms although the client's busiest thread used only {cpu:.1}% of a CPU (host CPU {:.0}% busy, steal {:.1}%): the host woke it late (virtualisation, power saving or another busy process); the latency includes that wait, so read the service columns (actual send -> reply) for the server's own time",
             f.health.cpu_busy * 100.0,
             f.health.steal * 100.0
         )),
