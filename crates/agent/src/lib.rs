@@ -27,3 +27,27 @@ pub mod remote_write;
 pub mod rolling;
 pub mod runq;
 pub mod sockets;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A status shared between the thread that runs a part of the agent and the one that exports
+/// it; clones share it. A thread that panicked while holding it leaves the last status readable
+/// (the exporter keeps serving what was measured).
+#[derive(Debug, Default)]
+pub struct Shared<T>(Arc<Mutex<T>>);
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Shared<T> {
+    /// Locks the status.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        match self.0.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}

@@ -21,7 +21,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
@@ -129,20 +129,7 @@ impl WindowStatus {
 }
 
 /// Shared [`WindowStatus`]; clones share it.
-#[derive(Debug, Clone, Default)]
-pub struct WindowState {
-    inner: Arc<Mutex<WindowStatus>>,
-}
-
-impl WindowState {
-    /// Locks the status.
-    pub fn lock(&self) -> MutexGuard<'_, WindowStatus> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-}
+pub type WindowState = crate::Shared<WindowStatus>;
 
 /// Why the window loop could not start.
 #[derive(Debug, thiserror::Error)]

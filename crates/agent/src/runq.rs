@@ -35,7 +35,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -120,20 +119,7 @@ pub struct RunqStatus {
 }
 
 /// Shared [`RunqStatus`]; clones share it.
-#[derive(Debug, Clone, Default)]
-pub struct RunqState {
-    inner: Arc<Mutex<RunqStatus>>,
-}
-
-impl RunqState {
-    /// Locks the status.
-    pub fn lock(&self) -> MutexGuard<'_, RunqStatus> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-}
+pub type RunqState = crate::Shared<RunqStatus>;
 
 impl RunqStatus {
     /// The exported label of `name`: its own while under the cap, else [`OTHER`].

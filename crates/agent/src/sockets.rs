@@ -26,7 +26,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tailhunt_histogram::Histogram;
@@ -91,20 +90,7 @@ pub struct SocketStatus {
 }
 
 /// Shared [`SocketStatus`]; clones share it.
-#[derive(Debug, Clone, Default)]
-pub struct SocketState {
-    inner: Arc<Mutex<SocketStatus>>,
-}
-
-impl SocketState {
-    /// Locks the status.
-    pub fn lock(&self) -> MutexGuard<'_, SocketStatus> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        }
-    }
-}
+pub type SocketState = crate::Shared<SocketStatus>;
 
 /// The port a connection is labelled with: the lower of its two.
 pub fn service_port(s: &DiagSocket) -> u16 {
