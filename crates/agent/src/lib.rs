@@ -15,6 +15,9 @@
 //! - [`mesh`]: mesh mode: echo for the peers, a probe to each, the per-pair matrix read back.
 //! - [`rolling`]: the prober run continuously, one stored run per window, detectors on each
 //!   closed window, old windows deleted by age and size.
+//! - [`runq`], [`sockets`]: run-queue tracing and the socket sampler, run continuously.
+//! - [`runner`]: the whole agent as one value ([`runner::Agent`]): started from the
+//!   configuration, ticked, stopped; every status line handed to the caller.
 
 pub mod config;
 pub mod exposition;
@@ -25,6 +28,7 @@ pub mod proto;
 pub mod queue;
 pub mod remote_write;
 pub mod rolling;
+pub mod runner;
 pub mod runq;
 pub mod sockets;
 

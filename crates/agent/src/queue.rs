@@ -18,10 +18,11 @@
 //! Bound: at most `max_bytes` of unacknowledged records (headers included). When a new record
 //! does not fit, the **oldest** records are dropped to make room (the newest data is kept) and
 //! counted in [`QueueStats::dropped_records`] / [`QueueStats::dropped_bytes`]; a record larger
-//! than the whole bound is refused with [`QueueError::TooLarge`]. Segments whose records are all
-//! acknowledged or dropped are deleted.
+//! than the whole bound is refused with [`QueueError::TooLarge`] (and counted as dropped: it is
+//! lost). Segments whose records are all acknowledged or dropped are deleted.
 //!
-//! One process owns a directory at a time; the queue does not lock it.
+//! One process owns a directory at a time: [`Queue::open`] takes an exclusive lock on it and
+//! refuses with [`QueueError::InUse`] while another holds it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -271,6 +272,9 @@ impl Queue {
     pub fn append(&mut self, payload: &[u8]) -> Result<AppendOutcome, QueueError> {
         let size = HEADER + payload.len() as u64;
         if size > self.stats.max_bytes || payload.len() > u32::MAX as usize {
+            // Refused, so lost: counted with the records dropped to keep the bound.
+            self.stats.dropped_records += 1;
+            self.stats.dropped_bytes += size;
             return Err(QueueError::TooLarge {
                 len: size,
                 max: self.stats.max_bytes,

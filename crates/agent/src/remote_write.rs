@@ -475,6 +475,16 @@ impl RemoteWriter {
                     status.queue_full = true;
                 }
                 Ok(_) => status.queue_full = false,
+                // A batch bigger than the whole bound is dropped; said once, like a full queue.
+                Err(QueueError::TooLarge { len, max }) => {
+                    if !status.queue_full {
+                        status.event(format!(
+                            "{}: a batch of {len} bytes is larger than the whole queue (queue_max_bytes = {max}): it is dropped, and so is every batch that size (raise queue_max_bytes)",
+                            ep.config.name
+                        ));
+                    }
+                    status.queue_full = true;
+                }
                 Err(source) => errors.push(RemoteWriteError::Queue {
                     name: ep.config.name.clone(),
                     source,

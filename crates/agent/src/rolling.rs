@@ -177,10 +177,23 @@ pub struct Windows<'a> {
     pub stop: &'a Arc<AtomicBool>,
 }
 
+/// SQLite page cache per agent store. The default (2 MB per connection) fills as the file
+/// grows, so the agent's resident memory rose for its first quarter of an hour (measured with
+/// heaptrack: the cache was the only heap that kept growing); the agent appends and reads back
+/// one window at a time, which needs little cache.
+pub const STORE_CACHE_BYTES: u64 = 256 * 1024;
+
+/// Opens an agent store with its page cache capped at [`STORE_CACHE_BYTES`].
+pub fn open_store(path: &std::path::Path) -> Result<Store, tailhunt_store::StoreError> {
+    let store = Store::open(path)?;
+    store.limit_cache(STORE_CACHE_BYTES)?;
+    Ok(store)
+}
+
 /// Runs windows until `w.stop` is set.
 pub fn run(w: &Windows<'_>) -> Result<(), RollingError> {
     let (retention, state, stop) = (w.retention, w.state, w.stop);
-    let mut store = Store::open(&retention.store).map_err(|source| RollingError::Store {
+    let mut store = open_store(&retention.store).map_err(|source| RollingError::Store {
         path: retention.store.display().to_string(),
         source,
     })?;

@@ -414,7 +414,7 @@ fn open_store(path: &Path) -> Result<Store, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("store {}: cannot create its directory: {e}", path.display()))?;
     }
-    Store::open(path).map_err(|e| format!("store {}: {e}", path.display()))
+    crate::rolling::open_store(path).map_err(|e| format!("store {}: {e}", path.display()))
 }
 
 /// How one window failed.

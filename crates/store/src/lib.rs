@@ -286,6 +286,17 @@ impl Store {
         Ok(())
     }
 
+    /// Caps this connection's page cache at about `bytes` (SQLite's default is 2 MB per
+    /// connection, at least 64 KiB here). A writer that runs for days fills its cache to the cap
+    /// as the file grows, which shows as resident memory rising for the first minutes: a
+    /// process that only appends and reads back its latest run (the agent) needs far less.
+    pub fn limit_cache(&self, bytes: u64) -> Result<(), StoreError> {
+        let kib = (bytes / 1024).max(64);
+        self.conn
+            .execute_batch(&format!("PRAGMA cache_size = -{kib};"))?;
+        Ok(())
+    }
+
     /// Runs `PRAGMA integrity_check`; `Ok(())` when the file is sound.
     pub fn integrity_check(&self) -> Result<(), StoreError> {
         let result: String = self

@@ -78,10 +78,16 @@ fn a_full_queue_drops_the_oldest_and_counts_them() {
         first as u64, dropped,
         "the oldest were dropped, the newest kept"
     );
+    let before = q.stats().dropped_records;
     assert!(matches!(
         q.append(&vec![0u8; 9000]),
         Err(QueueError::TooLarge { .. })
     ));
+    assert_eq!(
+        q.stats().dropped_records,
+        before + 1,
+        "a refused record is lost, so counted"
+    );
 }
 
 #[test]
