@@ -29,12 +29,15 @@
 //! the prober wait for it: measured, the probes' latency from their intended start went from
 //! under 1 ms to over a second). The same retention bounds apply to that file; the detectors
 //! (`noisy-neighbor`, `cpu-throttled`) run when it closes and their findings replace the
-//! previous runq window's. The programs are loaded again for each window, which leaves a gap
-//! of the load time (tens of milliseconds) between windows.
+//! previous runq window's. The programs are loaded once and stay attached: the intervals go
+//! through a channel to a thread of their own that cuts them into windows, so no wait falls
+//! between two windows and a slow store does not delay the tracer (the channel holds 256
+//! intervals; beyond that the tracer waits for the store).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -265,42 +268,45 @@ impl RunqStatus {
     }
 }
 
-/// Folds every interval into the state and, with a store, passes it to the run's recorder.
-struct Fold<'a, 'r> {
-    state: &'a RunqState,
-    max: usize,
-    recorder: Option<&'a mut Recorder<'r>>,
-    store_error: Option<String>,
-    intervals: u64,
+/// What the tracer hands the window writer.
+enum ToWindows {
+    Setup(TracerSetup),
+    Interval(Box<Interval>),
 }
 
-impl<'r> Fold<'_, 'r> {
-    /// A store failure stops the storing of this window, not the tracing.
-    fn store(&mut self, f: impl FnOnce(&mut Recorder<'r>) -> Result<(), SinkError>) {
-        if let Some(r) = self.recorder.as_deref_mut() {
-            if let Err(e) = f(r) {
-                self.store_error = Some(e.to_string());
-                self.recorder = None;
+/// Folds every interval into the state and, with a store, hands it to the window writer.
+struct Fold<'a> {
+    state: &'a RunqState,
+    max: usize,
+    windows: Option<mpsc::SyncSender<ToWindows>>,
+}
+
+impl Fold<'_> {
+    /// A window writer that has gone (its store failed for good) stops the storing, not the
+    /// tracing.
+    fn send(&mut self, m: ToWindows) {
+        if let Some(tx) = &self.windows {
+            if tx.send(m).is_err() {
+                self.windows = None;
             }
         }
     }
 }
 
-impl Observer for Fold<'_, '_> {
+impl Observer for Fold<'_> {
     fn started(&mut self, started: &TracerSetup) -> Result<(), SinkError> {
         let mut s = self.state.lock();
         s.running = true;
         s.off_reason = None;
         s.attach = Some(format!("{:?}", started.attach));
         drop(s);
-        self.store(|r| r.started(started));
+        self.send(ToWindows::Setup(started.clone()));
         Ok(())
     }
 
     fn interval(&mut self, iv: &Interval) -> Result<(), SinkError> {
         self.state.lock().fold(iv, self.max);
-        self.intervals += 1;
-        self.store(|r| r.interval(iv));
+        self.send(ToWindows::Interval(Box::new(iv.clone())));
         Ok(())
     }
 }
@@ -325,20 +331,23 @@ pub struct Tracing<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// Traces until `t.stop` is set: window after window with a store, else one long trace.
+/// Traces until `t.stop` is set. The programs are loaded once and stay attached; with a store,
+/// a thread of its own cuts the intervals into windows, each stored as a runq run and
+/// diagnosed, so storing never delays the tracer and no wait falls between two windows.
 /// Returns an error only when the programs could not be started at all (the state says why).
 pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
-    let mut cfg = TracerConfig {
+    let cfg = TracerConfig {
         interval: t.settings.interval,
+        duration: None,
         ..TracerConfig::default()
     };
     let retention = t.retention.map(|r| Retention {
         store: runq_store(&r.store),
         ..r.clone()
     });
-    let mut store = match &retention {
+    let store = match &retention {
         Some(r) if t.settings.store_windows => match open_store(&r.store) {
-            Ok(s) => Some((s, r)),
+            Ok(s) => Some((s, r.clone())),
             Err(e) => {
                 t.state.lock().last_error = Some(format!(
                     "{e}; run-queue windows are not stored, the metrics still are"
@@ -348,33 +357,63 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
         },
         _ => None,
     };
-    // Run-queue findings persist across windows by the same rule as the probe windows'.
-    let mut tracker = FindingTracker::new(t.retention.map_or(1, |r| r.findings_clear_after));
+    let base = json!({
+        "agent_window": true,
+        "baseline_run": null,
+        "hierarchy": format!("{:?}", cfg.hierarchy),
+        "outlier_ns": cfg.outlier_ns,
+        "interval_ns": cfg.interval.as_nanos() as u64,
+    });
+    let (tx, writer) = match store {
+        Some((store, retention)) => {
+            // Room for a window of one-second intervals: the tracer never waits on the store
+            // unless the store falls a whole window behind.
+            let (tx, rx) = mpsc::sync_channel(256);
+            let state = t.state.clone();
+            let handle = std::thread::Builder::new()
+                .name("runq-windows".into())
+                .spawn(move || write_windows(store, &retention, &base, &rx, &state));
+            match handle {
+                Ok(h) => (Some(tx), Some(h)),
+                Err(e) => {
+                    t.state.lock().last_error = Some(format!(
+                        "cannot start the run-queue window thread: {e}; windows are not stored"
+                    ));
+                    (None, None)
+                }
+            }
+        }
+        None => (None, None),
+    };
+    let result = trace_until_stopped(t, &cfg, tx);
+    if let Some(h) = writer {
+        let _ = h.join();
+    }
+    let mut s = t.state.lock();
+    s.running = false;
+    s.off_reason = Some("stopped".into());
+    drop(s);
+    result
+}
+
+/// Runs the tracer until the stop flag, starting it again (after a pause) if it fails after
+/// having started; `windows` is dropped at the end, which closes the last window.
+fn trace_until_stopped(
+    t: &Tracing<'_>,
+    cfg: &TracerConfig,
+    windows: Option<mpsc::SyncSender<ToWindows>>,
+) -> Result<(), RunqError> {
+    let mut fold = Fold {
+        state: t.state,
+        max: t.settings.max_cgroups,
+        windows,
+    };
     let mut first = true;
     while !t.stop.load(Ordering::Relaxed) {
         let began = Instant::now();
-        let result = match &mut store {
-            Some((store, retention)) => {
-                cfg.duration = Some(retention.window);
-                window(store, retention, &cfg, t, &mut tracker)
-            }
-            None => {
-                let mut fold = Fold {
-                    state: t.state,
-                    max: t.settings.max_cgroups,
-                    recorder: None,
-                    store_error: None,
-                    intervals: 0,
-                };
-                tailhunt_sched::trace(&cfg, t.stop, &mut fold)
-                    .map(|_| ())
-                    .map_err(WindowError::Trace)
-            }
-        };
-        // Between two good windows the part counts as running (the reload takes milliseconds).
-        match result {
-            Ok(()) => first = false,
-            Err(WindowError::Trace(e)) if first => {
+        match tailhunt_sched::trace(cfg, t.stop, &mut fold) {
+            Ok(_) => first = false,
+            Err(e) if first => {
                 let mut s = t.state.lock();
                 s.running = false;
                 s.off_reason = Some(e.to_string());
@@ -382,12 +421,10 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
             }
             Err(e) => {
                 let mut s = t.state.lock();
-                s.running = matches!(e, WindowError::Store(_));
-                s.failed_windows += 1;
-                s.last_error = Some(e.to_string());
+                s.running = false;
+                s.last_error = Some(format!("run-queue tracing stopped: {e}; starting it again"));
                 drop(s);
-                first = false;
-                // A failure that repeats must not spin: wait a little before the next window.
+                // A failure that repeats must not spin: wait a little before starting again.
                 let until = began + Duration::from_secs(1).max(t.settings.interval);
                 while Instant::now() < until && !t.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(50));
@@ -395,9 +432,6 @@ pub fn run(t: &Tracing<'_>) -> Result<(), RunqError> {
             }
         }
     }
-    let mut s = t.state.lock();
-    s.running = false;
-    s.off_reason = Some("stopped".into());
     Ok(())
 }
 
@@ -417,86 +451,150 @@ fn open_store(path: &Path) -> Result<Store, String> {
     crate::rolling::open_store(path).map_err(|e| format!("store {}: {e}", path.display()))
 }
 
-/// How one window failed.
-#[derive(Debug, thiserror::Error)]
-enum WindowError {
-    #[error("run-queue tracing stopped: {0}")]
-    Trace(tailhunt_sched::SchedError),
-    #[error("{0}")]
-    Store(String),
+/// The window writer: intervals from `rx` cut into windows of `retention.window`, each a runq
+/// run, diagnosed when it closes; ends when the tracer side hangs up (the last window is kept,
+/// marked interrupted).
+fn write_windows(
+    mut store: Store,
+    retention: &Retention,
+    params: &serde_json::Value,
+    rx: &mpsc::Receiver<ToWindows>,
+    state: &RunqState,
+) {
+    // Run-queue findings persist across windows by the same rule as the probe windows'.
+    let mut tracker = FindingTracker::new(retention.findings_clear_after);
+    let mut setup: Option<TracerSetup> = None;
+    loop {
+        // A window opens with its first interval.
+        let first = match rx.recv() {
+            Ok(ToWindows::Setup(s)) => {
+                setup = Some(s);
+                continue;
+            }
+            Ok(ToWindows::Interval(iv)) => iv,
+            Err(_) => return,
+        };
+        let opened = Window {
+            params,
+            first: &first,
+            setup: setup.as_ref(),
+            rx,
+            retention,
+        };
+        let (result, ended) = opened.write(&mut store, &mut tracker);
+        let mut s = state.lock();
+        match result {
+            Ok(findings) => {
+                s.findings = findings;
+                s.windows += 1;
+                s.last_error = None;
+            }
+            Err(e) => {
+                s.failed_windows += 1;
+                s.last_error = Some(e);
+            }
+        }
+        drop(s);
+        if ended {
+            return;
+        }
+    }
 }
 
-/// One window: a runq run traced for the window's length, its diagnosis, then retention.
-fn window(
-    store: &mut Store,
-    retention: &Retention,
-    cfg: &TracerConfig,
-    t: &Tracing<'_>,
-    tracker: &mut FindingTracker,
-) -> Result<(), WindowError> {
-    let start_ms = now_wall_ns() / 1_000_000;
-    let params = json!({
-        "agent_window": true,
-        "baseline_run": null,
-        "window_ns": retention.window.as_nanos() as u64,
-        "interval_ns": cfg.interval.as_nanos() as u64,
-        "hierarchy": format!("{:?}", cfg.hierarchy),
-        "outlier_ns": cfg.outlier_ns,
-    });
-    let serr = |what: &str, e: &dyn std::fmt::Display| WindowError::Store(format!("{what}: {e}"));
-    let mut writer = store
-        .begin_run(RunKind::Runq, params, ClockOrigin::now())
-        .map_err(|e| serr("cannot start a run-queue window's run", &e))?;
-    let id = writer.id().to_string();
-    let mut recorder = Recorder::new(&mut writer);
-    let (result, store_error, intervals) = {
-        let mut fold = Fold {
-            state: t.state,
-            max: t.settings.max_cgroups,
-            recorder: Some(&mut recorder),
-            store_error: None,
-            intervals: 0,
-        };
-        let r = tailhunt_sched::trace(cfg, t.stop, &mut fold);
-        (r, fold.store_error, fold.intervals)
-    };
-    let record = recorder.record();
-    let kept = put_evidence(&mut writer, &record);
-    let summary = match result {
-        Ok(s) => s,
-        Err(e) => {
-            // What was traced stays as a partial run; an empty run goes.
-            let _ = writer.finish_partial(json!({}));
-            if intervals == 0 {
-                let _ = store.delete_run(&id);
+/// One window being written.
+struct Window<'a> {
+    params: &'a serde_json::Value,
+    first: &'a Interval,
+    setup: Option<&'a TracerSetup>,
+    rx: &'a mpsc::Receiver<ToWindows>,
+    retention: &'a Retention,
+}
+
+impl Window<'_> {
+    /// Stores the window's intervals as one run, diagnoses it, applies retention; gives its
+    /// active findings (or why it failed) and whether the tracer side has hung up.
+    fn write(
+        self,
+        store: &mut Store,
+        tracker: &mut FindingTracker,
+    ) -> (Result<Vec<FindingState>, String>, bool) {
+        let start_ms = now_wall_ns() / 1_000_000;
+        let mut params = self.params.clone();
+        params["window_ns"] = json!(self.retention.window.as_nanos() as u64);
+        let mut writer = match store.begin_run(RunKind::Runq, params, ClockOrigin::now()) {
+            Ok(w) => w,
+            Err(e) => {
+                // The window's intervals are still read, so the next window starts on time.
+                let ended = self.drain();
+                return (Err(format!("cannot start a run-queue window's run: {e}")), ended);
             }
-            return Err(WindowError::Trace(e));
+        };
+        let id = writer.id().to_string();
+        let mut recorder = Recorder::new(&mut writer);
+        let mut stored = self
+            .setup
+            .map_or(Ok(()), |s| recorder.started(s))
+            .and_then(|()| recorder.interval(self.first));
+        let (ended, n) = self.rest(|iv| {
+            if stored.is_ok() {
+                stored = recorder.interval(iv);
+            }
+        });
+        let record = recorder.record();
+        let stored = stored.and_then(|()| put_evidence(&mut writer, &record));
+        if let Err(e) = stored {
+            let _ = writer.finish_partial(json!({}));
+            return (Err(format!("run {id} ({n} interval(s)): {e}")), ended);
         }
-    };
-    if let Some(e) = store_error.or(kept.err().map(|e| e.to_string())) {
-        let _ = writer.finish_partial(json!({}));
-        return Err(WindowError::Store(format!("run {id}: {e}")));
+        if let Err(e) = writer.finish_as(ended, json!({})) {
+            return (Err(format!("run {id}: {e}")), ended);
+        }
+        let diagnosis = match tailhunt_diagnose::diagnose_run(store, &id) {
+            Ok(d) => d,
+            Err(e) => return (Err(format!("diagnosing run {id}: {e}")), ended),
+        };
+        if let Err(e) = tailhunt_diagnose::store_findings(store, &id, &diagnosis) {
+            return (Err(format!("storing the findings of run {id}: {e}")), ended);
+        }
+        let findings = tracker
+            .close_window(
+                start_ms,
+                now_wall_ns() / 1_000_000,
+                findings_of(&id, diagnosis.findings),
+            )
+            .to_vec();
+        if let Err(e) = apply_retention(store, self.retention, &id) {
+            return (Err(e), ended);
+        }
+        (Ok(findings), ended)
     }
-    writer
-        .finish_as(summary.interrupted, json!({}))
-        .map_err(|e| serr(&format!("run {id}"), &e))?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(store, &id)
-        .map_err(|e| serr(&format!("diagnosing run {id}"), &e))?;
-    tailhunt_diagnose::store_findings(store, &id, &diagnosis)
-        .map_err(|e| serr(&format!("storing the findings of run {id}"), &e))?;
-    let findings = tracker
-        .close_window(
-            start_ms,
-            now_wall_ns() / 1_000_000,
-            findings_of(&id, diagnosis.findings),
-        )
-        .to_vec();
-    apply_retention(store, retention, &id).map_err(WindowError::Store)?;
-    let mut s = t.state.lock();
-    s.findings = findings;
-    s.windows += 1;
-    s.last_error = None;
-    Ok(())
+
+    /// Hands `each` the window's further intervals until its length has passed; gives
+    /// whether the tracer side hung up, and how many intervals the window held.
+    fn rest(&self, mut each: impl FnMut(&Interval)) -> (bool, usize) {
+        let until = Instant::now() + self.retention.window;
+        let mut n = 1;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return (false, n);
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(ToWindows::Interval(iv)) => {
+                    n += 1;
+                    each(&iv);
+                }
+                Ok(ToWindows::Setup(_)) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => return (false, n),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return (true, n),
+            }
+        }
+    }
+
+    /// Reads and drops the window's intervals (its run could not be started).
+    fn drain(&self) -> bool {
+        self.rest(|_| {}).0
+    }
 }
 
 #[cfg(test)]
