@@ -42,6 +42,8 @@ pub mod stored;
 pub mod timeout;
 pub mod window;
 
-pub use stored::{detectors_for, diagnose_run, store_findings, DiagnoseError, Diagnosis};
+pub use stored::{
+    detectors_for, diagnose_capture_run, diagnose_run, store_findings, DiagnoseError, Diagnosis,
+};
 
 pub use tailhunt_model::Finding;

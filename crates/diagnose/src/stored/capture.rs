@@ -111,6 +111,15 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
                 what: "capture report",
                 why: "its writer stopped before the analysis ended",
             })?;
+    diagnose_report(store, run, &report)
+}
+
+/// The capture detectors on `report`, the run's stored report already read by the caller.
+pub(super) fn diagnose_report(
+    store: &Store,
+    run: &Run,
+    report: &CaptureReport,
+) -> Result<Vec<Finding>, DiagnoseError> {
     let owned = capture_requests(store, run)?;
     let requests: Vec<Requests<'_>> = owned
         .iter()
@@ -120,5 +129,5 @@ pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, Diagnos
             kind: *kind,
         })
         .collect();
-    Ok(crate::capture::diagnose_capture(&report, &requests))
+    Ok(crate::capture::diagnose_capture(report, &requests))
 }

@@ -110,6 +110,20 @@ pub fn diagnose_run(store: &Store, run_id: &str) -> Result<Diagnosis, DiagnoseEr
     })
 }
 
+/// [`diagnose_run`] of a capture run whose stored report the caller has already read back
+/// (`tailhunt pcap` prints it): the report, which holds every flow, is parsed once, not twice.
+pub fn diagnose_capture_run(
+    store: &Store,
+    run_id: &str,
+    report: &tailhunt_model::evidence::capture::CaptureReport,
+) -> Result<Diagnosis, DiagnoseError> {
+    let run = store.run(run_id)?;
+    Ok(Diagnosis {
+        findings: capture::diagnose_report(store, &run, report)?,
+        detectors: detectors_for(&run.kind),
+    })
+}
+
 /// Stores a diagnosis' findings with the run, replacing earlier ones.
 pub fn store_findings(
     store: &mut Store,

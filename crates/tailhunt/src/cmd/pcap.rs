@@ -155,17 +155,17 @@ fn execute(
         inputs: files,
         ..
     } = outcome;
-    // The detectors read the stored run, which keeps every flow; the report is read back
-    // from it for printing rather than held meanwhile (with 100,000 connections each copy
-    // of the flows is over 100 MiB).
+    // The report is read back from the stored run, which keeps every flow, rather than held
+    // meanwhile (with 100,000 connections each copy of the flows is over 100 MiB); that one
+    // copy is what the detectors read and what is printed.
     drop(report);
-    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
-    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
-    let ports = port_latencies(&store, &run_id)?;
-    let findings = diagnosis.findings;
     let report = store
         .evidence::<CaptureReport>(&run_id)?
         .context("the capture report just stored is missing")?;
+    let diagnosis = tailhunt_diagnose::diagnose_capture_run(&store, &run_id, &report)?;
+    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let ports = port_latencies(&store, &run_id)?;
+    let findings = diagnosis.findings;
     let doc = CaptureDoc {
         run_id: run_id.clone(),
         status: if partial {
