@@ -160,13 +160,13 @@ impl Agent {
         let cfg = &self.cfg;
         let mut probing = match &cfg.probes {
             Some(p) => format!(
-                "{} probe(s) every {} into {} (a run per {}, kept {} / {} bytes)",
+                "{} probe(s) every {} into {} (a run per {}, kept for {} and at most {})",
                 p.probes.len(),
                 show(p.interval),
                 cfg.retention.store.display(),
                 show(cfg.retention.window),
-                show(cfg.retention.max_age),
-                cfg.retention.max_bytes
+                show_long(cfg.retention.max_age),
+                tailhunt_model::units::Bytes(cfg.retention.max_bytes)
             ),
             None => "no probes configured".to_string(),
         };
@@ -333,6 +333,17 @@ fn show(d: Duration) -> String {
     format_duration_ns(d.as_nanos() as f64)
 }
 
+/// A retention age as written in a config: whole days or hours as such (`24h`, not `86400s`).
+fn show_long(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => show(d),
+        _ if s.is_multiple_of(86_400) && d.subsec_nanos() == 0 => format!("{}d", s / 86_400),
+        _ if s.is_multiple_of(3_600) && d.subsec_nanos() == 0 => format!("{}h", s / 3_600),
+        _ => show(d),
+    }
+}
+
 fn scalar(name: &str, help: &str, value: f64) -> ScalarMetric {
     ScalarMetric {
         name: name.into(),
@@ -388,4 +399,16 @@ fn start_probing(
             source,
         })?;
     Ok(Some((probing, handle)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_reads_as_written() {
+        assert_eq!(show_long(Duration::from_secs(86_400)), "1d");
+        assert_eq!(show_long(Duration::from_secs(7_200)), "2h");
+        assert_eq!(show_long(Duration::from_secs(90)), show(Duration::from_secs(90)));
+    }
 }
