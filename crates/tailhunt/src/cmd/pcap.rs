@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
-use tailhunt_model::evidence::capture::{link_types_not_analysed, CaptureReport};
+use tailhunt_model::evidence::capture::link_types_not_analysed;
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
@@ -155,13 +155,9 @@ fn execute(
         inputs: files,
         ..
     } = outcome;
-    // The report is read back from the stored run, which keeps every flow, rather than held
-    // meanwhile (with 100,000 connections each copy of the flows is over 100 MiB); that one
-    // copy is what the detectors read and what is printed.
-    drop(report);
-    let report = store
-        .evidence::<CaptureReport>(&run_id)?
-        .context("the capture report just stored is missing")?;
+    // The detectors read the report just stored, which keeps every flow, from memory rather
+    // than parsing the stored copy back (with 100,000 connections the flows are over 100 MiB
+    // of JSON): one copy is held throughout, and it is what is printed.
     let diagnosis = tailhunt_diagnose::diagnose_capture_run(&store, &run_id, &report)?;
     tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
     let ports = port_latencies(&store, &run_id)?;
