@@ -47,6 +47,7 @@ pub mod read;
 pub mod record;
 pub mod retired;
 pub mod run;
+pub mod shard;
 pub mod tcp;
 pub mod write;
 
