@@ -42,9 +42,9 @@ use crate::retired::HotBins;
 use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError};
 
 /// Frames the reader reads before handing them out.
-pub const CHUNK: usize = 1024;
+pub const CHUNK: usize = 2048;
 /// Chunks waiting for each worker, and results waiting to be stored.
-const DEPTH: usize = 8;
+const DEPTH: usize = 4;
 
 /// What the reader hands a worker.
 enum Item {
@@ -60,6 +60,9 @@ enum Item {
         packet: Decoded<'static>,
     },
 }
+
+/// A worker's results, and the way its emptied vectors go back to it.
+type WorkerOut = (Receiver<Vec<Tagged>>, Sender<Vec<Tagged>>);
 
 /// A sample and its place in the pass: `(frame, RTT before exchanges, sweep before packet,
 /// flow retired by the sweep)`, the order a one-thread pass stores them in.
@@ -147,7 +150,10 @@ impl Front {
         let gone = |_| RunError::Thread("the pass's recorder stopped");
         self.chunks.send(()).map_err(gone)?;
         for (batch, to) in self.batches.iter_mut().zip(&self.workers) {
-            let empty = self.spare.try_recv().unwrap_or_default();
+            let empty = self
+                .spare
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
             let full = std::mem::replace(batch, empty);
             to.send(full)
                 .map_err(|_| RunError::Thread("an analysis worker stopped"))?;
@@ -224,9 +230,12 @@ fn work(
     batches: Receiver<Vec<Item>>,
     spare: Sender<Vec<Item>>,
     out: SyncSender<Vec<Tagged>>,
+    stored: Receiver<Vec<Tagged>>,
 ) -> Analyzer {
     for mut batch in batches {
-        let mut tagged = Vec::new();
+        // The vectors go round: allocating one per chunk here and freeing it on the storing
+        // thread cost more than the merge itself.
+        let mut tagged = stored.try_recv().unwrap_or_default();
         for item in batch.drain(..) {
             match item {
                 Item::Sweep { ordinal, now, hot } => {
@@ -298,10 +307,11 @@ pub fn analyse(
         for an in shards {
             let (tx, rx) = sync_channel(DEPTH);
             let (out_tx, out_rx) = sync_channel(DEPTH);
+            let (back_tx, back_rx) = channel();
             let spare = spare_tx.clone();
-            handles.push(scope.spawn(move || work(an, rx, spare, out_tx)));
+            handles.push(scope.spawn(move || work(an, rx, spare, out_tx, back_rx)));
             to_workers.push(tx);
-            outs.push(out_rx);
+            outs.push((out_rx, back_tx));
         }
         drop(spare_tx);
         let batches = (0..workers.max(1))
@@ -351,15 +361,19 @@ pub fn analyse(
 fn store(
     rec: &mut Recorder<'_>,
     chunks: Receiver<()>,
-    outs: Vec<Receiver<Vec<Tagged>>>,
+    outs: Vec<WorkerOut>,
     progress_rx: Receiver<Progress>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), RunError> {
     let mut merged: Vec<Tagged> = Vec::new();
     while chunks.recv().is_ok() {
-        for out in &outs {
+        for (out, back) in &outs {
             match out.recv() {
-                Ok(mut v) => merged.append(&mut v),
+                Ok(mut v) => {
+                    merged.append(&mut v);
+                    // The worker may be done: then it needs no vector back.
+                    let _ = back.send(v);
+                }
                 // A worker that stopped: the reader finds out too and says why.
                 Err(_) => return Ok(()),
             }
@@ -377,4 +391,65 @@ fn store(
         progress(p);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::LinkType;
+
+    /// An IPv4 frame (raw IP) of protocol `proto` with the ports at the start of its payload.
+    fn frame(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&40u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = proto;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            p[32] = 5 << 4;
+        } else {
+            p[24..26].copy_from_slice(&20u16.to_be_bytes());
+        }
+        p
+    }
+
+    fn worker(data: &[u8], workers: usize) -> Option<usize> {
+        let raw = RawPacket {
+            ts_ns: 0,
+            iface: 0,
+            link: LinkType::RawIp,
+            wire_len: data.len() as u32,
+            data,
+        };
+        worker_of(&decode(&raw).expect("decodes"), workers)
+    }
+
+    /// Both directions of a connection go to one worker, and connections spread over all.
+    #[test]
+    fn both_directions_of_a_flow_go_to_one_worker() {
+        for workers in [2, 3, 7] {
+            let mut used = vec![0u32; workers];
+            for i in 0..2000u16 {
+                let (a, b) = ([10, 0, (i % 7) as u8, 1], [10, 1, 0, (i % 250) as u8]);
+                for proto in [6, 17] {
+                    let there = worker(&frame(a, b, proto, 30_000 + i, 443), workers);
+                    let back = worker(&frame(b, a, proto, 443, 30_000 + i), workers);
+                    assert_eq!(there, back, "{a:?} {b:?} {i}");
+                    used[there.unwrap()] += 1;
+                }
+            }
+            let fair = 4000 / workers as u32;
+            assert!(
+                used.iter()
+                    .all(|&n| n > fair * 8 / 10 && n < fair * 12 / 10),
+                "{used:?}"
+            );
+        }
+        // ICMP and the like belong to no flow.
+        assert_eq!(worker(&frame([1; 4], [2; 4], 1, 0, 0), 2), None);
+    }
 }

@@ -127,3 +127,87 @@ impl Analyzer {
         front
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::AnalysisConfig;
+    use crate::decode::{decode, flags};
+    use crate::packet::{LinkType, RawPacket};
+
+    /// An IPv4+TCP frame (raw IP) with `len` payload bytes.
+    fn tcp(src: u8, dst: u8, sport: u16, dport: u16, seq: u32, fl: u8, len: usize) -> Vec<u8> {
+        let total = 40 + len;
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 0, 0, src]);
+        p[16..20].copy_from_slice(&[10, 0, 0, dst]);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[32] = 5 << 4;
+        p[33] = fl;
+        p[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        p
+    }
+
+    /// Connections that open in an order their shards do not keep, each a request and an
+    /// answer, some ended and their ports reused.
+    fn frames() -> Vec<(i64, Vec<u8>)> {
+        let mut out = Vec::new();
+        for i in 0..300u16 {
+            let t = i64::from(i) * 3_000_000;
+            let (c, port) = (1 + (i % 5) as u8, 20_000 + i % 40);
+            out.push((t, tcp(c, 9, port, 80, 0, flags::SYN, 0)));
+            out.push((t + 10, tcp(9, c, 80, port, 0, flags::SYN | flags::ACK, 0)));
+            out.push((t + 20, tcp(c, 9, port, 80, 1, flags::ACK | flags::PSH, 50)));
+            out.push((t + 90, tcp(9, c, 80, port, 1, flags::ACK, 900)));
+            if i % 3 == 0 {
+                out.push((t + 200, tcp(c, 9, port, 80, 51, flags::ACK | flags::FIN, 0)));
+            }
+        }
+        out.sort_by_key(|(t, _)| *t);
+        out
+    }
+
+    /// Joined shards hold what one analyzer holds: the same report, flow ids in order of
+    /// first packet, whatever shard each flow was in.
+    #[test]
+    fn merged_shards_report_what_one_analyzer_reports() {
+        let cfg = AnalysisConfig::default();
+        let mut whole = Analyzer::new(cfg).unwrap();
+        let mut front = Analyzer::new(cfg).unwrap();
+        let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::new(cfg).unwrap()).collect();
+        for (t, data) in frames() {
+            let raw = RawPacket {
+                ts_ns: t,
+                iface: 0,
+                link: LinkType::RawIp,
+                wire_len: data.len() as u32,
+                data: &data,
+            };
+            let d = decode(&raw).unwrap();
+            whole.push(&d);
+            let ordinal = front.packets();
+            let (sweep, _) = front.push_front(&d);
+            assert!(!sweep);
+            let w = crate::shard::worker_of(&d, shards.len()).unwrap();
+            shards[w].push_shard(ordinal, &d);
+        }
+        assert!(
+            shards.iter().all(|s| s.open_flows() > 0),
+            "every shard has flows"
+        );
+        let mut joined = Analyzer::merge(front, shards);
+        let (a, b) = (whole.finish(), joined.finish());
+        assert!(a.flows.len() > 100, "{} flows", a.flows.len());
+        assert!(b.flows.iter().enumerate().all(|(i, f)| f.id == i));
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+    }
+}
