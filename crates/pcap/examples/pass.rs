@@ -2,7 +2,8 @@
 //! [--link-rate BITS_PER_S]` prints the seconds from the first frame to the report built
 //! (the channels' and flows' series handed to a sink that drops them) and the CPU seconds
 //! the process used; `--read-only` reads and decodes the frames and does nothing else (what
-//! a sharded pass's reader thread cannot do faster). `bench/pcap.sh` runs it to tell the packet phase from the end of a
+//! a sharded pass's reader thread cannot do faster); `--workers W` runs the sharded pass with
+//! W analysis threads (even 1). `bench/pcap.sh` runs it to tell the packet phase from the end of a
 //! `tailhunt pcap` run (storing, diagnosing, printing), which it times whole.
 
 use std::sync::atomic::AtomicBool;
@@ -54,13 +55,14 @@ fn cpu_s() -> f64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut files = Vec::new();
-    let (mut threads, mut link, mut read_only) = (1usize, None, false);
+    let (mut threads, mut link, mut read_only, mut workers) = (1usize, None, false, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--threads" => threads = args.next().ok_or("--threads N")?.parse()?,
             "--link-rate" => link = Some(args.next().ok_or("--link-rate BITS")?.parse()?),
             "--read-only" => read_only = true,
+            "--workers" => workers = Some(args.next().ok_or("--workers N")?.parse()?),
             _ => files.push(a.into()),
         }
     }
@@ -76,14 +78,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut sink = Drop::default();
     let (wall, cpu) = (Instant::now(), cpu_s());
-    let (outcome, _an) = analyse_threads(
-        &mut FileSet::new(files),
-        cfg,
-        threads,
-        &mut sink,
-        &AtomicBool::new(false),
-        &mut |_| {},
-    )?;
+    let mut set = FileSet::new(files);
+    let stop = AtomicBool::new(false);
+    let (outcome, _an) = match workers {
+        // The reader and this many workers, whatever `--threads` would choose.
+        Some(w) => tailhunt_pcap::shard::analyse(&mut set, cfg, w, &mut sink, &stop, &mut |_| {})?,
+        None => analyse_threads(&mut set, cfg, threads, &mut sink, &stop, &mut |_| {})?,
+    };
     println!(
         "pass_wall {:.3} pass_cpu {:.3} packets {} flows {} samples {}",
         wall.elapsed().as_secs_f64(),

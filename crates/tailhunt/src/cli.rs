@@ -696,7 +696,8 @@ pub struct PcapArgs {
     pub match_with: Option<PathBuf>,
     /// Analysis threads (default: the CPUs this process may use). With more than one, the
     /// files are read and decoded on a thread of their own and the connections split over
-    /// N threads; the report, the JSON and the stored series are the same as with 1.
+    /// N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
+    /// (`capture`, live, analyses on one thread.)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
     /// How to analyse.
