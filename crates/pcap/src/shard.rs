@@ -304,12 +304,16 @@ pub fn analyse(
         let mut to_workers = Vec::new();
         let mut outs = Vec::new();
         let mut handles = Vec::new();
-        for an in shards {
+        for (i, an) in shards.into_iter().enumerate() {
             let (tx, rx) = sync_channel(DEPTH);
             let (out_tx, out_rx) = sync_channel(DEPTH);
             let (back_tx, back_rx) = channel();
             let spare = spare_tx.clone();
-            handles.push(scope.spawn(move || work(an, rx, spare, out_tx, back_rx)));
+            let worker = std::thread::Builder::new()
+                .name(format!("pcap-flows-{i}"))
+                .spawn_scoped(scope, move || work(an, rx, spare, out_tx, back_rx))
+                .map_err(|_| RunError::Thread("cannot start an analysis thread"))?;
+            handles.push(worker);
             to_workers.push(tx);
             outs.push((out_rx, back_tx));
         }
@@ -317,7 +321,8 @@ pub fn analyse(
         let batches = (0..workers.max(1))
             .map(|_| Vec::with_capacity(CHUNK))
             .collect();
-        let reader = scope.spawn(move || {
+        let reader = std::thread::Builder::new().name("pcap-reader".into());
+        let reader = reader.spawn_scoped(scope, move || {
             let mut front = Front {
                 an: front_an,
                 hot: HotBins::default(),
@@ -339,6 +344,8 @@ pub fn analyse(
             }
             Ok::<_, RunError>((front.an, inputs, stopped))
         });
+        // Without a reader the workers' channels close and they end at once.
+        let reader = reader.map_err(|_| RunError::Thread("cannot start the capture reader"))?;
         let stored = store(&mut rec, chunk_rx, outs, progress_rx, progress);
         let front = reader
             .join()

@@ -698,7 +698,7 @@ pub struct PcapArgs {
     /// files are read and decoded on a thread of their own and the connections split over
     /// N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
     /// (`capture`, live, analyses on one thread.)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
     /// How to analyse.
     #[command(flatten)]

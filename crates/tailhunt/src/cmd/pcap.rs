@@ -109,7 +109,8 @@ struct Inputs {
 fn threads(flag: Option<u16>) -> usize {
     match flag {
         Some(n) => usize::from(n),
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // As many as `--threads` accepts.
+        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(256)),
     }
 }
 
