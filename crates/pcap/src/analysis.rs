@@ -21,8 +21,10 @@ use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
-use crate::retired::{KeptBins, KeptDelays, Retired};
+use crate::retired::{HotBins, KeptBins, KeptDelays, Retired};
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
+
+mod shard;
 
 /// Packets between sweeps that free closed connections' live state.
 const COMPACT_EVERY: u64 = 1 << 16;
@@ -165,6 +167,13 @@ pub struct Analyzer {
     retired_last: Vec<(usize, i64)>,
     /// Events of the packets pushed since the caller last drained them.
     pub events: FlowEvents,
+    /// A shard of a sharded pass: the bins at or above the burst threshold as of the last
+    /// sweep (its reader keeps the channels); `None` in a whole pass.
+    hot: Option<std::sync::Arc<HotBins>>,
+    /// The ordinal (frame number in the pass) of the packet being analysed.
+    ordinal: u64,
+    /// The ordinal of the packet of each kept stall.
+    stall_at: Vec<u64>,
 }
 
 impl Analyzer {
@@ -188,6 +197,9 @@ impl Analyzer {
             retired: Retired::default(),
             retired_last: Vec::new(),
             events: FlowEvents::default(),
+            hot: None,
+            ordinal: 0,
+            stall_at: Vec::new(),
         })
     }
 
@@ -221,20 +233,32 @@ impl Analyzer {
     /// Analyses one decoded frame.
     pub fn push(&mut self, p: &Decoded<'_>) {
         self.count_frame(p.ts_ns, p.wire_len);
+        self.ordinal = self.packets - 1;
         self.retired_last.clear();
         if self.packets.is_multiple_of(COMPACT_EVERY) {
             self.compact_closed(p.ts_ns);
         }
+        self.add_to_channels(p);
+        self.push_flow(p);
+    }
+
+    /// Adds the frame to the bins of its two channels; returns those bins' bytes with it.
+    fn add_to_channels(&mut self, p: &Decoded<'_>) -> [u64; 2] {
         let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
         let bytes = p.wire_len as u64;
-        self.channels
-            .entry((Dir::To, p.dst))
-            .or_default()
-            .add(bin, bytes, p.ts_ns);
-        self.channels
-            .entry((Dir::From, p.src))
-            .or_default()
-            .add(bin, bytes, p.ts_ns);
+        [(Dir::To, p.dst), (Dir::From, p.src)].map(|ch| {
+            self.channels
+                .entry(ch)
+                .or_default()
+                .add(bin, bytes, p.ts_ns)
+        })
+    }
+
+    /// The flow part of [`Analyzer::push`]: finds or creates the frame's flow (a new one
+    /// takes `next_id`) and advances it.
+    fn push_flow(&mut self, p: &Decoded<'_>) {
+        let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
+        let bytes = p.wire_len as u64;
         match &p.transport {
             Transport::Tcp(tcp) => {
                 let src = SocketAddr::new(p.src, tcp.src_port);
@@ -247,7 +271,10 @@ impl Analyzer {
                 }
                 let new = &self.events.stalls[before..];
                 let room = MAX_STALLS_KEPT.saturating_sub(self.stalls.len());
-                self.stalls.extend_from_slice(&new[..room.min(new.len())]);
+                let kept = room.min(new.len());
+                self.stalls.extend_from_slice(&new[..kept]);
+                self.stall_at
+                    .extend(std::iter::repeat_n(self.ordinal, kept));
                 if let Some((tsval, _)) = tcp.options.timestamps {
                     self.delays.entry(i).or_default()[side].add(bin, p.ts_ns, tsval);
                 }
@@ -359,6 +386,12 @@ impl Analyzer {
         for (side, bins) in flow.bins().iter().enumerate() {
             let kept = if self.cfg.keep_flow_bins {
                 bins.clone()
+            } else if let (Some(hot), Some(_)) = (&self.hot, threshold) {
+                let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
+                crate::retired::near_hot_bins(
+                    bins,
+                    [hot.of(&(Dir::To, dst)), hot.of(&(Dir::From, src))],
+                )
             } else if let Some(thr) = threshold {
                 let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
                 let channels = [

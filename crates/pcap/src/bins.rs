@@ -57,20 +57,33 @@ impl SparseBins {
         self.bins.shrink_to_fit();
     }
 
-    /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / width`).
+    /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / width`); returns
+    /// the bin's bytes with it.
     #[inline]
-    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) {
+    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
         match self.bins.last_mut() {
-            Some(last) if last.index == index => last.add(bytes, ts_ns),
+            Some(last) if last.index == index => {
+                last.add(bytes, ts_ns);
+                last.bytes
+            }
             Some(last) if last.index > index => self.add_out_of_order(index, bytes, ts_ns),
-            _ => self.bins.push(Bin::new(index, bytes, ts_ns)),
+            _ => {
+                self.bins.push(Bin::new(index, bytes, ts_ns));
+                bytes
+            }
         }
     }
 
-    fn add_out_of_order(&mut self, index: i64, bytes: u64, ts_ns: i64) {
+    fn add_out_of_order(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
         match self.bins.binary_search_by_key(&index, |b| b.index) {
-            Ok(i) => self.bins[i].add(bytes, ts_ns),
-            Err(i) => self.bins.insert(i, Bin::new(index, bytes, ts_ns)),
+            Ok(i) => {
+                self.bins[i].add(bytes, ts_ns);
+                self.bins[i].bytes
+            }
+            Err(i) => {
+                self.bins.insert(i, Bin::new(index, bytes, ts_ns));
+                bytes
+            }
         }
     }
 

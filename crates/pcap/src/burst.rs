@@ -338,7 +338,9 @@ mod tests {
     fn without_a_link_rate_there_are_no_bursts() {
         let host: IpAddr = "198.18.0.1".parse().unwrap();
         let mut chan = SparseBins::default();
-        (0..5000).for_each(|i| chan.add(i, 1000 + (i as u64 % 7) * 10, i * 1_000_000));
+        for i in 0..5000 {
+            chan.add(i, 1000 + (i as u64 % 7) * 10, i * 1_000_000);
+        }
         let cfg = BurstConfig {
             bin_ns: 1_000_000,
             link_rate_bps: None,

@@ -16,7 +16,8 @@
 //!   from its TCP timestamp;
 //! - [`record`] turns its events and bins into series, and [`run`] drives a set of sources
 //!   through it into a [`SeriesSink`](tailhunt_model::SeriesSink), recording in [`inputs`] what
-//!   became of each source.
+//!   became of each source; [`shard`] runs the same pass over several threads (one reads and
+//!   decodes, the others keep the flows their key hashes to) with the same result.
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
@@ -47,6 +48,7 @@ pub mod read;
 pub mod record;
 pub mod retired;
 pub mod run;
+pub mod shard;
 pub mod tcp;
 pub mod write;
 

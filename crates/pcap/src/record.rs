@@ -19,7 +19,7 @@ use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink,
 use tailhunt_model::evidence::capture::CaptureReport;
 
 use crate::analysis::Analyzer;
-use crate::tcp::{Exchange, FlowEvents, Leg, WindowPoint};
+use crate::tcp::{FlowEvents, Leg, WindowPoint};
 
 /// Channels stored as `bytes` series (the busiest).
 pub const MAX_CHANNEL_SERIES: usize = 16;
@@ -45,7 +45,7 @@ const BATCH: usize = 4096;
 
 /// A sample series the recorder writes, told apart by its one label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum SampleSeries {
+pub(crate) enum SampleSeries {
     Rtt(Leg),
     Latency(u16),
     ServerTime(u16),
@@ -93,7 +93,8 @@ impl<'a> Recorder<'a> {
         self.sink.open_series(&meta)
     }
 
-    fn sample(&mut self, series: SampleSeries, s: Sample) -> Result<(), SinkError> {
+    /// Adds `s` to `series` (opened on its first sample).
+    pub(crate) fn sample(&mut self, series: SampleSeries, s: Sample) -> Result<(), SinkError> {
         let (h, buf) = match self.samples.get_mut(&series) {
             Some(e) => e,
             None => {
@@ -129,37 +130,7 @@ impl<'a> Recorder<'a> {
         events: &mut FlowEvents,
         flow_last_ns: impl Fn(usize) -> i64,
     ) -> Result<(), SinkError> {
-        for r in events.rtt.drain(..) {
-            let s = Sample::new(r.ts_ns - r.rtt_ns, r.ts_ns - r.rtt_ns, r.ts_ns, Outcome::Ok);
-            self.sample(SampleSeries::Rtt(r.leg), s)?;
-        }
-        let exchanges: Vec<Exchange> = events.exchanges.drain(..).collect();
-        for x in exchanges {
-            let port = x.server_port;
-            match (x.response_end_ns, x.server_ns()) {
-                (Some(end), server) => {
-                    let s = Sample::new(x.request_start_ns, x.request_start_ns, end, Outcome::Ok);
-                    self.sample(SampleSeries::Latency(port), s)?;
-                    if let Some(ns) = server {
-                        let t = x.request_end_ns;
-                        let s = Sample::new(t, t, t + ns, Outcome::Ok);
-                        self.sample(SampleSeries::ServerTime(port), s)?;
-                    }
-                }
-                (None, _) => {
-                    let end = flow_last_ns(x.flow).max(x.request_end_ns);
-                    let s = Sample::new(
-                        x.request_start_ns,
-                        x.request_start_ns,
-                        end,
-                        Outcome::Timeout,
-                    );
-                    self.sample(SampleSeries::Latency(port), s)?;
-                }
-            }
-        }
-        events.stalls.clear();
-        Ok(())
+        samples_of(events, flow_last_ns, |series, s, _| self.sample(series, s))
     }
 
     /// Writes the bins of the busiest channels and the time-sequence series of the largest
@@ -226,6 +197,56 @@ impl<'a> Recorder<'a> {
         }
         Ok(())
     }
+}
+
+/// Which event a sample came from, as far as the order of the series needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// An RTT sample.
+    Rtt,
+    /// An exchange of flow `.0`.
+    Exchange(usize),
+}
+
+/// Drains `events` into `(series, sample)` pairs, in the order the recorder stores them (the
+/// RTT samples first, then the exchanges); `flow_last_ns` gives a flow's last packet (an
+/// unanswered request ends there).
+pub(crate) fn samples_of<E>(
+    events: &mut FlowEvents,
+    flow_last_ns: impl Fn(usize) -> i64,
+    mut out: impl FnMut(SampleSeries, Sample, Origin) -> Result<(), E>,
+) -> Result<(), E> {
+    for r in events.rtt.drain(..) {
+        let s = Sample::new(r.ts_ns - r.rtt_ns, r.ts_ns - r.rtt_ns, r.ts_ns, Outcome::Ok);
+        out(SampleSeries::Rtt(r.leg), s, Origin::Rtt)?;
+    }
+    for x in events.exchanges.drain(..) {
+        let port = x.server_port;
+        let from = Origin::Exchange(x.flow);
+        match (x.response_end_ns, x.server_ns()) {
+            (Some(end), server) => {
+                let s = Sample::new(x.request_start_ns, x.request_start_ns, end, Outcome::Ok);
+                out(SampleSeries::Latency(port), s, from)?;
+                if let Some(ns) = server {
+                    let t = x.request_end_ns;
+                    let s = Sample::new(t, t, t + ns, Outcome::Ok);
+                    out(SampleSeries::ServerTime(port), s, from)?;
+                }
+            }
+            (None, _) => {
+                let end = flow_last_ns(x.flow).max(x.request_end_ns);
+                let s = Sample::new(
+                    x.request_start_ns,
+                    x.request_start_ns,
+                    end,
+                    Outcome::Timeout,
+                );
+                out(SampleSeries::Latency(port), s, from)?;
+            }
+        }
+    }
+    events.stalls.clear();
+    Ok(())
 }
 
 /// The report as a run stores it: every flow, with the totals filled in. A caller that owns

@@ -10,9 +10,9 @@
 //! time-sequence series are stored). The connection's live state (segments in flight, TSvals,
 //! ACK replay, most bins) is freed: memory follows the connections open at once.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use tailhunt_model::evidence::capture::FlowSummary;
+use tailhunt_model::evidence::capture::{Dir, FlowSummary};
 
 use crate::bins::SparseBins;
 use crate::delay::ClockCheck;
@@ -103,20 +103,116 @@ pub fn near_bursts(
     channels: [Option<&SparseBins>; 2],
     threshold: f64,
 ) -> SparseBins {
-    let mut kept = SparseBins::default();
-    for b in flow.bins() {
-        let near = channels.iter().flatten().any(|ch| {
+    keep_near(flow, |index| {
+        channels.iter().flatten().any(|ch| {
             let all = ch.bins();
-            let from = all.partition_point(|c| c.index < b.index - BURST_REACH_BINS);
+            let from = all.partition_point(|c| c.index < index - BURST_REACH_BINS);
             all[from..]
                 .iter()
-                .take_while(|c| c.index <= b.index + BURST_REACH_BINS)
+                .take_while(|c| c.index <= index + BURST_REACH_BINS)
                 .any(|c| c.bytes as f64 >= threshold)
-        });
-        if near {
+        })
+    })
+}
+
+/// The bins of `flow` within [`BURST_REACH_BINS`] of a bin listed in `hot` (the indexes of
+/// the direction's two channels' bins at or above the threshold, each sorted): the same
+/// choice as [`near_bursts`], made from the list a sharded pass keeps instead of the bins.
+pub fn near_hot_bins(flow: &SparseBins, hot: [Option<&Vec<i64>>; 2]) -> SparseBins {
+    keep_near(flow, |index| {
+        hot.iter().flatten().any(|h| {
+            let from = h.partition_point(|&c| c < index - BURST_REACH_BINS);
+            h.get(from).is_some_and(|&c| c <= index + BURST_REACH_BINS)
+        })
+    })
+}
+
+fn keep_near(flow: &SparseBins, near: impl Fn(i64) -> bool) -> SparseBins {
+    let mut kept = SparseBins::default();
+    for b in flow.bins() {
+        if near(b.index) {
             kept.add_bin(b);
         }
     }
     kept.shrink();
     kept
+}
+
+/// The bins at or above the burst threshold so far, per channel: what a sharded pass's
+/// reader hands its workers so that a retiring flow keeps the bins [`near_bursts`] would
+/// keep without each worker holding every channel's bins.
+#[derive(Debug, Clone, Default)]
+pub struct HotBins {
+    /// Sorted bin indexes, per channel.
+    pub channels: crate::fxhash::FxHashMap<(Dir, IpAddr), Vec<i64>>,
+}
+
+impl HotBins {
+    /// Notes that bin `index` of `channel` now holds `bytes`, `added` of them just now;
+    /// true when that took it to `threshold` or above.
+    pub fn note(
+        &mut self,
+        channel: (Dir, IpAddr),
+        index: i64,
+        bytes: u64,
+        added: u64,
+        threshold: f64,
+    ) -> bool {
+        let now = bytes as f64 >= threshold;
+        let before = (bytes - added) as f64 >= threshold;
+        if !now || before {
+            return false;
+        }
+        let list = self.channels.entry(channel).or_default();
+        let at = list.partition_point(|&c| c < index);
+        list.insert(at, index);
+        true
+    }
+
+    /// The list of `channel`, if any of its bins is hot.
+    pub fn of(&self, channel: &(Dir, IpAddr)) -> Option<&Vec<i64>> {
+        self.channels.get(channel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of choosing keep the same bins, whatever the channel looks like.
+    #[test]
+    fn hot_bin_lists_keep_what_the_channel_bins_keep() {
+        let host: IpAddr = "198.18.0.1".parse().unwrap();
+        let channel = (Dir::To, host);
+        let threshold = 1000.0;
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for _ in 0..50 {
+            let (mut chan, mut flow, mut hot) = (
+                SparseBins::default(),
+                SparseBins::default(),
+                HotBins::default(),
+            );
+            for _ in 0..300 {
+                let index = (next() % 200) as i64;
+                let bytes = next() % 400;
+                let total = chan.add(index, bytes, index);
+                hot.note(channel, index, total, bytes, threshold);
+                if next() % 3 == 0 {
+                    flow.add(index, bytes, index);
+                }
+            }
+            let a = near_bursts(&flow, [Some(&chan), None], threshold);
+            let b = near_hot_bins(&flow, [None, hot.of(&channel)]);
+            assert_eq!(a.bins(), b.bins());
+            assert!(hot
+                .of(&channel)
+                .is_some_and(|h| h.windows(2).all(|w| w[0] < w[1])));
+        }
+    }
 }

@@ -21,6 +21,7 @@ use tailhunt_model::evidence::capture::{
 };
 
 use crate::inputs::count_link_type;
+use crate::packet::RawPacket;
 use crate::read::{PacketSource, ReadError, SourceSet};
 use crate::record::Recorder;
 
@@ -36,6 +37,9 @@ pub enum RunError {
     /// The sink refused a write (the store is full or locked).
     #[error("cannot store the analysis: {0}")]
     Sink(SinkError),
+    /// A thread of a sharded pass ended before its work was done.
+    #[error("{0}: run again with --threads 1 to analyse on one thread")]
+    Thread(&'static str),
 }
 
 /// Why a pass stopped before its sources' end.
@@ -113,7 +117,7 @@ pub struct Progress {
     pub packets: u64,
 }
 
-/// Analyses `sources` in order into `sink`.
+/// Analyses `sources` in order into `sink`, on this thread.
 pub fn analyse(
     sources: &mut dyn SourceSet,
     cfg: AnalysisConfig,
@@ -123,6 +127,105 @@ pub fn analyse(
 ) -> Result<(Outcome, Analyzer), RunError> {
     let mut an = Analyzer::new(cfg)?;
     let mut rec = Recorder::new(sink);
+    let mut whole = Whole {
+        an: &mut an,
+        rec: &mut rec,
+    };
+    let (inputs, stopped) = read_sources(sources, &mut whole, stop, progress)?;
+    finish_pass(an, rec, inputs, stopped)
+}
+
+/// Analyses `sources` in order into `sink` with `threads` threads: with more than one, the
+/// sources are read and decoded on a thread of their own and the flows split over `threads`
+/// workers ([`crate::shard`]); what is stored and reported is the same as with one.
+pub fn analyse_threads(
+    sources: &mut (dyn SourceSet + Send),
+    cfg: AnalysisConfig,
+    threads: usize,
+    sink: &mut dyn SeriesSink,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Outcome, Analyzer), RunError> {
+    if threads <= 1 {
+        analyse(sources, cfg, sink, stop, progress)
+    } else {
+        crate::shard::analyse(sources, cfg, threads, sink, stop, progress)
+    }
+}
+
+/// Ends a pass: every flow finished, its last events stored, the report built and the
+/// channels' and largest flows' series written.
+pub(crate) fn finish_pass(
+    mut an: Analyzer,
+    mut rec: Recorder<'_>,
+    inputs: Vec<InputReport>,
+    stopped: Option<Stopped>,
+) -> Result<(Outcome, Analyzer), RunError> {
+    let report = an.finish();
+    let mut ev = std::mem::take(&mut an.events);
+    rec.drain(&mut ev, |f| an.flow_last_ns(f))
+        .map_err(RunError::Sink)?;
+    rec.finish(&an, &report).map_err(RunError::Sink)?;
+    Ok((
+        Outcome {
+            report,
+            inputs,
+            stopped,
+        },
+        an,
+    ))
+}
+
+/// Where a pass hands the frames it reads.
+pub(crate) trait Frames {
+    /// Frames taken so far, all sources.
+    fn packets(&self) -> u64;
+    /// Takes one frame of the source `input` describes (counting there the link types it
+    /// cannot decode).
+    fn frame(&mut self, raw: &RawPacket<'_>, input: &mut InputReport) -> Result<(), RunError>;
+}
+
+/// A pass on one thread: each frame decoded, analysed and its events stored at once.
+struct Whole<'a, 's> {
+    an: &'a mut Analyzer,
+    rec: &'a mut Recorder<'s>,
+}
+
+impl Frames for Whole<'_, '_> {
+    fn packets(&self) -> u64 {
+        self.an.packets()
+    }
+
+    fn frame(&mut self, raw: &RawPacket<'_>, input: &mut InputReport) -> Result<(), RunError> {
+        let an = &mut *self.an;
+        match decode(raw) {
+            Ok(d) => an.push(&d),
+            Err(why) => {
+                if why == Skip::UnknownLink {
+                    count_link_type(input, raw.link);
+                }
+                an.skip(raw.ts_ns, raw.wire_len, why)
+            }
+        }
+        if !an.events.is_empty() {
+            let mut ev = std::mem::take(&mut an.events);
+            self.rec
+                .drain(&mut ev, |f| an.flow_last_ns(f))
+                .map_err(RunError::Sink)?;
+            an.events = ev;
+        }
+        Ok(())
+    }
+}
+
+/// Reads `sources` in order into `target`: what became of each, and whether a stop request
+/// ended the pass.
+pub(crate) fn read_sources(
+    sources: &mut dyn SourceSet,
+    target: &mut dyn Frames,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Vec<InputReport>, Option<Stopped>), RunError> {
     let mut stopped = None;
     let mut inputs = Vec::with_capacity(sources.count());
     for i in 0..sources.count() {
@@ -139,7 +242,7 @@ pub fn analyse(
                     stop,
                     progress: &mut *progress,
                 };
-                stopped = pass.read(src, &mut an, &mut rec, &mut input)?;
+                stopped = pass.read(src, target, &mut input)?;
             }
             Err(e) => {
                 input.status = match e {
@@ -154,19 +257,7 @@ pub fn analyse(
         }
         inputs.push(input);
     }
-    let report = an.finish();
-    let mut ev = std::mem::take(&mut an.events);
-    rec.drain(&mut ev, |f| an.flow_last_ns(f))
-        .map_err(RunError::Sink)?;
-    rec.finish(&an, &report).map_err(RunError::Sink)?;
-    Ok((
-        Outcome {
-            report,
-            inputs,
-            stopped,
-        },
-        an,
-    ))
+    Ok((inputs, stopped))
 }
 
 /// Reading one source of a pass.
@@ -182,12 +273,11 @@ impl Pass<'_> {
     fn read(
         self,
         src: &mut dyn PacketSource,
-        an: &mut Analyzer,
-        rec: &mut Recorder<'_>,
+        target: &mut dyn Frames,
         input: &mut InputReport,
     ) -> Result<Option<Stopped>, RunError> {
         loop {
-            if an.packets().is_multiple_of(PROGRESS_EVERY) {
+            if target.packets().is_multiple_of(PROGRESS_EVERY) {
                 if self.stop.load(Ordering::Relaxed) {
                     input.status = InputStatus::Stopped;
                     return Ok(Some(Stopped::Interrupted));
@@ -195,7 +285,7 @@ impl Pass<'_> {
                 (self.progress)(Progress {
                     source: self.index,
                     position: src.position(),
-                    packets: an.packets(),
+                    packets: target.packets(),
                 });
             }
             let raw = match src.next_packet() {
@@ -208,21 +298,7 @@ impl Pass<'_> {
                 }
             };
             input.frames += 1;
-            match decode(&raw) {
-                Ok(d) => an.push(&d),
-                Err(why) => {
-                    if why == Skip::UnknownLink {
-                        count_link_type(input, raw.link);
-                    }
-                    an.skip(raw.ts_ns, raw.wire_len, why)
-                }
-            }
-            if !an.events.is_empty() {
-                let mut ev = std::mem::take(&mut an.events);
-                rec.drain(&mut ev, |f| an.flow_last_ns(f))
-                    .map_err(RunError::Sink)?;
-                an.events = ev;
-            }
+            target.frame(&raw, input)?;
         }
     }
 }

@@ -141,6 +141,15 @@ impl TcpFlow {
         }
     }
 
+    /// Gives the flow id `index` (a sharded pass numbers flows once they are all known): the
+    /// exchange in progress carries it too.
+    pub fn renumber(&mut self, index: usize) {
+        self.index = index;
+        if let Some(x) = &mut self.turn.current {
+            x.flow = index;
+        }
+    }
+
     /// The client side: from the SYN, else the side with the higher port.
     pub fn client(&self) -> usize {
         self.syn_client

@@ -10,7 +10,7 @@ use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
 use tailhunt_pcap::bins_csv::write_bins_csv;
-use tailhunt_pcap::run::{analyse, Outcome, Progress, Stopped};
+use tailhunt_pcap::run::{analyse_threads, Outcome, Progress, Stopped};
 use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_report::export::flows::write_flows_csv;
@@ -69,6 +69,7 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         kind: RunKind::Pcap,
         names: inputs,
         matched,
+        threads: threads(a.threads),
     };
     execute(cli, what, &mut sources, cfg, &a.analysis, &mut |p| {
         line.show(|| {
@@ -100,13 +101,24 @@ struct Inputs {
     names: Vec<String>,
     /// The `--match` report, for the document.
     matched: Option<tailhunt_model::evidence::capture::MatchReport>,
+    /// Analysis threads (1: all on this thread).
+    threads: usize,
+}
+
+/// `--threads`, or the CPUs this process may use (its affinity and CPU quota).
+fn threads(flag: Option<u16>) -> usize {
+    match flag {
+        Some(n) => usize::from(n),
+        // As many as `--threads` accepts.
+        None => std::thread::available_parallelism().map_or(1, |n| n.get().min(256)),
+    }
 }
 
 /// The shared tail of both commands: analyse into a new run, diagnose, export, print.
 fn execute(
     cli: &Cli,
     what: Inputs,
-    sources: &mut dyn SourceSet,
+    sources: &mut (dyn SourceSet + Send),
     cfg: AnalysisConfig,
     a: &CaptureAnalysisArgs,
     progress_fn: &mut dyn FnMut(Progress),
@@ -115,6 +127,7 @@ fn execute(
         kind,
         names: inputs,
         matched,
+        threads,
     } = what;
     let mut store = crate::cmd::open_tagged(cli)?;
     // Resolve --requests before measuring anything: a typo should not cost a capture.
@@ -129,8 +142,15 @@ fn execute(
         "requests": requests,
     });
     let mut writer = store.begin_run(kind, params, ClockOrigin::wall(0))?;
-    let (mut outcome, analyzer) = analyse(sources, cfg, &mut writer, signals::flag(), progress_fn)
-        .context("analysing the capture")?;
+    let (mut outcome, analyzer) = analyse_threads(
+        sources,
+        cfg,
+        threads,
+        &mut writer,
+        signals::flag(),
+        progress_fn,
+    )
+    .context("analysing the capture")?;
     writer.set_origin(ClockOrigin::wall(outcome.report.first_ns))?;
     let run_id = writer.id().to_string();
     for (file, name) in outcome.inputs.iter_mut().zip(&inputs) {

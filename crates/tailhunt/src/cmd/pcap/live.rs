@@ -42,6 +42,8 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
         kind: RunKind::Capture,
         names: vec![format!("live:{}", a.interface)],
         matched: None,
+        // A live capture is analysed on one thread (`--threads` is for files).
+        threads: 1,
     };
     let result = execute(cli, what, &mut sources, cfg, &a.analysis, &mut |_| {});
     // The analysis ended (duration, Ctrl-C or an error): make sure the watcher ends too.

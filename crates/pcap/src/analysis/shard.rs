@@ -1,0 +1,213 @@
+//! The two halves of a sharded pass, and how they are joined.
+//!
+//! A sharded pass ([`crate::shard`]) splits [`Analyzer::push`]: its reader keeps one
+//! analyzer as the *front* (frame counts, skipped frames, every channel's bins) and each
+//! worker one as a *shard* (the flows whose key hashes to it). In: the front's and the
+//! shards' analyzers once every packet has gone through. Out: one analyzer holding what a
+//! whole pass over the same packets holds, so that [`Analyzer::finish`] and the recorder read
+//! it as they read a whole pass's.
+//!
+//! Three things make the joined analyzer the same as a whole pass's:
+//!
+//! - a shard numbers a new flow with the ordinal of its first packet (the frame number in the
+//!   pass); ids of a whole pass count up in the order of first packets, so ranking the
+//!   ordinals gives them back ([`Analyzer::merge`]);
+//! - the sweep that retires quiet closed connections runs in every shard before the same
+//!   packet as in a whole pass, at the same capture time, and it keeps the same bins: those
+//!   near a bin at or above the burst threshold as of that packet, which the front lists in a
+//!   [`HotBins`];
+//! - each kept Nagle stall carries the ordinal of its packet, so the first
+//!   [`MAX_STALLS_KEPT`] of all shards are those of the whole pass.
+
+use std::sync::Arc;
+
+use tailhunt_model::evidence::capture::NagleStall;
+
+use super::{Analyzer, Flow, COMPACT_EVERY, MAX_STALLS_KEPT};
+use crate::decode::Decoded;
+use crate::retired::HotBins;
+
+impl Analyzer {
+    /// The front's part of [`Analyzer::push`]: counts the frame and adds it to its channels'
+    /// bins. Returns whether a sweep is due before it, and the two bins' bytes with it.
+    pub(crate) fn push_front(&mut self, p: &Decoded<'_>) -> (bool, [u64; 2]) {
+        self.count_frame(p.ts_ns, p.wire_len);
+        let due = self.packets.is_multiple_of(COMPACT_EVERY);
+        (due, self.add_to_channels(p))
+    }
+
+    /// The bin width, ns.
+    pub(crate) fn bin_ns(&self) -> i64 {
+        self.cfg.bin_ns
+    }
+
+    /// Bytes a bin must hold to be part of a burst, when the sweep must know them: none
+    /// without a link rate, or when every flow keeps all its bins.
+    pub(crate) fn hot_threshold(&self) -> Option<f64> {
+        if self.cfg.keep_flow_bins {
+            None
+        } else {
+            self.threshold_bytes()
+        }
+    }
+
+    /// A shard's sweep before packet `ordinal`, at capture time `now`, with the bins at or
+    /// above the threshold as of that packet.
+    pub(crate) fn sweep_shard(&mut self, ordinal: u64, now: i64, hot: Arc<HotBins>) {
+        self.ordinal = ordinal;
+        self.retired_last.clear();
+        self.hot = Some(hot);
+        self.compact_closed(now);
+    }
+
+    /// A shard's part of [`Analyzer::push`] for packet `ordinal`: a new flow is numbered
+    /// with it.
+    pub(crate) fn push_shard(&mut self, ordinal: u64, p: &Decoded<'_>) {
+        self.ordinal = ordinal;
+        self.retired_last.clear();
+        self.next_id = ordinal as usize;
+        self.push_flow(p);
+    }
+
+    /// Joins a front and its shards into the analyzer of a whole pass: flows renumbered in
+    /// order of first packet, the shards' retired flows, delays and stalls together.
+    pub(crate) fn merge(mut front: Analyzer, shards: Vec<Analyzer>) -> Analyzer {
+        let mut ids: Vec<usize> = shards
+            .iter()
+            .flat_map(|s| {
+                let retired = s.retired.summaries.iter().map(|f| f.id);
+                s.flows.keys().copied().chain(retired)
+            })
+            .collect();
+        ids.sort_unstable();
+        let new = |old: usize| match ids.binary_search(&old) {
+            Ok(i) | Err(i) => i,
+        };
+        let mut stalls: Vec<(u64, NagleStall)> = Vec::new();
+        let mut points = Vec::new();
+        for mut s in shards {
+            for (id, mut f) in s.flows.drain() {
+                if let Flow::Tcp(t) = &mut f {
+                    t.renumber(new(id));
+                }
+                front.flows.insert(new(id), f);
+            }
+            front
+                .index
+                .extend(s.index.drain().map(|(k, id)| (k, new(id))));
+            front
+                .delays
+                .extend(s.delays.drain().map(|(id, d)| (new(id), d)));
+            for mut f in s.retired.summaries.drain(..) {
+                f.id = new(f.id);
+                front.retired.summaries.push(f);
+            }
+            for mut b in s.retired.bins.drain(..) {
+                b.id = new(b.id);
+                front.retired.bins.push(b);
+            }
+            front.retired.delays.append(&mut s.retired.delays);
+            points.extend(s.retired.points.drain(..).map(|(b, id, p)| (b, new(id), p)));
+            for (at, mut stall) in s.stall_at.iter().zip(s.stalls.drain(..)) {
+                stall.flow = new(stall.flow);
+                stalls.push((*at, stall));
+            }
+        }
+        for (bytes, id, p) in points {
+            front.retired.offer_points(bytes, id, p);
+        }
+        // Stable: a packet's stalls stay in the order its flow found them.
+        stalls.sort_by_key(|(at, _)| *at);
+        front.stalls = stalls
+            .into_iter()
+            .take(MAX_STALLS_KEPT)
+            .map(|(_, s)| s)
+            .collect();
+        front.next_id = ids.len();
+        front
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::AnalysisConfig;
+    use crate::decode::{decode, flags};
+    use crate::packet::{LinkType, RawPacket};
+
+    /// An IPv4+TCP frame (raw IP) with `len` payload bytes.
+    fn tcp(src: u8, dst: u8, sport: u16, dport: u16, seq: u32, fl: u8, len: usize) -> Vec<u8> {
+        let total = 40 + len;
+        let mut p = vec![0u8; total];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 0, 0, src]);
+        p[16..20].copy_from_slice(&[10, 0, 0, dst]);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p[32] = 5 << 4;
+        p[33] = fl;
+        p[34..36].copy_from_slice(&1000u16.to_be_bytes());
+        p
+    }
+
+    /// Connections that open in an order their shards do not keep, each a request and an
+    /// answer, some ended and their ports reused.
+    fn frames() -> Vec<(i64, Vec<u8>)> {
+        let mut out = Vec::new();
+        for i in 0..300u16 {
+            let t = i64::from(i) * 3_000_000;
+            let (c, port) = (1 + (i % 5) as u8, 20_000 + i % 40);
+            out.push((t, tcp(c, 9, port, 80, 0, flags::SYN, 0)));
+            out.push((t + 10, tcp(9, c, 80, port, 0, flags::SYN | flags::ACK, 0)));
+            out.push((t + 20, tcp(c, 9, port, 80, 1, flags::ACK | flags::PSH, 50)));
+            out.push((t + 90, tcp(9, c, 80, port, 1, flags::ACK, 900)));
+            if i % 3 == 0 {
+                out.push((t + 200, tcp(c, 9, port, 80, 51, flags::ACK | flags::FIN, 0)));
+            }
+        }
+        out.sort_by_key(|(t, _)| *t);
+        out
+    }
+
+    /// Joined shards hold what one analyzer holds: the same report, flow ids in order of
+    /// first packet, whatever shard each flow was in.
+    #[test]
+    fn merged_shards_report_what_one_analyzer_reports() {
+        let cfg = AnalysisConfig::default();
+        let mut whole = Analyzer::new(cfg).unwrap();
+        let mut front = Analyzer::new(cfg).unwrap();
+        let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::new(cfg).unwrap()).collect();
+        for (t, data) in frames() {
+            let raw = RawPacket {
+                ts_ns: t,
+                iface: 0,
+                link: LinkType::RawIp,
+                wire_len: data.len() as u32,
+                data: &data,
+            };
+            let d = decode(&raw).unwrap();
+            whole.push(&d);
+            let ordinal = front.packets();
+            let (sweep, _) = front.push_front(&d);
+            assert!(!sweep);
+            let w = crate::shard::worker_of(&d, shards.len()).unwrap();
+            shards[w].push_shard(ordinal, &d);
+        }
+        assert!(
+            shards.iter().all(|s| s.open_flows() > 0),
+            "every shard has flows"
+        );
+        let mut joined = Analyzer::merge(front, shards);
+        let (a, b) = (whole.finish(), joined.finish());
+        assert!(a.flows.len() > 100, "{} flows", a.flows.len());
+        assert!(b.flows.iter().enumerate().all(|(i, f)| f.id == i));
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+    }
+}

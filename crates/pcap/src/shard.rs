@@ -1,0 +1,462 @@
+//! A pass over several threads: one reads, the others analyse, and the result is the same
+//! as one thread's.
+//!
+//! In: a [`SourceSet`] (sendable to a thread), an [`AnalysisConfig`], a number of workers,
+//! a [`SeriesSink`]. Out: what [`crate::run::analyse`] gives for the same sources — the same
+//! report, the same series with the same samples in the same order — and its [`Analyzer`].
+//!
+//! - The *reader* thread reads and decompresses the sources, decodes each frame, counts it
+//!   and adds it to its two channels' bins (the front of the analysis, see
+//!   [`crate::analysis`]), and hands the decoded header (payload left out: the analysis
+//!   reads only lengths) to the worker its flow key hashes to. The key names a connection
+//!   regardless of direction, so both directions of a connection go to one worker. Frames go
+//!   in chunks of [`CHUNK`], one batch per worker per chunk, and batches come back to be
+//!   refilled: no allocation and no channel send per packet.
+//! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Every
+//!   [`COMPACT_EVERY`](crate::analysis) frames the reader sends every worker the sweep a
+//!   one-thread pass makes before that packet, with the list of channel bins at or above the
+//!   burst threshold so far ([`HotBins`]): a closed, quiet connection is retired at the same
+//!   packet and keeps the same bins as on one thread, and memory still follows the open
+//!   connections (the list grows with the capture's busy bins, not with connections).
+//! - This thread stores the workers' samples as it goes: each is tagged with the frame
+//!   number of its packet, and a chunk's samples from all workers are put in that order
+//!   before the [`Recorder`] opens series and stores them. At the end the front and the
+//!   workers' analyzers are joined (flows numbered in order of first packet) and the pass
+//!   ends as a one-thread pass does.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
+
+use tailhunt_model::evidence::capture::{InputReport, Proto};
+use tailhunt_model::{Sample, SeriesSink};
+
+use crate::analysis::{AnalysisConfig, Analyzer};
+use crate::decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
+use crate::flowkey::FlowKey;
+use crate::inputs::count_link_type;
+use crate::packet::RawPacket;
+use crate::read::SourceSet;
+use crate::record::{samples_of, Origin, Recorder, SampleSeries};
+use crate::retired::HotBins;
+use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError};
+
+/// Frames the reader reads before handing them out.
+pub const CHUNK: usize = 2048;
+/// Chunks waiting for each worker, and results waiting to be stored.
+const DEPTH: usize = 4;
+
+/// What the reader hands a worker.
+enum Item {
+    /// The sweep a one-thread pass makes before frame `ordinal`, at capture time `now`.
+    Sweep {
+        ordinal: u64,
+        now: i64,
+        hot: Arc<HotBins>,
+    },
+    /// Frame `ordinal`, decoded.
+    Packet {
+        ordinal: u64,
+        packet: Decoded<'static>,
+    },
+}
+
+/// A worker's results, and the way its emptied vectors go back to it.
+type WorkerOut = (Receiver<Vec<Tagged>>, Sender<Vec<Tagged>>);
+
+/// A sample and its place in the pass: `(frame, RTT before exchanges, sweep before packet,
+/// flow retired by the sweep)`, the order a one-thread pass stores them in.
+struct Tagged {
+    key: (u64, u8, u8, usize),
+    series: SampleSeries,
+    sample: Sample,
+}
+
+/// The worker a flow belongs to, of `workers`: a hash of its key, which is the same for
+/// both directions. `None` for frames that belong to no flow.
+pub fn worker_of(d: &Decoded<'_>, workers: usize) -> Option<usize> {
+    use std::hash::{Hash, Hasher};
+    let (proto, src, dst) = match &d.transport {
+        Transport::Tcp(t) => (Proto::Tcp, t.src_port, t.dst_port),
+        Transport::Udp(u) => (Proto::Udp, u.src_port, u.dst_port),
+        Transport::Other(_) => return None,
+    };
+    let (key, _) = FlowKey::of(
+        proto,
+        std::net::SocketAddr::new(d.src, src),
+        std::net::SocketAddr::new(d.dst, dst),
+    );
+    let mut h = crate::fxhash::FxHasher::default();
+    key.hash(&mut h);
+    // The high bits: the multiply at the end of each step mixes into them.
+    Some(((h.finish() as u128 * workers as u128) >> 64) as usize)
+}
+
+/// `d` without its payload bytes (the analysis reads only the lengths), to outlive the
+/// reader's buffer.
+fn detach(d: &Decoded<'_>) -> Decoded<'static> {
+    let transport = match d.transport {
+        Transport::Tcp(t) => Transport::Tcp(Tcp {
+            src_port: t.src_port,
+            dst_port: t.dst_port,
+            seq: t.seq,
+            ack: t.ack,
+            flags: t.flags,
+            window: t.window,
+            options: t.options,
+            payload_len: t.payload_len,
+            payload: &[],
+        }),
+        Transport::Udp(u) => Transport::Udp(Udp {
+            src_port: u.src_port,
+            dst_port: u.dst_port,
+            payload_len: u.payload_len,
+            payload: &[],
+        }),
+        Transport::Other(p) => Transport::Other(p),
+    };
+    Decoded {
+        ts_ns: d.ts_ns,
+        iface: d.iface,
+        wire_len: d.wire_len,
+        src: d.src,
+        dst: d.dst,
+        ip_len: d.ip_len,
+        ip_id: d.ip_id,
+        ttl: d.ttl,
+        vlan: d.vlan,
+        transport,
+    }
+}
+
+/// The reader's side: counts and channels, and the batches being filled.
+struct Front {
+    an: Analyzer,
+    /// Bins at or above the threshold so far, and the copy last handed to the workers.
+    hot: HotBins,
+    shared: Arc<HotBins>,
+    changed: bool,
+    threshold: Option<f64>,
+    batches: Vec<Vec<Item>>,
+    frames: usize,
+    workers: Vec<SyncSender<Vec<Item>>>,
+    spare: Receiver<Vec<Item>>,
+    chunks: SyncSender<()>,
+}
+
+impl Front {
+    /// Hands the chunk's batches to the workers (and tells this thread a chunk is coming).
+    fn send(&mut self) -> Result<(), RunError> {
+        let gone = |_| RunError::Thread("the pass's recorder stopped");
+        self.chunks.send(()).map_err(gone)?;
+        for (batch, to) in self.batches.iter_mut().zip(&self.workers) {
+            let empty = self
+                .spare
+                .try_recv()
+                .unwrap_or_else(|_| Vec::with_capacity(CHUNK));
+            let full = std::mem::replace(batch, empty);
+            to.send(full)
+                .map_err(|_| RunError::Thread("an analysis worker stopped"))?;
+        }
+        self.frames = 0;
+        Ok(())
+    }
+
+    fn shared_hot(&mut self) -> Arc<HotBins> {
+        if self.changed {
+            self.shared = Arc::new(self.hot.clone());
+            self.changed = false;
+        }
+        self.shared.clone()
+    }
+}
+
+impl Frames for Front {
+    fn packets(&self) -> u64 {
+        self.an.packets()
+    }
+
+    fn frame(&mut self, raw: &RawPacket<'_>, input: &mut InputReport) -> Result<(), RunError> {
+        let ordinal = self.an.packets();
+        match decode(raw) {
+            Ok(d) => {
+                let (sweep, bytes) = self.an.push_front(&d);
+                if sweep {
+                    let hot = self.shared_hot();
+                    for batch in &mut self.batches {
+                        batch.push(Item::Sweep {
+                            ordinal,
+                            now: d.ts_ns,
+                            hot: hot.clone(),
+                        });
+                    }
+                }
+                if let Some(thr) = self.threshold {
+                    let bin = d.ts_ns.div_euclid(self.an.bin_ns());
+                    let channels = [
+                        (tailhunt_model::evidence::capture::Dir::To, d.dst),
+                        (tailhunt_model::evidence::capture::Dir::From, d.src),
+                    ];
+                    for (ch, b) in channels.into_iter().zip(bytes) {
+                        self.changed |= self.hot.note(ch, bin, b, d.wire_len as u64, thr);
+                    }
+                }
+                if let Some(w) = worker_of(&d, self.batches.len()) {
+                    self.batches[w].push(Item::Packet {
+                        ordinal,
+                        packet: detach(&d),
+                    });
+                }
+            }
+            Err(why) => {
+                if why == Skip::UnknownLink {
+                    count_link_type(input, raw.link);
+                }
+                self.an.skip(raw.ts_ns, raw.wire_len, why)
+            }
+        }
+        self.frames += 1;
+        if self.frames >= CHUNK {
+            self.send()?;
+        }
+        Ok(())
+    }
+}
+
+/// A worker: analyses the flows of its batches, sends their samples tagged, returns its
+/// analyzer when the reader is done (or this thread has stopped listening).
+fn work(
+    mut an: Analyzer,
+    batches: Receiver<Vec<Item>>,
+    spare: Sender<Vec<Item>>,
+    out: SyncSender<Vec<Tagged>>,
+    stored: Receiver<Vec<Tagged>>,
+) -> Analyzer {
+    for mut batch in batches {
+        // The vectors go round: allocating one per chunk here and freeing it on the storing
+        // thread cost more than the merge itself.
+        let mut tagged = stored.try_recv().unwrap_or_default();
+        for item in batch.drain(..) {
+            match item {
+                Item::Sweep { ordinal, now, hot } => {
+                    an.sweep_shard(ordinal, now, hot);
+                    collect(&mut an, ordinal, 0, &mut tagged);
+                }
+                Item::Packet { ordinal, packet } => {
+                    an.push_shard(ordinal, &packet);
+                    collect(&mut an, ordinal, 1, &mut tagged);
+                }
+            }
+        }
+        // The reader may have finished: then nobody needs the batch back.
+        let _ = spare.send(batch);
+        if out.send(tagged).is_err() {
+            break;
+        }
+    }
+    an
+}
+
+/// Moves the analyzer's pending events into `out` as tagged samples of frame `ordinal`
+/// (`part` 0: its sweep, 1: its packet).
+fn collect(an: &mut Analyzer, ordinal: u64, part: u8, out: &mut Vec<Tagged>) {
+    if an.events.is_empty() {
+        return;
+    }
+    let mut ev = std::mem::take(&mut an.events);
+    let tag = |series, sample, origin| {
+        let key = match origin {
+            Origin::Rtt => (ordinal, 0, part, 0),
+            // A sweep's exchanges come in order of flow id, whichever worker holds the flow.
+            Origin::Exchange(flow) => (ordinal, 1, part, if part == 0 { flow } else { 0 }),
+        };
+        out.push(Tagged {
+            key,
+            series,
+            sample,
+        });
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let Ok(()) = samples_of(&mut ev, |f| an.flow_last_ns(f), tag);
+    an.events = ev;
+}
+
+/// Analyses `sources` in order into `sink` with a reader thread and `workers` analysis
+/// threads; see the module docs.
+pub fn analyse(
+    sources: &mut (dyn SourceSet + Send),
+    cfg: AnalysisConfig,
+    workers: usize,
+    sink: &mut dyn SeriesSink,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(Outcome, Analyzer), RunError> {
+    let front_an = Analyzer::new(cfg)?;
+    let threshold = front_an.hot_threshold();
+    let shards = (0..workers.max(1))
+        .map(|_| Analyzer::new(cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rec = Recorder::new(sink);
+    let (front, inputs, stopped, shards) = std::thread::scope(|scope| {
+        let (chunk_tx, chunk_rx) = sync_channel(DEPTH);
+        let (progress_tx, progress_rx) = channel();
+        let (spare_tx, spare_rx) = channel();
+        let mut to_workers = Vec::new();
+        let mut outs = Vec::new();
+        let mut handles = Vec::new();
+        for (i, an) in shards.into_iter().enumerate() {
+            let (tx, rx) = sync_channel(DEPTH);
+            let (out_tx, out_rx) = sync_channel(DEPTH);
+            let (back_tx, back_rx) = channel();
+            let spare = spare_tx.clone();
+            let worker = std::thread::Builder::new()
+                .name(format!("pcap-flows-{i}"))
+                .spawn_scoped(scope, move || work(an, rx, spare, out_tx, back_rx))
+                .map_err(|_| RunError::Thread("cannot start an analysis thread"))?;
+            handles.push(worker);
+            to_workers.push(tx);
+            outs.push((out_rx, back_tx));
+        }
+        drop(spare_tx);
+        let batches = (0..workers.max(1))
+            .map(|_| Vec::with_capacity(CHUNK))
+            .collect();
+        let reader = std::thread::Builder::new().name("pcap-reader".into());
+        let reader = reader.spawn_scoped(scope, move || {
+            let mut front = Front {
+                an: front_an,
+                hot: HotBins::default(),
+                shared: Arc::new(HotBins::default()),
+                changed: false,
+                threshold,
+                batches,
+                frames: 0,
+                workers: to_workers,
+                spare: spare_rx,
+                chunks: chunk_tx,
+            };
+            let mut report = |p| {
+                let _ = progress_tx.send(p);
+            };
+            let (inputs, stopped) = read_sources(&mut *sources, &mut front, stop, &mut report)?;
+            if front.frames > 0 {
+                front.send()?;
+            }
+            Ok::<_, RunError>((front.an, inputs, stopped))
+        });
+        // Without a reader the workers' channels close and they end at once.
+        let reader = reader.map_err(|_| RunError::Thread("cannot start the capture reader"))?;
+        let stored = store(&mut rec, chunk_rx, outs, progress_rx, progress);
+        let front = reader
+            .join()
+            .map_err(|_| RunError::Thread("the capture reader failed"))?;
+        let shards = handles
+            .into_iter()
+            .map(|h| h.join())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| RunError::Thread("an analysis worker failed"))?;
+        stored?;
+        let (front, inputs, stopped) = front?;
+        Ok::<_, RunError>((front, inputs, stopped, shards))
+    })?;
+    finish_pass(Analyzer::merge(front, shards), rec, inputs, stopped)
+}
+
+/// This thread's part: each chunk's samples from every worker, put in the order of a
+/// one-thread pass, into the recorder; progress passed on. Returns when the reader is done
+/// (or at the first sink error, which ends the others: their channels close).
+fn store(
+    rec: &mut Recorder<'_>,
+    chunks: Receiver<()>,
+    outs: Vec<WorkerOut>,
+    progress_rx: Receiver<Progress>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<(), RunError> {
+    let mut merged: Vec<Tagged> = Vec::new();
+    while chunks.recv().is_ok() {
+        for (out, back) in &outs {
+            match out.recv() {
+                Ok(mut v) => {
+                    merged.append(&mut v);
+                    // The worker may be done: then it needs no vector back.
+                    let _ = back.send(v);
+                }
+                // A worker that stopped: the reader finds out too and says why.
+                Err(_) => return Ok(()),
+            }
+        }
+        // Stable: one worker's samples of one frame stay in the order it made them.
+        merged.sort_by_key(|t| t.key);
+        for t in merged.drain(..) {
+            rec.sample(t.series, t.sample).map_err(RunError::Sink)?;
+        }
+        for p in progress_rx.try_iter() {
+            progress(p);
+        }
+    }
+    for p in progress_rx.try_iter() {
+        progress(p);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::LinkType;
+
+    /// An IPv4 frame (raw IP) of protocol `proto` with the ports at the start of its payload.
+    fn frame(src: [u8; 4], dst: [u8; 4], proto: u8, sport: u16, dport: u16) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&40u16.to_be_bytes());
+        p[8] = 64;
+        p[9] = proto;
+        p[12..16].copy_from_slice(&src);
+        p[16..20].copy_from_slice(&dst);
+        p[20..22].copy_from_slice(&sport.to_be_bytes());
+        p[22..24].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            p[32] = 5 << 4;
+        } else {
+            p[24..26].copy_from_slice(&20u16.to_be_bytes());
+        }
+        p
+    }
+
+    fn worker(data: &[u8], workers: usize) -> Option<usize> {
+        let raw = RawPacket {
+            ts_ns: 0,
+            iface: 0,
+            link: LinkType::RawIp,
+            wire_len: data.len() as u32,
+            data,
+        };
+        worker_of(&decode(&raw).expect("decodes"), workers)
+    }
+
+    /// Both directions of a connection go to one worker, and connections spread over all.
+    #[test]
+    fn both_directions_of_a_flow_go_to_one_worker() {
+        for workers in [2, 3, 7] {
+            let mut used = vec![0u32; workers];
+            for i in 0..2000u16 {
+                let (a, b) = ([10, 0, (i % 7) as u8, 1], [10, 1, 0, (i % 250) as u8]);
+                for proto in [6, 17] {
+                    let there = worker(&frame(a, b, proto, 30_000 + i, 443), workers);
+                    let back = worker(&frame(b, a, proto, 443, 30_000 + i), workers);
+                    assert_eq!(there, back, "{a:?} {b:?} {i}");
+                    used[there.unwrap()] += 1;
+                }
+            }
+            let fair = 4000 / workers as u32;
+            assert!(
+                used.iter()
+                    .all(|&n| n > fair * 8 / 10 && n < fair * 12 / 10),
+                "{used:?}"
+            );
+        }
+        // ICMP and the like belong to no flow.
+        assert_eq!(worker(&frame([1; 4], [2; 4], 1, 0, 0), 2), None);
+    }
+}
