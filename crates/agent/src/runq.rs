@@ -526,7 +526,10 @@ impl Window<'_> {
             Err(e) => {
                 // The window's intervals are still read, so the next window starts on time.
                 let ended = self.drain();
-                return (Err(format!("cannot start a run-queue window's run: {e}")), ended);
+                return (
+                    Err(format!("cannot start a run-queue window's run: {e}")),
+                    ended,
+                );
             }
         };
         let id = writer.id().to_string();

@@ -694,9 +694,10 @@ pub struct PcapArgs {
     /// NAT): pair the flows and report one-way delay, loss and FIN/RST origin per hop.
     #[arg(long = "match", value_name = "OTHER")]
     pub match_with: Option<PathBuf>,
-    /// Analysis threads (default: the CPUs this process may use). With more than one, the
-    /// files are read and decoded on a thread of their own and the connections split over
-    /// N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
+    /// Analysis threads (default: one per CPU this process may use, less one for the reader;
+    /// 1 on a host with fewer than 3 CPUs, where splitting measured no faster). With more than
+    /// one, the files are read and decoded on a thread of their own and the connections split
+    /// over N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
     /// (`capture`, live, analyses on one thread.)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,

@@ -409,6 +409,9 @@ mod tests {
     fn retention_reads_as_written() {
         assert_eq!(show_long(Duration::from_secs(86_400)), "1d");
         assert_eq!(show_long(Duration::from_secs(7_200)), "2h");
-        assert_eq!(show_long(Duration::from_secs(90)), show(Duration::from_secs(90)));
+        assert_eq!(
+            show_long(Duration::from_secs(90)),
+            show(Duration::from_secs(90))
+        );
     }
 }
