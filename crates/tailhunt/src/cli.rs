@@ -559,7 +559,7 @@ pub struct LoadArgs {
     /// Poll instead of sleeping this long before each send is due, so wake-ups do not make the
     /// client late; given explicitly, also after each send while its reply is expected (0s:
     /// always sleep; default 50us before sends only, when each worker thread has a CPU of its
-    /// own, else 0; at most 10ms).
+    /// own and two are left over (one, with --pin), else 0; at most 10ms).
     #[arg(long, value_name = "DURATION", value_parser = crate::flags::duration)]
     pub spin: Option<Duration>,
     /// Pin the worker threads to these CPUs (e.g. 1 or 2,3; worker i on the i-th, round robin).
