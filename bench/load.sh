@@ -402,7 +402,7 @@ run_tailhunt_pp() { # round rate
     steal_mark
     timeout $((pp_secs + 40)) /usr/bin/time -f '%U %S %e' -o "$tmp/time.txt" \
         "$tailhunt" --db "$tmp/load.db" load "tcp://127.0.0.1:$th_tcp_port" --rate "$2" \
-        --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true --spin 50us \
+        --duration "${pp_secs}s" --conns 1 --max-inflight 1 --nodelay=true \
         --request-bytes "$body_bytes" --json >"$json" 2>"$tmp/pp.err" || true
     steal="$(steal_since)"
     cpu="$(awk '{ printf "%.0f", 100 * ($1 + $2) / $3 }' "$tmp/time.txt")"
@@ -727,7 +727,8 @@ measurement, TCP_NODELAY on both ends.
   its output, in µs.
 - tailhunt: \`tailhunt serve tcp --listen 127.0.0.1:PORT2 --reply-bytes $body_bytes\` and
   \`tailhunt load tcp://127.0.0.1:PORT2 --rate M --duration ${pp_secs}s --conns 1 --max-inflight 1
-  --nodelay=true --spin 50us --request-bytes $body_bytes --json\` (tailhunt frames add a 4-byte length, so
+  --nodelay=true --request-bytes $body_bytes --json\` (no \`--spin\`: on this host's CPU count the
+  default does not poll, see \`tailhunt load --help\`; tailhunt frames add a 4-byte length, so
   both tools move $msg_bytes bytes each way). Exact nearest-rank percentiles of the run's ok
   samples from \`tailhunt export RUN --series SERIES\`: latency from the intended send time
   (what tailhunt reports; includes the client's own wake-up lag), service time
