@@ -83,9 +83,10 @@ pub fn nagle_stall(flows: &[FlowSummary], stalls: &[NagleStall]) -> Option<Findi
         let mut v = BTreeMap::new();
         v.insert("small_len_bytes".into(), s.small_len as f64);
         v.insert("ack_delay_ns".into(), s.ack_delay_ns as f64);
+        // By id: a report may keep only some flows (every stalled one among them).
         let name = flows
-            .get(s.flow)
-            .map(|f| f.name.to_string())
+            .binary_search_by_key(&s.flow, |f| f.id)
+            .map(|i| flows[i].name.to_string())
             .unwrap_or_default();
         evidence.push(Evidence {
             series: format!("flow {}", s.flow),

@@ -69,6 +69,8 @@ const BOUND_TOLERANCE: f64 = 0.35;
 const FULL_WINDOW: f64 = 0.8;
 /// Transfers smaller than this say little about windows.
 const MIN_BYTES: u64 = 256 * 1024;
+// A capture report that keeps only some flows keeps those this detector may weigh.
+const _: () = assert!(MIN_BYTES >= FlowSummary::WINDOW_MIN_BYTES);
 
 /// What any source knows about one connection's window.
 #[derive(Debug, Clone, PartialEq)]

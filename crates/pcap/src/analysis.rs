@@ -44,6 +44,14 @@ pub struct AnalysisConfig {
     /// Keep every flow's bins to the end (for `--bins-csv`); otherwise a closed connection
     /// keeps only the bins a burst could still claim ([`crate::retired`]).
     pub keep_flow_bins: bool,
+    /// Hand every flow's summary to the caller as it finishes ([`Analyzer::finished`]) for
+    /// storing as a row, and keep in the report only the flows it needs
+    /// ([`crate::retired::KeptFlows`]): memory then follows the connections open at once,
+    /// not all the capture's. Otherwise the report holds every flow.
+    pub store_flows: bool,
+    /// With `store_flows`, the report keeps at least this many of the largest TCP flows
+    /// (what is printed).
+    pub largest_flows: usize,
 }
 
 /// An [`AnalysisConfig`] the analysis cannot run with.
@@ -87,6 +95,8 @@ impl Default for AnalysisConfig {
             link_rate_bps: None,
             burst_threshold: 0.8,
             keep_flow_bins: false,
+            store_flows: false,
+            largest_flows: 0,
         }
     }
 }
@@ -167,6 +177,9 @@ pub struct Analyzer {
     retired_last: Vec<(usize, i64)>,
     /// Events of the packets pushed since the caller last drained them.
     pub events: FlowEvents,
+    /// With [`AnalysisConfig::store_flows`]: the summaries of the flows finished since the
+    /// caller last took them (it stores them as rows).
+    pub finished: Vec<FlowSummary>,
     /// A shard of a sharded pass: the bins at or above the burst threshold as of the last
     /// sweep (its reader keeps the channels); `None` in a whole pass.
     hot: Option<std::sync::Arc<HotBins>>,
@@ -194,9 +207,15 @@ impl Analyzer {
             index: FxHashMap::default(),
             stalls: Vec::new(),
             delays: FxHashMap::default(),
-            retired: Retired::default(),
+            retired: Retired {
+                kept: cfg
+                    .store_flows
+                    .then(|| crate::retired::KeptFlows::new(cfg.largest_flows)),
+                ..Retired::default()
+            },
             retired_last: Vec::new(),
             events: FlowEvents::default(),
+            finished: Vec::new(),
             hot: None,
             ordinal: 0,
             stall_at: Vec::new(),
@@ -363,26 +382,9 @@ impl Analyzer {
         let flow = Flow::Tcp(t);
         let name = flow.name().to_string();
         let key = *flow.key();
-        if let Some(tracks) = self.delays.remove(&i) {
-            for (side, track) in tracks.iter().enumerate() {
-                if track.is_empty() {
-                    continue;
-                }
-                let check = track.clock_check(self.cfg.bin_ns);
-                let delays = if check == ClockCheck::Failed {
-                    Vec::new()
-                } else {
-                    track.delays()
-                };
-                self.retired.delays.push(KeptDelays {
-                    name: name.clone(),
-                    sender: key.endpoint(side),
-                    check,
-                    delays,
-                });
-            }
-        }
         let threshold = self.threshold_bytes();
+        // Which directions kept bins a burst could claim: only those can be its sources.
+        let mut may_be_source = [false; 2];
         for (side, bins) in flow.bins().iter().enumerate() {
             let kept = if self.cfg.keep_flow_bins {
                 bins.clone()
@@ -403,6 +405,7 @@ impl Analyzer {
                 continue;
             };
             if !kept.bins().is_empty() {
+                may_be_source[side] = true;
                 self.retired.bins.push(KeptBins {
                     id: i,
                     key,
@@ -412,6 +415,7 @@ impl Analyzer {
                 });
             }
         }
+        self.retire_delays(i, &key, &name, may_be_source);
         let summary = summarise(i, &flow);
         if let Flow::Tcp(mut t) = flow {
             let bytes = t.halves[0].payload_bytes + t.halves[1].payload_bytes;
@@ -419,7 +423,58 @@ impl Analyzer {
             let points = std::mem::take(&mut t.window_points[main]);
             self.retired.offer_points(bytes, i, points);
         }
-        self.retired.summaries.push(summary);
+        self.finish_summary(summary);
+    }
+
+    /// Keeps what the bystanders' delays need of retired flow `i`'s timestamps: its host's
+    /// clock marks; the delays of a direction that may be a burst source with its name (a
+    /// burst's span is then left out); those of the others only as samples per host (16
+    /// bytes each, no per-connection record), since no burst can leave them out.
+    fn retire_delays(&mut self, i: usize, key: &FlowKey, name: &str, may_be_source: [bool; 2]) {
+        let Some(tracks) = self.delays.remove(&i) else {
+            return;
+        };
+        for (side, track) in tracks.iter().enumerate() {
+            if track.is_empty() {
+                continue;
+            }
+            let check = track.clock_check(self.cfg.bin_ns);
+            let sender = key.endpoint(side);
+            let mark = self.retired.clock_hosts.entry(sender.ip()).or_default();
+            mark.0 |= check == ClockCheck::Passed;
+            mark.1 |= check == ClockCheck::Failed;
+            if check == ClockCheck::Failed {
+                continue;
+            }
+            let delays = track.delays();
+            if may_be_source[side] || self.cfg.keep_flow_bins {
+                self.retired.delays.push(KeptDelays {
+                    name: name.to_string(),
+                    sender,
+                    check,
+                    delays,
+                });
+            } else {
+                let host = self.retired.host_delays.entry(sender.ip()).or_default();
+                match check {
+                    ClockCheck::Passed => host.passed.extend(delays),
+                    _ => host.short.extend(delays),
+                }
+            }
+        }
+    }
+
+    /// Hands a finished flow's summary on: stored as a row (and kept if the report needs it)
+    /// with [`AnalysisConfig::store_flows`], otherwise kept for the report.
+    fn finish_summary(&mut self, summary: FlowSummary) {
+        match &mut self.retired.kept {
+            Some(kept) => {
+                kept.offer(&summary);
+                self.retired.tcp_stored += u64::from(summary.tcp.is_some());
+                self.finished.push(summary);
+            }
+            None => self.retired.summaries.push(summary),
+        }
     }
 
     /// Bytes a bin must hold to be part of a burst (none without a link rate).
@@ -475,7 +530,22 @@ impl Analyzer {
         let mut flows: Vec<FlowSummary> = std::mem::take(&mut self.retired.summaries);
         flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
         flows.sort_by_key(|f| f.id);
-        let tcp_flows_total = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
+        let flows_total = self.next_id.max(flows.len()) as u64;
+        let mut tcp_flows_total = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
+        if let Some(mut kept) = self.retired.kept.take() {
+            // Those still held are stored now too (a sharded pass's shards hold theirs to
+            // the end); the report keeps what it needs of all.
+            tcp_flows_total += self.retired.tcp_stored;
+            for f in &flows {
+                kept.offer(f);
+            }
+            if self.finished.is_empty() {
+                self.finished = flows;
+            } else {
+                self.finished.append(&mut flows);
+            }
+            flows = kept.into_flows();
+        }
         CaptureReport {
             packets: self.packets,
             wire_bytes: self.wire_bytes,
@@ -487,7 +557,7 @@ impl Analyzer {
             link_rate_bps: self.cfg.link_rate_bps,
             channels,
             bursts,
-            flows_total: flows.len() as u64,
+            flows_total,
             tcp_flows_total,
             flows,
             stalls: self.stalls.clone(),
@@ -534,27 +604,18 @@ impl Analyzer {
                     .push(span);
             }
         }
-        // Every direction with timestamps: the retired ones' kept delays, then the live ones.
-        let mut checked: Vec<KeptDelays> = self
-            .retired
-            .delays
-            .iter()
-            .map(|d| KeptDelays {
-                name: d.name.clone(),
-                sender: d.sender,
-                check: d.check,
-                delays: d.delays.clone(),
-            })
-            .collect();
+        // Every direction with timestamps: the retired ones' kept delays (read in place: a
+        // copy doubled the memory of a many-connection capture), then the live ones.
         let mut live: Vec<_> = self.delays.iter().collect();
         live.sort_unstable_by_key(|(i, _)| **i);
+        let mut live_delays = Vec::new();
         for (i, tracks) in live {
             let f = &self.flows[i];
             for (side, t) in tracks.iter().enumerate() {
                 if t.is_empty() {
                     continue;
                 }
-                checked.push(KeptDelays {
+                live_delays.push(KeptDelays {
                     name: f.name().to_string(),
                     sender: f.key().endpoint(side),
                     check: t.clock_check(bin_ns),
@@ -562,9 +623,10 @@ impl Analyzer {
                 });
             }
         }
+        let checked = || self.retired.delays.iter().chain(&live_delays);
         // A host whose long directions tick at 1 kHz vouches for its short ones.
-        let mut hosts: BTreeMap<IpAddr, (bool, bool)> = BTreeMap::new();
-        for d in &checked {
+        let mut hosts = self.retired.clock_hosts.clone();
+        for d in checked() {
             let h = hosts.entry(d.sender.ip()).or_default();
             h.0 |= d.check == ClockCheck::Passed;
             h.1 |= d.check == ClockCheck::Failed;
@@ -575,7 +637,7 @@ impl Analyzer {
             sender,
             check,
             delays,
-        } in checked
+        } in checked()
         {
             let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
             let usable = match check {
@@ -588,7 +650,7 @@ impl Analyzer {
             }
             let sender = sender.to_string();
             let spans = busy.get(&(name.as_str(), sender.as_str()));
-            for (at, delay) in delays {
+            for &(at, delay) in delays {
                 if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
                     continue;
                 }
@@ -599,6 +661,16 @@ impl Analyzer {
                     at,
                     tailhunt_model::Outcome::Ok,
                 ));
+            }
+        }
+        let sample = |&(at, delay): &(i64, i64)| {
+            let sent = at - delay;
+            tailhunt_model::Sample::new(sent, sent, at, tailhunt_model::Outcome::Ok)
+        };
+        for (host, d) in &self.retired.host_delays {
+            out.extend(d.passed.iter().map(sample));
+            if hosts.get(host) == Some(&(true, false)) {
+                out.extend(d.short.iter().map(sample));
             }
         }
         out.sort_by_key(|s| (s.intended_ns, s.end_ns));

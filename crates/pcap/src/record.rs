@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError, Unit};
 
-use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::evidence::capture::{CaptureReport, FlowSummary};
 
 use crate::analysis::Analyzer;
 use crate::tcp::{FlowEvents, Leg, WindowPoint};
@@ -42,6 +42,10 @@ const TIME_SEQUENCE: [Line; 4] = [
 
 /// Samples buffered per series before one push to the sink.
 const BATCH: usize = 4096;
+
+/// Finished flows stored per push to the sink (the caller hands them over once it has this
+/// many, and at the end).
+pub const FLOW_BATCH: usize = 256;
 
 /// A sample series the recorder writes, told apart by its one label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -120,6 +124,16 @@ impl<'a> Recorder<'a> {
                 buf.clear();
             }
         }
+        Ok(())
+    }
+
+    /// Stores finished flows' summaries as rows of the run's `flows` list and empties
+    /// `flows`.
+    pub fn flows(&mut self, flows: &mut Vec<FlowSummary>) -> Result<(), SinkError> {
+        for chunk in flows.chunks(FLOW_BATCH) {
+            tailhunt_model::evidence::put_rows(self.sink, chunk)?;
+        }
+        flows.clear();
         Ok(())
     }
 

@@ -12,7 +12,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use tailhunt_model::evidence::capture::{Dir, FlowSummary};
+use tailhunt_model::evidence::capture::{CaptureReport, Dir, FlowSummary};
 
 use crate::bins::SparseBins;
 use crate::delay::ClockCheck;
@@ -57,15 +57,87 @@ pub struct KeptDelays {
     pub delays: Vec<(i64, i64)>,
 }
 
+/// The flows a report keeps when every flow is stored as a row as it finishes
+/// ([`crate::analysis::AnalysisConfig::store_flows`]): the first
+/// [`CaptureReport::FIRST_FLOWS`], every flow a detector may name, and the `largest` largest
+/// TCP flows of the rest. Which flows are kept depends on the flows alone, not on the order
+/// they finish in (so a sharded pass keeps the same).
+#[derive(Debug, Default)]
+pub struct KeptFlows {
+    /// The first flows and the evidence.
+    named: Vec<FlowSummary>,
+    /// The largest other TCP flows, largest first (ties: lower id first).
+    largest: Vec<FlowSummary>,
+    /// How many `largest` holds at most.
+    cap: usize,
+}
+
+impl KeptFlows {
+    /// Keeps at least the `largest` largest TCP flows.
+    pub fn new(largest: usize) -> KeptFlows {
+        KeptFlows {
+            named: Vec::new(),
+            largest: Vec::new(),
+            cap: largest.max(CaptureReport::LARGEST_FLOWS),
+        }
+    }
+
+    /// Keeps a copy of `f` if the report needs it.
+    pub fn offer(&mut self, f: &FlowSummary) {
+        if f.id < CaptureReport::FIRST_FLOWS || f.is_evidence() {
+            self.named.push(f.clone());
+            return;
+        }
+        if f.tcp.is_none() {
+            return;
+        }
+        let rank = |f: &FlowSummary| (std::cmp::Reverse(f.payload_bytes()), f.id);
+        let at = self.largest.partition_point(|k| rank(k) < rank(f));
+        if at < self.cap {
+            self.largest.insert(at, f.clone());
+            self.largest.truncate(self.cap);
+        }
+    }
+
+    /// The kept flows in order of id.
+    pub fn into_flows(self) -> Vec<FlowSummary> {
+        let mut flows = self.named;
+        flows.extend(self.largest);
+        flows.sort_by_key(|f| f.id);
+        flows
+    }
+}
+
+/// A host's retired directions' upstream delays, `(arrival ns, delay ns)` per direction and
+/// bin, for the directions that were no burst's source.
+#[derive(Debug, Default)]
+pub struct HostDelays {
+    /// Of directions whose clock check passed.
+    pub passed: Vec<(i64, i64)>,
+    /// Of directions too short to check (used when the host vouches for them).
+    pub short: Vec<(i64, i64)>,
+}
+
 /// Everything kept of the retired flows.
 #[derive(Debug, Default)]
 pub struct Retired {
-    /// Their summaries, in order of retirement.
+    /// Their summaries, in order of retirement (none when they are stored as they retire:
+    /// then `kept` holds those the report needs).
     pub summaries: Vec<FlowSummary>,
+    /// The flows the report keeps, when every flow is stored as it finishes.
+    pub kept: Option<KeptFlows>,
+    /// TCP flows among those stored as they retired.
+    pub tcp_stored: u64,
     /// Bins near bins above the burst threshold.
     pub bins: Vec<KeptBins>,
-    /// Upstream delays per direction with TCP timestamps.
+    /// Upstream delays per direction with TCP timestamps (but those whose clock check
+    /// failed).
     pub delays: Vec<KeptDelays>,
+    /// Per host: whether a retired direction it sent passed the clock check, and whether one
+    /// failed (a failed direction is kept only as this mark).
+    pub clock_hosts: std::collections::BTreeMap<IpAddr, (bool, bool)>,
+    /// Per host: the delays of its retired directions that no burst can claim.
+    pub host_delays: std::collections::BTreeMap<IpAddr, HostDelays>,
     /// The window points of the largest retired flows: `(payload bytes, id, points)`, largest
     /// first (ties: lower id first, as the recorder picks them).
     pub points: Vec<(u64, usize, Vec<WindowPoint>)>,

@@ -165,6 +165,7 @@ pub(crate) fn finish_pass(
     let mut ev = std::mem::take(&mut an.events);
     rec.drain(&mut ev, |f| an.flow_last_ns(f))
         .map_err(RunError::Sink)?;
+    rec.flows(&mut an.finished).map_err(RunError::Sink)?;
     rec.finish(&an, &report).map_err(RunError::Sink)?;
     Ok((
         Outcome {
@@ -213,6 +214,9 @@ impl Frames for Whole<'_, '_> {
                 .drain(&mut ev, |f| an.flow_last_ns(f))
                 .map_err(RunError::Sink)?;
             an.events = ev;
+        }
+        if an.finished.len() >= crate::record::FLOW_BATCH {
+            self.rec.flows(&mut an.finished).map_err(RunError::Sink)?;
         }
         Ok(())
     }

@@ -294,7 +294,13 @@ pub fn analyse(
     let front_an = Analyzer::new(cfg)?;
     let threshold = front_an.hot_threshold();
     let shards = (0..workers.max(1))
-        .map(|_| Analyzer::new(cfg))
+        // Shards keep their flows' summaries: only the joined analyzer knows the flows' ids.
+        .map(|_| {
+            Analyzer::new(AnalysisConfig {
+                store_flows: false,
+                ..cfg
+            })
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut rec = Recorder::new(sink);
     let (front, inputs, stopped, shards) = std::thread::scope(|scope| {

@@ -156,3 +156,62 @@ fn retired_flows_still_make_their_bursts() {
         serde_json::to_value(&kept).unwrap()
     );
 }
+
+/// 20,000 short connections (one, mid-capture, sends 290 kB) analysed twice: keeping every
+/// flow in the report, and handing each flow out as it finishes (`store_flows`, as `tailhunt
+/// pcap` stores them). Every flow is handed out once, and the report keeps exactly the first
+/// 1,000, the largest and the one a detector may name; the rest of it is the same.
+#[test]
+fn stored_flows_are_handed_out_once_and_the_report_keeps_what_it_needs() {
+    let run = |store_flows: bool| {
+        let mut an = Analyzer::new(AnalysisConfig {
+            store_flows,
+            largest_flows: 5,
+            ..config(false)
+        })
+        .unwrap();
+        let mut handed = Vec::new();
+        for i in 0..20_000u32 {
+            let port = 20_000 + (i % 20_000) as u16;
+            let segments = if i == 12_345 { 200 } else { 1 + i % 3 };
+            connection(&mut an, i as i64 * MS, port, segments, 10_000);
+            handed.append(&mut an.finished);
+        }
+        let report = an.finish();
+        handed.append(&mut an.finished);
+        (report, handed)
+    };
+    let (whole, none) = run(false);
+    assert!(none.is_empty());
+    let (kept, handed) = run(true);
+    let mut ids: Vec<usize> = handed.iter().map(|f| f.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..20_000).collect::<Vec<_>>(), "each flow once");
+    let mut by_id = handed.clone();
+    by_id.sort_by_key(|f| f.id);
+    assert_eq!(by_id, whole.flows, "the same summaries");
+    // What the report keeps: the first 1,000, the large one, the largest of the others.
+    let large = kept.flows.iter().find(|f| f.id == 12_345);
+    assert!(large.is_some_and(|f| f.is_evidence()));
+    assert!(kept.flows[..1000]
+        .iter()
+        .enumerate()
+        .all(|(i, f)| f.id == i));
+    assert_eq!(kept.flows.len(), 1000 + 1 + CaptureReport::LARGEST_FLOWS);
+    let mut largest: Vec<_> = whole.flows[1000..]
+        .iter()
+        .filter(|f| f.id != 12_345)
+        .collect();
+    largest.sort_by_key(|f| (std::cmp::Reverse(f.payload_bytes()), f.id));
+    let smallest_kept = largest[CaptureReport::LARGEST_FLOWS - 1].payload_bytes();
+    assert!(kept.flows[1000..]
+        .iter()
+        .all(|f| f.id == 12_345 || f.payload_bytes() >= smallest_kept));
+    assert_eq!((kept.flows_total, kept.tcp_flows_total), (20_000, 20_000));
+    let strip = |r: &CaptureReport| {
+        let mut v = serde_json::to_value(r).unwrap();
+        v["flows"] = serde_json::Value::Null;
+        v
+    };
+    assert_eq!(strip(&kept), strip(&whole));
+}

@@ -254,7 +254,7 @@ pub fn render_capture(d: &CaptureDoc) -> String {
             "rrrrrrrr",
         ));
     }
-    render_flows(r, d.top, &mut out);
+    render_flows(r, &d.run_id, d.top, &mut out);
     if let Some(m) = &d.matching {
         render_matching(m, d.top, &mut out);
     }
@@ -321,7 +321,7 @@ fn render_files(d: &CaptureDoc, out: &mut String) {
     }
 }
 
-fn render_flows(r: &CaptureReport, top: usize, out: &mut String) {
+fn render_flows(r: &CaptureReport, run_id: &str, top: usize, out: &mut String) {
     let mut tcp: Vec<&FlowSummary> = r.flows.iter().filter(|f| f.tcp.is_some()).collect();
     if tcp.is_empty() {
         return;
@@ -335,8 +335,8 @@ fn render_flows(r: &CaptureReport, top: usize, out: &mut String) {
         "\nTCP flows (largest {} of {}{}):",
         top.min(tcp.len()),
         thousands(all),
-        if (tcp.len() as u64) < all {
-            format!("; this copy holds {}", thousands(tcp.len() as u64))
+        if r.flows_cut() {
+            format!("; every flow: tailhunt export {run_id} --flows")
         } else {
             String::new()
         }

@@ -7,7 +7,7 @@
 //! run's parameters by [`Document::from_params`]. An older version of the shape goes through
 //! [`Document::upgrade`]. Nothing else in the workspace parses a stored document.
 
-use tailhunt_model::evidence::Document;
+use tailhunt_model::evidence::{Document, Row};
 
 use crate::{Store, StoreError};
 
@@ -41,6 +41,99 @@ impl Store {
         }
         let params = self.run(run_id)?.params;
         D::from_params(&params).transpose().map_err(err)
+    }
+}
+
+impl Store {
+    /// Calls `each` with every item of the run's [`Row::NAME`] list in key order, and returns
+    /// how many there were. Chunks are read in order of their lowest key and merged, so only
+    /// the items of chunks whose key ranges overlap are held at once (items written in about
+    /// the order of their keys, as a capture's flows finish, overlap little). A run with no
+    /// such list (written before it had one, or by a source that keeps its items in a
+    /// document) has none.
+    pub fn rows<R: Row, E: From<StoreError>>(
+        &self,
+        run_id: &str,
+        mut each: impl FnMut(R) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let err = |reason: String| StoreError::Document {
+            run: run_id.to_string(),
+            name: R::NAME.to_string(),
+            reason,
+        };
+        let mut stmt = match self.conn.prepare(
+            "SELECT seq, first_key, version, codec, data FROM document_rows
+             WHERE run_id = ?1 AND name = ?2 ORDER BY first_key, seq",
+        ) {
+            Ok(s) => s,
+            // A store of schema 4 or older opened read-only: no lists.
+            Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.contains("no such table") => {
+                return Ok(0)
+            }
+            Err(e) => return Err(StoreError::from(e).into()),
+        };
+        let sql = |e: rusqlite::Error| E::from(StoreError::from(e));
+        let mut chunks = stmt
+            .query(rusqlite::params![run_id, R::NAME])
+            .map_err(sql)?;
+        // The items of the chunks read so far and not yet given out, each chunk's in key order.
+        let mut open: Vec<std::collections::VecDeque<R>> = Vec::new();
+        let mut n = 0;
+        loop {
+            let next = chunks.next().map_err(sql)?;
+            // Everything below the next chunk's lowest key comes before all of its items.
+            let bound = match next {
+                Some(r) => Some(r.get::<_, i64>(1).map_err(sql)?),
+                None => None,
+            };
+            loop {
+                let smallest = open
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| c.front().map(|f| (f.key(), i)))
+                    .min();
+                match smallest {
+                    Some((key, i)) if bound.is_none_or(|b| key < b) => {
+                        if let Some(item) = open[i].pop_front() {
+                            each(item)?;
+                            n += 1;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            open.retain(|c| !c.is_empty());
+            let Some(r) = next else { break };
+            let (seq, version, codec): (i64, u32, String) = (
+                r.get(0).map_err(sql)?,
+                r.get(2).map_err(sql)?,
+                r.get(3).map_err(sql)?,
+            );
+            if codec != "zstd" {
+                return Err(err(format!("chunk {seq}: unknown codec '{codec}'")).into());
+            }
+            if version != R::VERSION {
+                return Err(err(format!(
+                    "it was written as version {version}; this tailhunt reads version {}: use the tailhunt that wrote it",
+                    R::VERSION
+                ))
+                .into());
+            }
+            let data = r
+                .get_ref(4)
+                .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
+                .map_err(sql)?;
+            let text =
+                zstd::stream::decode_all(data).map_err(|e| err(format!("chunk {seq}: {e}")))?;
+            let items = text
+                .split(|&b| b == b'\n')
+                .filter(|line| !line.is_empty())
+                .map(|line| serde_json::from_slice::<R>(line))
+                .collect::<Result<std::collections::VecDeque<R>, _>>()
+                .map_err(|e| err(format!("chunk {seq}: {e}")))?;
+            open.push(items);
+        }
+        Ok(n)
     }
 }
 
@@ -82,6 +175,79 @@ mod tests {
         }
     }
 
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Item {
+        id: i64,
+        text: String,
+    }
+
+    impl Row for Item {
+        const NAME: &'static str = "items";
+        const VERSION: u32 = 1;
+
+        fn key(&self) -> i64 {
+            self.id
+        }
+    }
+
+    fn item(id: i64) -> Item {
+        Item {
+            id,
+            text: format!("item {id}"),
+        }
+    }
+
+    #[test]
+    fn rows_written_in_any_order_of_chunks_read_back_in_key_order() {
+        let (_dir, mut store) = store();
+        let mut w = begin(&mut store);
+        // As a capture's flows finish: mostly in order, a long one last, a batch unsorted.
+        let batches: [&[i64]; 4] = [&[1, 2, 4], &[6, 3, 5], &[8, 7, 9], &[0, 10]];
+        for b in batches {
+            let items: Vec<Item> = b.iter().map(|&k| item(k)).collect();
+            tailhunt_model::evidence::put_rows(&mut w, &items).unwrap();
+        }
+        let id = w.finish(serde_json::json!({})).unwrap();
+        let mut keys = Vec::new();
+        let n = store
+            .rows::<Item, StoreError>(&id, |it| {
+                assert_eq!(it, item(it.id));
+                keys.push(it.id);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(n, 11);
+        assert_eq!(keys, (0..=10).collect::<Vec<_>>());
+
+        // Another run has none; a list of a newer shape says so.
+        let w = begin(&mut store);
+        let empty = w.finish(serde_json::json!({})).unwrap();
+        assert_eq!(
+            store.rows::<Item, StoreError>(&empty, |_| Ok(())).unwrap(),
+            0
+        );
+        let mut w = begin(&mut store);
+        w.put_rows("items", 2, &[(0, r#"{"id":0,"text":""}"#.into())])
+            .unwrap();
+        let newer = w.finish(serde_json::json!({})).unwrap();
+        let e = store
+            .rows::<Item, StoreError>(&newer, |_| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'items'") && e.contains("version 2"), "{e}");
+    }
+
+    /// A run of the test kind with no params.
+    fn begin(store: &mut Store) -> crate::RunWriter<'_> {
+        store
+            .begin_run(
+                tailhunt_model::RunKind::Other("test".into()),
+                serde_json::json!({}),
+                ClockOrigin::now(),
+            )
+            .unwrap()
+    }
+
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).unwrap();
@@ -91,13 +257,7 @@ mod tests {
     #[test]
     fn a_document_reads_back_as_written_and_older_versions_are_upgraded() {
         let (_dir, mut store) = store();
-        let mut w = store
-            .begin_run(
-                tailhunt_model::RunKind::Other("test".into()),
-                serde_json::json!({}),
-                ClockOrigin::now(),
-            )
-            .unwrap();
+        let mut w = begin(&mut store);
         let doc = Note {
             text: "hello".into(),
             count: 3,
@@ -106,13 +266,7 @@ mod tests {
         let id = w.finish(serde_json::json!({})).unwrap();
         assert_eq!(store.evidence::<Note>(&id).unwrap(), Some(doc));
 
-        let mut w = store
-            .begin_run(
-                tailhunt_model::RunKind::Other("test".into()),
-                serde_json::json!({}),
-                ClockOrigin::now(),
-            )
-            .unwrap();
+        let mut w = begin(&mut store);
         w.put_document("note", 1, r#"{"old_text": "from v1"}"#)
             .unwrap();
         let id = w.finish(serde_json::json!({})).unwrap();
@@ -135,23 +289,11 @@ mod tests {
         let id = w.finish(serde_json::json!({})).unwrap();
         assert_eq!(store.evidence::<Note>(&id).unwrap().unwrap().text, "legacy");
 
-        let w = store
-            .begin_run(
-                tailhunt_model::RunKind::Other("test".into()),
-                serde_json::json!({}),
-                ClockOrigin::now(),
-            )
-            .unwrap();
+        let w = begin(&mut store);
         let none = w.finish(serde_json::json!({})).unwrap();
         assert_eq!(store.evidence::<Note>(&none).unwrap(), None);
 
-        let mut w = store
-            .begin_run(
-                tailhunt_model::RunKind::Other("test".into()),
-                serde_json::json!({}),
-                ClockOrigin::now(),
-            )
-            .unwrap();
+        let mut w = begin(&mut store);
         w.put_document("note", 7, "{}").unwrap();
         let id = w.finish(serde_json::json!({})).unwrap();
         let e = store.evidence::<Note>(&id).unwrap_err().to_string();

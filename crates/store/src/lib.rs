@@ -49,7 +49,7 @@ pub use read::SeriesInfo;
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The SQL that creates the schema (also printed in the README).
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -268,8 +268,9 @@ impl Store {
                     known: SCHEMA_VERSION,
                 })
             }
-            // Version 1 lacked `value_blocks`, version 2 `documents`; SCHEMA_SQL has just
-            // created them. Version 3's documents lack `version` (theirs are version 1).
+            // Version 1 lacked `value_blocks`, version 2 `documents`, version 4
+            // `document_rows`; SCHEMA_SQL has just created them. Version 3's documents lack
+            // `version` (theirs are version 1).
             Some(v) if v < SCHEMA_VERSION => {
                 if v == 3 {
                     self.conn.execute_batch(

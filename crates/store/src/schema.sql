@@ -1,4 +1,5 @@
--- tailhunt store, schema version 4 (2 added value_blocks, 3 documents, 4 their versions).
+-- tailhunt store, schema version 5 (2 added value_blocks, 3 documents, 4 their versions,
+-- 5 document_rows).
 -- Times are integer nanoseconds.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -77,6 +78,22 @@ CREATE TABLE IF NOT EXISTS documents (
     data   BLOB NOT NULL,
     version INTEGER NOT NULL DEFAULT 1,        -- of the document's shape (schema 4)
     PRIMARY KEY (run_id, name)
+) WITHOUT ROWID;
+
+-- Evidence lists too long to hold in memory (a capture's flows, written as connections
+-- retire): chunks of items, each chunk the zstd of its items' JSON, one per line, in key
+-- order; read back merged in key order (schema 5).
+CREATE TABLE IF NOT EXISTS document_rows (
+    run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    name      TEXT NOT NULL,                   -- flows, ...
+    seq       INTEGER NOT NULL,                -- 0, 1, 2, ... in write order
+    first_key INTEGER NOT NULL,                -- the chunk's lowest item key (a flow's id) ...
+    last_key  INTEGER NOT NULL,                -- ... and its highest
+    n         INTEGER NOT NULL,                -- items in the chunk
+    version   INTEGER NOT NULL,                -- of the items' shape
+    codec     TEXT NOT NULL,                   -- zstd (of UTF-8 JSON lines)
+    data      BLOB NOT NULL,
+    PRIMARY KEY (run_id, name, seq)
 ) WITHOUT ROWID;
 
 -- Detector conclusions.

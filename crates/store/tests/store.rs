@@ -117,7 +117,7 @@ fn values_round_trip_across_blocks_and_refuse_samples() {
     assert_eq!(loaded.data, SeriesData::Values(points));
 }
 
-/// A store written by schema version 1 (no value_blocks) opens, gains the tables and says 4.
+/// A store written by schema version 1 (no value_blocks) opens, gains the tables and says 5.
 #[test]
 fn version_one_store_is_migrated() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,7 +125,7 @@ fn version_one_store_is_migrated() {
     drop(Store::open(&path).unwrap());
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE value_blocks; DROP TABLE documents;
+        "DROP TABLE value_blocks; DROP TABLE documents; DROP TABLE document_rows;
          UPDATE meta SET value = '1' WHERE key = 'schema_version';",
     )
     .unwrap();
@@ -139,8 +139,8 @@ fn version_one_store_is_migrated() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "4");
-    for table in ["value_blocks", "documents"] {
+    assert_eq!(v, "5");
+    for table in ["value_blocks", "documents", "document_rows"] {
         let n: i64 = conn
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
             .unwrap();

@@ -280,6 +280,10 @@ pub struct ExportArgs {
     /// Run to export.
     #[arg(default_value = "latest")]
     pub run: String,
+    /// Every flow of a capture run (`pcap`, `capture`) as CSV, one row per flow, instead of
+    /// series (the run's report keeps only the flows worth printing).
+    #[arg(long, conflicts_with_all = ["series", "format"])]
+    pub flows: bool,
     /// Only these series.
     #[arg(long)]
     pub series: Vec<String>,

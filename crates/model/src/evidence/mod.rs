@@ -37,6 +37,27 @@ pub fn put_evidence<D: Document>(sink: &mut dyn SeriesSink, doc: &D) -> Result<(
     })
 }
 
+/// Stores `items` of a [`Row`] list in `sink` (a batch of a list written as it is produced).
+pub fn put_rows<R: Row>(sink: &mut dyn SeriesSink, items: &[R]) -> Result<(), SinkError> {
+    let rows = items
+        .iter()
+        .map(|r| serde_json::to_string(r).map(|json| (r.key(), json)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SinkError::from(format!("cannot encode a '{}' row: {e}", R::NAME)))?;
+    sink.put_rows(R::NAME, R::VERSION, &rows)
+}
+
+/// An item of an evidence list too long to hold in memory (a capture's flows): the store keeps
+/// one row per item under the list's name, read back in [`Row::key`] order.
+pub trait Row: Serialize + DeserializeOwned {
+    /// The list's name in the store.
+    const NAME: &'static str;
+    /// The items' shape version (a reader refuses others).
+    const VERSION: u32;
+    /// The item's number in the list (unique in a run).
+    fn key(&self) -> i64;
+}
+
 /// A run's evidence document: stored once per run under [`Document::NAME`] (zstd-compressed
 /// JSON) with its [`Document::VERSION`].
 ///

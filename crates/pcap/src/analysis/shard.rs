@@ -107,6 +107,16 @@ impl Analyzer {
                 front.retired.bins.push(b);
             }
             front.retired.delays.append(&mut s.retired.delays);
+            for (host, (passed, failed)) in std::mem::take(&mut s.retired.clock_hosts) {
+                let h = front.retired.clock_hosts.entry(host).or_default();
+                h.0 |= passed;
+                h.1 |= failed;
+            }
+            for (host, mut d) in std::mem::take(&mut s.retired.host_delays) {
+                let h = front.retired.host_delays.entry(host).or_default();
+                h.passed.append(&mut d.passed);
+                h.short.append(&mut d.short);
+            }
             points.extend(s.retired.points.drain(..).map(|(b, id, p)| (b, new(id), p)));
             for (at, mut stall) in s.stall_at.iter().zip(s.stalls.drain(..)) {
                 stall.flow = new(stall.flow);

@@ -1,11 +1,14 @@
 //! `tailhunt pcap --flows-csv`: one row per flow of a capture, for spreadsheets and pandas.
 //!
-//! In: the capture's [`CaptureReport`]. Out: a header and one row per flow (TCP columns empty
-//! for UDP flows), written with the `csv` crate so notes with commas and quotes survive.
+//! In: a capture run: its `flows` rows (every flow, read one at a time), or for a run whose
+//! report holds every flow, the [`CaptureReport`]. Out: a header and one row per flow (TCP
+//! columns empty for UDP flows), written with the `csv` crate so notes with commas and quotes
+//! survive.
 
 use std::io::Write;
 
-use tailhunt_model::evidence::capture::CaptureReport;
+use tailhunt_model::evidence::capture::{CaptureReport, FlowSummary};
+use tailhunt_store::{Store, StoreError};
 
 /// The columns, in order.
 const HEADER: [&str; 36] = [
@@ -51,11 +54,42 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
 }
 
-/// Writes every flow of `report` as CSV.
-pub fn write_flows_csv<W: Write>(out: W, report: &CaptureReport) -> Result<(), csv::Error> {
+/// Why the flows could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowsCsvError {
+    /// Writing the CSV failed.
+    #[error(transparent)]
+    Csv(#[from] csv::Error),
+    /// Reading the run's flows failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Writes every flow of run `run_id` as CSV: from its `flows` rows, or from `report` (its
+/// report) when the run has none (its report holds every flow).
+pub fn write_flows_csv<W: Write>(
+    out: W,
+    store: &Store,
+    run_id: &str,
+    report: &CaptureReport,
+) -> Result<(), FlowsCsvError> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(HEADER)?;
-    for f in &report.flows {
+    let stored = store.rows::<FlowSummary, FlowsCsvError>(run_id, |f| {
+        write_flow(&mut w, &f).map_err(FlowsCsvError::from)
+    })?;
+    if stored == 0 {
+        for f in &report.flows {
+            write_flow(&mut w, f)?;
+        }
+    }
+    w.flush().map_err(csv::Error::from)?;
+    Ok(())
+}
+
+/// One flow's row.
+fn write_flow<W: Write>(w: &mut csv::Writer<W>, f: &FlowSummary) -> Result<(), csv::Error> {
+    {
         let (up, down) = (&f.client_to_server, &f.server_to_client);
         let mut row = vec![
             f.id.to_string(),
@@ -104,8 +138,6 @@ pub fn write_flows_csv<W: Write>(out: W, report: &CaptureReport) -> Result<(), c
             }
             None => row.resize(HEADER.len(), String::new()),
         }
-        w.write_record(&row)?;
+        w.write_record(&row)
     }
-    w.flush()?;
-    Ok(())
 }

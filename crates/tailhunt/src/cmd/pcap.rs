@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_diagnose::capture::DETECTORS;
-use tailhunt_model::evidence::capture::link_types_not_analysed;
+use tailhunt_model::evidence::capture::{link_types_not_analysed, CaptureReport};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
@@ -14,6 +14,7 @@ use tailhunt_pcap::run::{analyse_threads, Outcome, Progress, Stopped};
 use tailhunt_pcap::{FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_report::export::flows::write_flows_csv;
+use tailhunt_store::Store;
 
 use crate::cli::{CaptureAnalysisArgs, CaptureArgs, Cli, PcapArgs};
 use crate::output;
@@ -32,6 +33,10 @@ fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
         // Every flow's bins only when they are written out; otherwise a closed connection
         // keeps just the bins a burst could claim.
         keep_flow_bins: a.bins_csv.is_some(),
+        // Every flow goes into the run as a row when it finishes; the report keeps those the
+        // detectors may name and the largest (all that is printed).
+        store_flows: true,
+        largest_flows: a.top,
     };
     cfg.validate().map_err(|e| {
         let flag = match e {
@@ -168,7 +173,7 @@ fn execute(
     }
     let stopped = outcome.stopped.clone();
     let problems = outcome.problems();
-    write_csvs(a, &outcome, &analyzer)?;
+    write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);
     // The report (every flow) goes into the run as a compressed document, not into its
     // params: as a params string it cost as much CPU as the analysis itself and doubled peak
@@ -180,6 +185,7 @@ fn execute(
     });
     let partial = stopped.is_some() || outcome.damaged().next().is_some();
     writer.finish_as(partial, extra)?;
+    write_flows_csv_of(a, &store, &run_id, &outcome.report)?;
     let Outcome {
         report,
         inputs: files,
@@ -244,18 +250,29 @@ fn describe(s: &Stopped) -> String {
     }
 }
 
-fn write_csvs(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()> {
-    let create = |path: &std::path::Path| {
-        std::fs::File::create(path)
-            .map(std::io::BufWriter::new)
-            .with_context(|| format!("writing {}", path.display()))
-    };
-    if let Some(path) = &a.flows_csv {
-        write_flows_csv(create(path)?, &o.report)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+fn create(path: &std::path::Path) -> Result<std::io::BufWriter<std::fs::File>> {
+    std::fs::File::create(path)
+        .map(std::io::BufWriter::new)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+fn write_bins_csv_of(a: &CaptureAnalysisArgs, o: &Outcome, an: &Analyzer) -> Result<()> {
     if let Some(path) = &a.bins_csv {
         write_bins_csv(create(path)?, &o.report, an)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `--flows-csv`: every flow, read back one at a time from the run's rows.
+fn write_flows_csv_of(
+    a: &CaptureAnalysisArgs,
+    store: &Store,
+    run_id: &str,
+    report: &CaptureReport,
+) -> Result<()> {
+    if let Some(path) = &a.flows_csv {
+        write_flows_csv(create(path)?, store, run_id, report)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

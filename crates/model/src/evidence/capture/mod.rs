@@ -4,7 +4,8 @@
 //! In: `tailhunt-pcap` fills a [`CaptureReport`] as it streams the packets (bandwidth per bin
 //! and the burst episodes per channel, every flow's summary with its TCP details, the Nagle
 //! stalls) and an [`InputReport`] per file. Out: the `capture` document of a `pcap` or
-//! `capture` run (flows capped for storage, see [`CaptureReport::flows_total`]), which the
+//! `capture` run (with the flows a detector may name; every flow is a row of the run's `flows`
+//! list, see [`CaptureReport::flows`]), which the
 //! `microburst`, `link-saturated`, `nagle-stall`, `receive-window-limited` and
 //! `application-timeout` detectors and the report read back. [`MatchReport`] is the `--match` pairing of two captures.
 
@@ -246,6 +247,39 @@ pub struct FlowSummary {
     pub tcp: Option<TcpSummary>,
 }
 
+impl FlowSummary {
+    /// Payload bytes both ways: what "the largest flows" are ranked by.
+    pub fn payload_bytes(&self) -> u64 {
+        self.client_to_server.payload_bytes + self.server_to_client.payload_bytes
+    }
+
+    /// Bytes a TCP flow must carry before the window detector weighs it (its sender's payload;
+    /// a shorter transfer says nothing about the window that limits it).
+    pub const WINDOW_MIN_BYTES: u64 = 256 * 1024;
+
+    /// Whether a capture detector may name this flow: a TCP flow with a Nagle stall, one that
+    /// closed after a gap of a round number of seconds (a timeout), or one large enough for the
+    /// window detector. A report that keeps only some flows keeps these (see
+    /// [`CaptureReport::flows`]); each detector's own bar is higher.
+    pub fn is_evidence(&self) -> bool {
+        let Some(t) = &self.tcp else { return false };
+        t.nagle_stalls > 0
+            || t.close.as_ref().is_some_and(|c| c.round_gap_s.is_some())
+            || t.client.payload_bytes.max(t.server.payload_bytes) >= Self::WINDOW_MIN_BYTES
+    }
+}
+
+/// A capture's flows are stored one per row as they are finished (the `flows` list of a
+/// `pcap` or `capture` run), so that memory holds only the connections still open.
+impl super::Row for FlowSummary {
+    const NAME: &'static str = "flows";
+    const VERSION: u32 = 1;
+
+    fn key(&self) -> i64 {
+        self.id as i64
+    }
+}
+
 /// The whole capture's report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaptureReport {
@@ -269,8 +303,11 @@ pub struct CaptureReport {
     pub channels: Vec<ChannelSummary>,
     /// Burst episodes, in time order.
     pub bursts: Vec<Burst>,
-    /// Flows, in order of first packet (a stored copy may keep only some: see
-    /// `flows_total`).
+    /// Flows, in order of first packet. A report whose flows were stored as rows (`pcap` and
+    /// `capture` runs; `flows_total` says how many there were) keeps only some here: the first
+    /// [`CaptureReport::FIRST_FLOWS`], the largest TCP flows, and every flow a detector may
+    /// name ([`FlowSummary::is_evidence`]); the rest are in the run's `flows` list
+    /// (`Store::rows`). Older stored copies kept the first 5,000.
     pub flows: Vec<FlowSummary>,
     /// Flows in the capture, however many `flows` holds (0 in documents stored before this
     /// field: then `flows` is all of them).
@@ -284,6 +321,17 @@ pub struct CaptureReport {
 }
 
 impl CaptureReport {
+    /// Flows a report that keeps only some keeps from the start of the capture.
+    pub const FIRST_FLOWS: usize = 1000;
+    /// The largest TCP flows a report that keeps only some keeps (at least).
+    pub const LARGEST_FLOWS: usize = 32;
+
+    /// Whether `flows` holds only some of the capture's flows (the others are in the run's
+    /// `flows` list).
+    pub fn flows_cut(&self) -> bool {
+        self.flow_count() > self.flows.len() as u64
+    }
+
     /// Flows in the capture (more than `flows` holds when this is a stored, capped copy).
     pub fn flow_count(&self) -> u64 {
         self.flows_total.max(self.flows.len() as u64)
