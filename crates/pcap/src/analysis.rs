@@ -26,6 +26,8 @@ use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 mod shard;
 
+pub(crate) use shard::FlowIds;
+
 /// Packets between sweeps that free closed connections' live state.
 const COMPACT_EVERY: u64 = 1 << 16;
 
@@ -187,6 +189,9 @@ pub struct Analyzer {
     ordinal: u64,
     /// The ordinal of the packet of each kept stall.
     stall_at: Vec<u64>,
+    /// A shard of a sharded pass: the ordinals of the packets that started a flow since the
+    /// caller last took them (its flows' ids).
+    pub(crate) created: Vec<u64>,
 }
 
 impl Analyzer {
@@ -219,6 +224,7 @@ impl Analyzer {
             hot: None,
             ordinal: 0,
             stall_at: Vec::new(),
+            created: Vec::new(),
         })
     }
 
@@ -467,14 +473,16 @@ impl Analyzer {
     /// Hands a finished flow's summary on: stored as a row (and kept if the report needs it)
     /// with [`AnalysisConfig::store_flows`], otherwise kept for the report.
     fn finish_summary(&mut self, summary: FlowSummary) {
-        match &mut self.retired.kept {
-            Some(kept) => {
-                kept.offer(&summary);
-                self.retired.tcp_stored += u64::from(summary.tcp.is_some());
-                self.finished.push(summary);
-            }
-            None => self.retired.summaries.push(summary),
+        if !self.cfg.store_flows {
+            self.retired.summaries.push(summary);
+            return;
         }
+        // A shard of a sharded pass has no selection: its reader's thread keeps it.
+        if let Some(kept) = &mut self.retired.kept {
+            kept.offer(&summary);
+        }
+        self.retired.tcp_stored += u64::from(summary.tcp.is_some());
+        self.finished.push(summary);
     }
 
     /// Bytes a bin must hold to be part of a burst (none without a link rate).

@@ -20,25 +20,29 @@
 //!   connections (the list grows with the capture's busy bins, not with connections).
 //! - This thread stores the workers' samples as it goes: each is tagged with the frame
 //!   number of its packet, and a chunk's samples from all workers are put in that order
-//!   before the [`Recorder`] opens series and stores them. At the end the front and the
-//!   workers' analyzers are joined (flows numbered in order of first packet) and the pass
-//!   ends as a one-thread pass does.
+//!   before the [`Recorder`] opens series and stores them. A worker numbers a flow with the
+//!   frame number of its first packet and reports it; this thread keeps those numbers in
+//!   order (8 bytes a flow), so a flow's id is its rank, as on one thread. With
+//!   [`AnalysisConfig::store_flows`] a worker hands each flow over as it finishes, and this
+//!   thread gives it its id, offers it to the report's choice and stores it, so memory
+//!   follows the open connections here too. At the end the front and the workers' analyzers
+//!   are joined and the pass ends as a one-thread pass does.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 
-use tailhunt_model::evidence::capture::{InputReport, Proto};
+use tailhunt_model::evidence::capture::{FlowSummary, InputReport, Proto};
 use tailhunt_model::{Sample, SeriesSink};
 
-use crate::analysis::{AnalysisConfig, Analyzer};
+use crate::analysis::{AnalysisConfig, Analyzer, FlowIds};
 use crate::decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
 use crate::flowkey::FlowKey;
 use crate::inputs::count_link_type;
 use crate::packet::RawPacket;
 use crate::read::SourceSet;
 use crate::record::{samples_of, Origin, Recorder, SampleSeries};
-use crate::retired::HotBins;
+use crate::retired::{HotBins, KeptFlows};
 use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError};
 
 /// Frames the reader reads before handing them out.
@@ -61,8 +65,17 @@ enum Item {
     },
 }
 
-/// A worker's results, and the way its emptied vectors go back to it.
-type WorkerOut = (Receiver<Vec<Tagged>>, Sender<Vec<Tagged>>);
+/// What a worker made of one chunk: its samples, the frames that started a flow, and the
+/// flows that finished (ids: their first frames), when they are stored as they finish.
+#[derive(Default)]
+struct Made {
+    tagged: Vec<Tagged>,
+    created: Vec<u64>,
+    finished: Vec<FlowSummary>,
+}
+
+/// A worker's results, and the way its emptied sample vectors go back to it.
+type WorkerOut = (Receiver<Made>, Sender<Vec<Tagged>>);
 
 /// A sample and its place in the pass: `(frame, RTT before exchanges, sweep before packet,
 /// flow retired by the sweep)`, the order a one-thread pass stores them in.
@@ -229,7 +242,7 @@ fn work(
     mut an: Analyzer,
     batches: Receiver<Vec<Item>>,
     spare: Sender<Vec<Item>>,
-    out: SyncSender<Vec<Tagged>>,
+    out: SyncSender<Made>,
     stored: Receiver<Vec<Tagged>>,
 ) -> Analyzer {
     for mut batch in batches {
@@ -250,7 +263,12 @@ fn work(
         }
         // The reader may have finished: then nobody needs the batch back.
         let _ = spare.send(batch);
-        if out.send(tagged).is_err() {
+        let made = Made {
+            tagged,
+            created: std::mem::take(&mut an.created),
+            finished: std::mem::take(&mut an.finished),
+        };
+        if out.send(made).is_err() {
             break;
         }
     }
@@ -294,15 +312,14 @@ pub fn analyse(
     let front_an = Analyzer::new(cfg)?;
     let threshold = front_an.hot_threshold();
     let shards = (0..workers.max(1))
-        // Shards keep their flows' summaries: only the joined analyzer knows the flows' ids.
-        .map(|_| {
-            Analyzer::new(AnalysisConfig {
-                store_flows: false,
-                ..cfg
-            })
-        })
+        .map(|_| Analyzer::shard(cfg))
         .collect::<Result<Vec<_>, _>>()?;
     let mut rec = Recorder::new(sink);
+    let mut flows = Flows {
+        ids: FlowIds::default(),
+        kept: cfg.store_flows.then(|| KeptFlows::new(cfg.largest_flows)),
+        finished: Vec::new(),
+    };
     let (front, inputs, stopped, shards) = std::thread::scope(|scope| {
         let (chunk_tx, chunk_rx) = sync_channel(DEPTH);
         let (progress_tx, progress_rx) = channel();
@@ -352,7 +369,7 @@ pub fn analyse(
         });
         // Without a reader the workers' channels close and they end at once.
         let reader = reader.map_err(|_| RunError::Thread("cannot start the capture reader"))?;
-        let stored = store(&mut rec, chunk_rx, outs, progress_rx, progress);
+        let stored = store(&mut rec, &mut flows, chunk_rx, outs, progress_rx, progress);
         let front = reader
             .join()
             .map_err(|_| RunError::Thread("the capture reader failed"))?;
@@ -365,7 +382,36 @@ pub fn analyse(
         let (front, inputs, stopped) = front?;
         Ok::<_, RunError>((front, inputs, stopped, shards))
     })?;
-    finish_pass(Analyzer::merge(front, shards), rec, inputs, stopped)
+    rec.flows(&mut flows.finished).map_err(RunError::Sink)?;
+    let joined = Analyzer::merge(front, shards, &flows.ids, flows.kept);
+    finish_pass(joined, rec, inputs, stopped)
+}
+
+/// This thread's account of the flows: every flow's first frame (its id is its rank), and
+/// with [`AnalysisConfig::store_flows`] the report's choice of the finished ones and those
+/// waiting to be stored.
+struct Flows {
+    ids: FlowIds,
+    kept: Option<KeptFlows>,
+    finished: Vec<FlowSummary>,
+}
+
+impl Flows {
+    /// Takes a chunk's results from every worker: the flows they started (all before the
+    /// flows that finish in it), then those that finished, given their ids.
+    fn take(&mut self, made: &mut [Made]) {
+        let mut created: Vec<u64> = made.iter_mut().flat_map(|m| m.created.drain(..)).collect();
+        self.ids.add(&mut created);
+        for m in made {
+            for mut f in m.finished.drain(..) {
+                f.id = self.ids.id(f.id as u64);
+                if let Some(kept) = &mut self.kept {
+                    kept.offer(&f);
+                }
+                self.finished.push(f);
+            }
+        }
+    }
 }
 
 /// This thread's part: each chunk's samples from every worker, put in the order of a
@@ -373,23 +419,31 @@ pub fn analyse(
 /// (or at the first sink error, which ends the others: their channels close).
 fn store(
     rec: &mut Recorder<'_>,
+    flows: &mut Flows,
     chunks: Receiver<()>,
     outs: Vec<WorkerOut>,
     progress_rx: Receiver<Progress>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), RunError> {
     let mut merged: Vec<Tagged> = Vec::new();
+    let mut made = Vec::with_capacity(outs.len());
     while chunks.recv().is_ok() {
         for (out, back) in &outs {
             match out.recv() {
-                Ok(mut v) => {
-                    merged.append(&mut v);
+                Ok(mut m) => {
+                    merged.append(&mut m.tagged);
                     // The worker may be done: then it needs no vector back.
-                    let _ = back.send(v);
+                    let _ = back.send(std::mem::take(&mut m.tagged));
+                    made.push(m);
                 }
                 // A worker that stopped: the reader finds out too and says why.
                 Err(_) => return Ok(()),
             }
+        }
+        flows.take(&mut made);
+        made.clear();
+        if flows.finished.len() >= crate::record::FLOW_BATCH {
+            rec.flows(&mut flows.finished).map_err(RunError::Sink)?;
         }
         // Stable: one worker's samples of one frame stay in the order it made them.
         merged.sort_by_key(|t| t.key);

@@ -67,22 +67,32 @@ impl Analyzer {
         self.retired_last.clear();
         self.next_id = ordinal as usize;
         self.push_flow(p);
+        if self.next_id > ordinal as usize {
+            self.created.push(ordinal);
+        }
+    }
+
+    /// A shard's analyzer: like a whole pass's, but a flow that finishes is handed out
+    /// with its ordinal for an id and none is chosen for the report (the reader's side
+    /// knows every flow's id and chooses).
+    pub(crate) fn shard(cfg: super::AnalysisConfig) -> Result<Analyzer, super::ConfigError> {
+        let mut an = Analyzer::new(cfg)?;
+        an.retired.kept = None;
+        Ok(an)
     }
 
     /// Joins a front and its shards into the analyzer of a whole pass: flows renumbered in
-    /// order of first packet, the shards' retired flows, delays and stalls together.
-    pub(crate) fn merge(mut front: Analyzer, shards: Vec<Analyzer>) -> Analyzer {
-        let mut ids: Vec<usize> = shards
-            .iter()
-            .flat_map(|s| {
-                let retired = s.retired.summaries.iter().map(|f| f.id);
-                s.flows.keys().copied().chain(retired)
-            })
-            .collect();
-        ids.sort_unstable();
-        let new = |old: usize| match ids.binary_search(&old) {
-            Ok(i) | Err(i) => i,
-        };
+    /// order of first packet, the shards' retired flows, delays and stalls together. `ids`
+    /// holds every flow's first ordinal (the flows handed out as they finished included), in
+    /// order; `kept` is the report's choice of the flows handed out, when they were.
+    pub(crate) fn merge(
+        mut front: Analyzer,
+        shards: Vec<Analyzer>,
+        ids: &FlowIds,
+        kept: Option<crate::retired::KeptFlows>,
+    ) -> Analyzer {
+        let new = |old: usize| ids.id(old as u64);
+        front.retired.kept = kept;
         let mut stalls: Vec<(u64, NagleStall)> = Vec::new();
         let mut points = Vec::new();
         for mut s in shards {
@@ -107,6 +117,7 @@ impl Analyzer {
                 front.retired.bins.push(b);
             }
             front.retired.delays.append(&mut s.retired.delays);
+            front.retired.tcp_stored += s.retired.tcp_stored;
             for (host, (passed, failed)) in std::mem::take(&mut s.retired.clock_hosts) {
                 let h = front.retired.clock_hosts.entry(host).or_default();
                 h.0 |= passed;
@@ -135,6 +146,33 @@ impl Analyzer {
             .collect();
         front.next_id = ids.len();
         front
+    }
+}
+
+/// The first ordinals of a sharded pass's flows, in order: a flow's id is its rank.
+#[derive(Debug, Default)]
+pub(crate) struct FlowIds {
+    ordinals: Vec<u64>,
+}
+
+impl FlowIds {
+    /// Adds the flows started in the next chunk of frames (ordinals above all so far, in any
+    /// order).
+    pub(crate) fn add(&mut self, created: &mut Vec<u64>) {
+        created.sort_unstable();
+        self.ordinals.append(created);
+    }
+
+    /// The id of the flow first seen at `ordinal`.
+    pub(crate) fn id(&self, ordinal: u64) -> usize {
+        match self.ordinals.binary_search(&ordinal) {
+            Ok(i) | Err(i) => i,
+        }
+    }
+
+    /// Flows so far.
+    pub(crate) fn len(&self) -> usize {
+        self.ordinals.len()
     }
 }
 
@@ -190,7 +228,7 @@ mod tests {
         let cfg = AnalysisConfig::default();
         let mut whole = Analyzer::new(cfg).unwrap();
         let mut front = Analyzer::new(cfg).unwrap();
-        let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::new(cfg).unwrap()).collect();
+        let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::shard(cfg).unwrap()).collect();
         for (t, data) in frames() {
             let raw = RawPacket {
                 ts_ns: t,
@@ -211,7 +249,13 @@ mod tests {
             shards.iter().all(|s| s.open_flows() > 0),
             "every shard has flows"
         );
-        let mut joined = Analyzer::merge(front, shards);
+        let mut ids = FlowIds::default();
+        let mut created: Vec<u64> = shards
+            .iter_mut()
+            .flat_map(|s| s.created.drain(..))
+            .collect();
+        ids.add(&mut created);
+        let mut joined = Analyzer::merge(front, shards, &ids, None);
         let (a, b) = (whole.finish(), joined.finish());
         assert!(a.flows.len() > 100, "{} flows", a.flows.len());
         assert!(b.flows.iter().enumerate().all(|(i, f)| f.id == i));
