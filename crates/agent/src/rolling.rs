@@ -260,18 +260,8 @@ fn window(store: &mut Store, w: &Windows<'_>, tracker: &mut FindingTracker) -> R
     writer
         .finish_as(finished.interrupted, json!({}))
         .map_err(|e| format!("run {id}: {e}"))?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(store, &id)
-        .map_err(|e| format!("diagnosing run {id}: {e}"))?;
-    tailhunt_diagnose::store_findings(store, &id, &diagnosis)
-        .map_err(|e| format!("storing the findings of run {id}: {e}"))?;
-    let findings = tracker
-        .close_window(
-            start_ms,
-            now_wall_ns() / 1_000_000,
-            findings_of(&id, diagnosis.findings),
-        )
-        .to_vec();
-    let (deleted, kept, bytes) = apply_retention(store, retention, &id)?;
+    let (findings, (deleted, kept, bytes)) =
+        close_window(store, retention, &id, start_ms, tracker)?;
     let mut s = state.lock();
     s.findings = findings;
     s.windows += 1;
@@ -298,13 +288,42 @@ pub fn findings_of(run_id: &str, findings: Vec<tailhunt_model::Finding>) -> Vec<
         .collect()
 }
 
+/// Ends a stored window (a finished run `id`, begun at `start_ms`) the same way whatever it
+/// measured: its detectors run and their findings are stored, the tracker's window closes on
+/// them, and retention applies. Gives the active findings and retention's (deleted, kept,
+/// used bytes).
+pub fn close_window(
+    store: &mut Store,
+    retention: &Retention,
+    id: &str,
+    start_ms: i64,
+    tracker: &mut FindingTracker,
+) -> Result<(Vec<FindingState>, RetentionCounts), String> {
+    let diagnosis = tailhunt_diagnose::diagnose_run(store, id)
+        .map_err(|e| format!("diagnosing run {id}: {e}"))?;
+    tailhunt_diagnose::store_findings(store, id, &diagnosis)
+        .map_err(|e| format!("storing the findings of run {id}: {e}"))?;
+    let findings = tracker
+        .close_window(
+            start_ms,
+            now_wall_ns() / 1_000_000,
+            findings_of(id, diagnosis.findings),
+        )
+        .to_vec();
+    let counts = apply_retention(store, retention, id)?;
+    Ok((findings, counts))
+}
+
+/// What retention did: runs deleted, runs kept, the store's used bytes.
+pub type RetentionCounts = (u64, u64, u64);
+
 /// Deletes the agent's runs past the age bound, then the oldest past the size bound; `newest`
 /// stays. Returns (deleted, kept, used bytes).
 pub fn apply_retention(
     store: &mut Store,
     retention: &Retention,
     newest: &str,
-) -> Result<(u64, u64, u64), String> {
+) -> Result<RetentionCounts, String> {
     let err = |e: tailhunt_store::StoreError| format!("retention: {e}");
     let mut runs: Vec<_> = store
         .runs()

@@ -50,7 +50,7 @@ use tailhunt_sched::{Interval, Observer, TracerConfig};
 use tailhunt_store::Store;
 
 use crate::exposition::{FindingState, HistogramMetric, ScalarMetric, Snapshot};
-use crate::rolling::{apply_retention, findings_of, now_wall_ns, FindingTracker, Retention};
+use crate::rolling::{close_window, now_wall_ns, FindingTracker, Retention};
 
 /// The label value cgroups past the cap are exported under.
 pub const OTHER: &str = "other";
@@ -552,24 +552,8 @@ impl Window<'_> {
         if let Err(e) = writer.finish_as(ended, json!({})) {
             return (Err(format!("run {id}: {e}")), ended);
         }
-        let diagnosis = match tailhunt_diagnose::diagnose_run(store, &id) {
-            Ok(d) => d,
-            Err(e) => return (Err(format!("diagnosing run {id}: {e}")), ended),
-        };
-        if let Err(e) = tailhunt_diagnose::store_findings(store, &id, &diagnosis) {
-            return (Err(format!("storing the findings of run {id}: {e}")), ended);
-        }
-        let findings = tracker
-            .close_window(
-                start_ms,
-                now_wall_ns() / 1_000_000,
-                findings_of(&id, diagnosis.findings),
-            )
-            .to_vec();
-        if let Err(e) = apply_retention(store, self.retention, &id) {
-            return (Err(e), ended);
-        }
-        (Ok(findings), ended)
+        let closed = close_window(store, self.retention, &id, start_ms, tracker);
+        (closed.map(|(findings, _)| findings), ended)
     }
 
     /// Hands `each` the window's further intervals until its length has passed; gives

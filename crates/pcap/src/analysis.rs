@@ -28,8 +28,15 @@ mod shard;
 
 pub(crate) use shard::FlowIds;
 
-/// Packets between sweeps that free closed connections' live state.
+/// Packets between sweeps that free closed connections' live state, at most.
 const COMPACT_EVERY: u64 = 1 << 16;
+/// A sweep is also due once this much capture time has passed since the last one, after at
+/// least [`SWEEP_MIN_FRAMES`] packets: at 10,000 new connections a second, 65,536 packets
+/// are most of a second, so the connections waiting for the next sweep had outnumbered those
+/// held for their quiet second (bench/pcap.sh's 100,000-connection capture).
+const SWEEP_AFTER_NS: i64 = 100_000_000;
+/// Packets between sweeps, at least (a sweep visits every flow held).
+const SWEEP_MIN_FRAMES: u64 = 1 << 13;
 
 /// Nagle stalls kept in the report (all are counted per flow).
 const MAX_STALLS_KEPT: usize = 1000;
@@ -189,6 +196,9 @@ pub struct Analyzer {
     ordinal: u64,
     /// The ordinal of the packet of each kept stall.
     stall_at: Vec<u64>,
+    /// The frame count and capture time of the last sweep (the first frame's time before
+    /// the first).
+    last_sweep: (u64, Option<i64>),
     /// A shard of a sharded pass: the ordinals of the packets that started a flow since the
     /// caller last took them (its flows' ids).
     pub(crate) created: Vec<u64>,
@@ -225,6 +235,7 @@ impl Analyzer {
             ordinal: 0,
             stall_at: Vec::new(),
             created: Vec::new(),
+            last_sweep: (0, None),
         })
     }
 
@@ -260,11 +271,26 @@ impl Analyzer {
         self.count_frame(p.ts_ns, p.wire_len);
         self.ordinal = self.packets - 1;
         self.retired_last.clear();
-        if self.packets.is_multiple_of(COMPACT_EVERY) {
+        if self.sweep_due(p.ts_ns) {
             self.compact_closed(p.ts_ns);
         }
         self.add_to_channels(p);
         self.push_flow(p);
+    }
+
+    /// Whether the sweep that retires closed, quiet connections is due before the frame
+    /// just counted, at capture time `ts`: every [`COMPACT_EVERY`] frames, or every
+    /// [`SWEEP_MIN_FRAMES`] once [`SWEEP_AFTER_NS`] has passed since the last sweep.
+    fn sweep_due(&mut self, ts: i64) -> bool {
+        let since = self.packets - self.last_sweep.0;
+        // The first frame starts the clock.
+        let last_ns = *self.last_sweep.1.get_or_insert(ts);
+        let due = since >= COMPACT_EVERY
+            || (since >= SWEEP_MIN_FRAMES && ts.saturating_sub(last_ns) >= SWEEP_AFTER_NS);
+        if due {
+            self.last_sweep = (self.packets, Some(ts));
+        }
+        due
     }
 
     /// Adds the frame to the bins of its two channels; returns those bins' bytes with it.
@@ -499,8 +525,21 @@ impl Analyzer {
         ids
     }
 
-    /// Ends every flow (their last exchanges land in `events`) and builds the report.
+    /// Ends every flow (their last exchanges land in `events`) and builds the report (with
+    /// [`AnalysisConfig::store_flows`], the summaries of the flows still held wait in
+    /// [`Analyzer::finished`]).
     pub fn finish(&mut self) -> CaptureReport {
+        let Ok(report) = self.finish_with(|_| Ok::<(), std::convert::Infallible>(()));
+        report
+    }
+
+    /// [`Analyzer::finish`], handing the summaries of the flows still held to `store` as they
+    /// are made, [`crate::record::FLOW_BATCH`] at a time, when they are stored as they
+    /// finish (at 10,000 new connections a second, a second's worth are held at the end).
+    pub fn finish_with<E>(
+        &mut self,
+        mut store: impl FnMut(&mut Vec<FlowSummary>) -> Result<(), E>,
+    ) -> Result<CaptureReport, E> {
         let ids = self.live_ids();
         for i in &ids {
             if let Some(Flow::Tcp(t)) = self.flows.get_mut(i) {
@@ -535,26 +574,32 @@ impl Analyzer {
         }
         channels.sort_by_key(|c| std::cmp::Reverse(c.bytes));
         bursts.sort_by_key(|b| (b.start_ns, b.dir, b.host.clone()));
-        let mut flows: Vec<FlowSummary> = std::mem::take(&mut self.retired.summaries);
-        flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
-        flows.sort_by_key(|f| f.id);
-        let flows_total = self.next_id.max(flows.len()) as u64;
-        let mut tcp_flows_total = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
-        if let Some(mut kept) = self.retired.kept.take() {
-            // Those still held are stored now too (a sharded pass's shards hold theirs to
-            // the end); the report keeps what it needs of all.
-            tcp_flows_total += self.retired.tcp_stored;
-            for f in &flows {
-                kept.offer(f);
+        let held = std::mem::take(&mut self.retired.summaries);
+        let (flows, flows_total, tcp_flows_total) = match self.retired.kept.take() {
+            None => {
+                let mut flows = held;
+                flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
+                flows.sort_by_key(|f| f.id);
+                let tcp = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
+                let total = self.next_id.max(flows.len()) as u64;
+                (flows, total, tcp)
             }
-            if self.finished.is_empty() {
-                self.finished = flows;
-            } else {
-                self.finished.append(&mut flows);
+            // Those still held are stored now too; the report keeps what it needs of all.
+            Some(mut kept) => {
+                let mut tcp = self.retired.tcp_stored;
+                let live = ids.iter().map(|i| summarise(*i, &self.flows[i]));
+                for f in held.into_iter().chain(live) {
+                    kept.offer(&f);
+                    tcp += u64::from(f.tcp.is_some());
+                    self.finished.push(f);
+                    if self.finished.len() >= crate::record::FLOW_BATCH {
+                        store(&mut self.finished)?;
+                    }
+                }
+                (kept.into_flows(), self.next_id as u64, tcp)
             }
-            flows = kept.into_flows();
-        }
-        CaptureReport {
+        };
+        Ok(CaptureReport {
             packets: self.packets,
             wire_bytes: self.wire_bytes,
             first_ns: self.first_ns.unwrap_or(0),
@@ -569,7 +614,7 @@ impl Analyzer {
             tcp_flows_total,
             flows,
             stalls: self.stalls.clone(),
-        }
+        })
     }
 
     /// Every flow direction's bins still held, in order of flow id and side: `(id, flow

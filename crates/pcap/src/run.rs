@@ -161,7 +161,7 @@ pub(crate) fn finish_pass(
     inputs: Vec<InputReport>,
     stopped: Option<Stopped>,
 ) -> Result<(Outcome, Analyzer), RunError> {
-    let report = an.finish();
+    let report = an.finish_with(|f| rec.flows(f)).map_err(RunError::Sink)?;
     let mut ev = std::mem::take(&mut an.events);
     rec.drain(&mut ev, |f| an.flow_last_ns(f))
         .map_err(RunError::Sink)?;

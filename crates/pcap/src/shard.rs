@@ -12,9 +12,9 @@
 //!   regardless of direction, so both directions of a connection go to one worker. Frames go
 //!   in chunks of [`CHUNK`], one batch per worker per chunk, and batches come back to be
 //!   refilled: no allocation and no channel send per packet.
-//! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Every
-//!   [`COMPACT_EVERY`](crate::analysis) frames the reader sends every worker the sweep a
-//!   one-thread pass makes before that packet, with the list of channel bins at or above the
+//! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Where
+//!   a one-thread pass sweeps (every 65,536 frames, or sooner once 100 ms of capture time
+//!   has passed) the reader sends every worker the sweep that pass makes before that packet, with the list of channel bins at or above the
 //!   burst threshold so far ([`HotBins`]): a closed, quiet connection is retired at the same
 //!   packet and keeps the same bins as on one thread, and memory still follows the open
 //!   connections (the list grows with the capture's busy bins, not with connections).

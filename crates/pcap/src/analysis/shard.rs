@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use tailhunt_model::evidence::capture::NagleStall;
 
-use super::{Analyzer, Flow, COMPACT_EVERY, MAX_STALLS_KEPT};
+use super::{Analyzer, Flow, MAX_STALLS_KEPT};
 use crate::decode::Decoded;
 use crate::retired::HotBins;
 
@@ -32,7 +32,7 @@ impl Analyzer {
     /// bins. Returns whether a sweep is due before it, and the two bins' bytes with it.
     pub(crate) fn push_front(&mut self, p: &Decoded<'_>) -> (bool, [u64; 2]) {
         self.count_frame(p.ts_ns, p.wire_len);
-        let due = self.packets.is_multiple_of(COMPACT_EVERY);
+        let due = self.sweep_due(p.ts_ns);
         (due, self.add_to_channels(p))
     }
 
