@@ -359,6 +359,13 @@ fn every_connection_is_counted_printed_and_stored() {
     assert_eq!(std::fs::read_to_string(&flows_csv).unwrap(), csv);
     let d = env.json("diagnose", &["diagnose", "latest"]);
     assert!(d["findings"].as_array().is_some());
+    // A run of another kind has none, and says which runs do.
+    let import = env.import(&env.trimodal("t.csv", 1, 0.0), &[]);
+    let e = env.fails(&["export", &import, "--flows"]);
+    assert!(
+        e.contains("has no flows") && e.contains("pcap or capture run"),
+        "{e}"
+    );
 }
 
 fn zstd_decode(data: &[u8]) -> Vec<u8> {

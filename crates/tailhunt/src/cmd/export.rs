@@ -37,7 +37,7 @@ pub fn run(cli: &Cli, a: &ExportArgs) -> Result<()> {
     writer.finish()?;
     out.flush()?;
     drop(out);
-    say_written(cli, a, format.name(), values)
+    say_written(cli, a, format.name(), values, "values")
 }
 
 /// `--flows`: every flow of a capture run, read one at a time from the run's rows.
@@ -50,18 +50,18 @@ fn export_flows(
 ) -> Result<()> {
     let Some(report) = store.evidence::<CaptureReport>(run_id)? else {
         anyhow::bail!(
-            "run {run_id} is a {kind} run and has no flows: --flows needs a pcap or capture run (see `tailhunt runs`)"
+            "run {run_id} ({kind}) has no flows: --flows needs a pcap or capture run (see `tailhunt runs`)"
         );
     };
     let mut out = output::open_output(a.output.as_deref())?;
     write_flows_csv(&mut out, store, run_id, &report)?;
     out.flush()?;
     drop(out);
-    say_written(cli, a, "csv", report.flow_count())
+    say_written(cli, a, "csv", report.flow_count(), "flows")
 }
 
-/// With `--output`, says what was written where.
-fn say_written(cli: &Cli, a: &ExportArgs, format: &str, values: u64) -> Result<()> {
+/// With `--output`, says what was written where (`values` of `what`).
+fn say_written(cli: &Cli, a: &ExportArgs, format: &str, values: u64, what: &str) -> Result<()> {
     if let Some(path) = &a.output {
         let doc = WrittenDoc {
             file: path.display().to_string(),
@@ -69,7 +69,7 @@ fn say_written(cli: &Cli, a: &ExportArgs, format: &str, values: u64) -> Result<(
             values,
         };
         output::print(cli.json, &doc, |d| {
-            format!("wrote {} values to {} ({})\n", d.values, d.file, d.format)
+            format!("wrote {} {what} to {} ({})\n", d.values, d.file, d.format)
         })?;
     }
     Ok(())
