@@ -4,26 +4,31 @@
 //! channels (to its destination host, from its source host), finds or creates its flow (a new
 //! SYN on a closed connection's ports starts a new flow: port reuse) and advances the flow's
 //! state. Events (RTT samples, exchanges, Nagle stalls) collect in [`Analyzer::events`] for the
-//! caller to drain into series after each packet. [`Analyzer::finish`] ends every flow and
-//! builds the [`CaptureReport`]; [`Analyzer::bystander_delays`] then gives the upstream
-//! queueing delay of the packets that were no burst's source (from their TCP timestamps).
+//! caller to drain into series after each packet; a connection that closed and went quiet
+//! is retired (its summary to [`Analyzer::finished`] when flows are stored as they finish).
+//! [`Analyzer::finish`] ends every flow and builds the
+//! [`CaptureReport`](tailhunt_model::evidence::capture::CaptureReport) (`end`);
+//! [`Analyzer::bystander_delays`] then gives the upstream queueing delay of the packets that
+//! were no burst's source, from their TCP timestamps (`delays`). A sharded pass's halves and
+//! their join are in `shard`.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use tailhunt_model::evidence::capture::{
-    CaptureReport, Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
+    Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
 };
 
 use crate::bins::{bin_capacity_bytes, SparseBins};
-use crate::burst::{analyse_channel, BurstConfig, FlowBins};
 use crate::decode::{Decoded, Skip, Transport};
-use crate::delay::{ClockCheck, DelayTrack};
+use crate::delay::DelayTrack;
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
-use crate::retired::{HotBins, KeptBins, KeptDelays, Retired};
+use crate::retired::{HotBins, KeptBins, Retired};
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
+mod delays;
+mod end;
 mod shard;
 
 pub(crate) use shard::FlowIds;
@@ -458,44 +463,6 @@ impl Analyzer {
         self.finish_summary(summary);
     }
 
-    /// Keeps what the bystanders' delays need of retired flow `i`'s timestamps: its host's
-    /// clock marks; the delays of a direction that may be a burst source with its name (a
-    /// burst's span is then left out); those of the others only as samples per host (16
-    /// bytes each, no per-connection record), since no burst can leave them out.
-    fn retire_delays(&mut self, i: usize, key: &FlowKey, name: &str, may_be_source: [bool; 2]) {
-        let Some(tracks) = self.delays.remove(&i) else {
-            return;
-        };
-        for (side, track) in tracks.iter().enumerate() {
-            if track.is_empty() {
-                continue;
-            }
-            let check = track.clock_check(self.cfg.bin_ns);
-            let sender = key.endpoint(side);
-            let mark = self.retired.clock_hosts.entry(sender.ip()).or_default();
-            mark.0 |= check == ClockCheck::Passed;
-            mark.1 |= check == ClockCheck::Failed;
-            if check == ClockCheck::Failed {
-                continue;
-            }
-            let delays = track.delays();
-            if may_be_source[side] || self.cfg.keep_flow_bins {
-                self.retired.delays.push(KeptDelays {
-                    name: name.to_string(),
-                    sender,
-                    check,
-                    delays,
-                });
-            } else {
-                let host = self.retired.host_delays.entry(sender.ip()).or_default();
-                match check {
-                    ClockCheck::Passed => host.passed.extend(delays),
-                    _ => host.short.extend(delays),
-                }
-            }
-        }
-    }
-
     /// Hands a finished flow's summary on: stored as a row (and kept if the report needs it)
     /// with [`AnalysisConfig::store_flows`], otherwise kept for the report.
     fn finish_summary(&mut self, summary: FlowSummary) {
@@ -523,211 +490,6 @@ impl Analyzer {
         let mut ids: Vec<usize> = self.flows.keys().copied().collect();
         ids.sort_unstable();
         ids
-    }
-
-    /// Ends every flow (their last exchanges land in `events`) and builds the report (with
-    /// [`AnalysisConfig::store_flows`], the summaries of the flows still held wait in
-    /// [`Analyzer::finished`]).
-    pub fn finish(&mut self) -> CaptureReport {
-        let Ok(report) = self.finish_with(|_| Ok::<(), std::convert::Infallible>(()));
-        report
-    }
-
-    /// [`Analyzer::finish`], handing the summaries of the flows still held to `store` as they
-    /// are made, [`crate::record::FLOW_BATCH`] at a time, when they are stored as they
-    /// finish (at 10,000 new connections a second, a second's worth are held at the end).
-    pub fn finish_with<E>(
-        &mut self,
-        mut store: impl FnMut(&mut Vec<FlowSummary>) -> Result<(), E>,
-    ) -> Result<CaptureReport, E> {
-        let ids = self.live_ids();
-        for i in &ids {
-            if let Some(Flow::Tcp(t)) = self.flows.get_mut(i) {
-                t.finish(&mut self.events);
-            }
-        }
-        let cfg = BurstConfig {
-            bin_ns: self.cfg.bin_ns,
-            link_rate_bps: self.cfg.link_rate_bps,
-            threshold: self.cfg.burst_threshold,
-        };
-        let flow_bins: Vec<FlowBins<'_>> = self
-            .flow_directions()
-            .into_iter()
-            .map(|(_, name, key, side, bins)| FlowBins {
-                name,
-                sender: key.endpoint(side).to_string(),
-                src: key.endpoint(side).ip(),
-                dst: key.endpoint(1 - side).ip(),
-                bins,
-            })
-            .collect();
-        let mut channels = Vec::new();
-        let mut bursts = Vec::new();
-        let mut keys: Vec<_> = self.channels.keys().copied().collect();
-        keys.sort();
-        for (dir, host) in keys {
-            let (summary, b) =
-                analyse_channel(dir, host, &self.channels[&(dir, host)], &flow_bins, &cfg);
-            channels.push(summary);
-            bursts.extend(b);
-        }
-        channels.sort_by_key(|c| std::cmp::Reverse(c.bytes));
-        bursts.sort_by_key(|b| (b.start_ns, b.dir, b.host.clone()));
-        let held = std::mem::take(&mut self.retired.summaries);
-        let (flows, flows_total, tcp_flows_total) = match self.retired.kept.take() {
-            None => {
-                let mut flows = held;
-                flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
-                flows.sort_by_key(|f| f.id);
-                let tcp = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
-                let total = self.next_id.max(flows.len()) as u64;
-                (flows, total, tcp)
-            }
-            // Those still held are stored now too; the report keeps what it needs of all.
-            Some(mut kept) => {
-                let mut tcp = self.retired.tcp_stored;
-                let live = ids.iter().map(|i| summarise(*i, &self.flows[i]));
-                for f in held.into_iter().chain(live) {
-                    kept.offer(&f);
-                    tcp += u64::from(f.tcp.is_some());
-                    self.finished.push(f);
-                    if self.finished.len() >= crate::record::FLOW_BATCH {
-                        store(&mut self.finished)?;
-                    }
-                }
-                (kept.into_flows(), self.next_id as u64, tcp)
-            }
-        };
-        Ok(CaptureReport {
-            packets: self.packets,
-            wire_bytes: self.wire_bytes,
-            first_ns: self.first_ns.unwrap_or(0),
-            last_ns: self.last_ns.max(self.first_ns.unwrap_or(0)),
-            out_of_order: self.out_of_order,
-            skipped: self.skipped.clone(),
-            bin_ns: self.cfg.bin_ns,
-            link_rate_bps: self.cfg.link_rate_bps,
-            channels,
-            bursts,
-            flows_total,
-            tcp_flows_total,
-            flows,
-            stalls: self.stalls.clone(),
-        })
-    }
-
-    /// Every flow direction's bins still held, in order of flow id and side: `(id, flow
-    /// name, key, side, bins)` (a retired flow's only where a burst could claim them, unless
-    /// [`AnalysisConfig::keep_flow_bins`]).
-    fn flow_directions(&self) -> Vec<(usize, String, FlowKey, usize, &SparseBins)> {
-        let mut out: Vec<_> = self
-            .retired
-            .bins
-            .iter()
-            .map(|k| (k.id, k.name.clone(), k.key, k.side, &k.bins))
-            .collect();
-        for (&i, f) in &self.flows {
-            let name = f.name().to_string();
-            for side in 0..2 {
-                out.push((i, name.clone(), *f.key(), side, &f.bins()[side]));
-            }
-        }
-        out.sort_by_key(|d| (d.0, d.3));
-        out
-    }
-
-    /// The upstream queueing delay of every packet that made no burst, one sample per flow
-    /// direction and bin (its most delayed packet): `intended = start` is when it would have
-    /// arrived without waiting, `end` when it did. A direction is left out while it is a
-    /// source of a burst (its wait is its own doing) and when its sender's timestamp clock
-    /// does not tick at 1 kHz ([`crate::delay`]); samples in time order.
-    pub fn bystander_delays(&self, report: &CaptureReport) -> Vec<tailhunt_model::Sample> {
-        let bin_ns = self.cfg.bin_ns;
-        // Where each flow direction was a source: `(flow name, sender) -> busy spans`.
-        let mut busy: BTreeMap<(&str, &str), Vec<(i64, i64)>> = BTreeMap::new();
-        for b in &report.bursts {
-            let span = (
-                b.start_ns - bin_ns,
-                b.busy_until_ns(report.link_rate_bps) + bin_ns,
-            );
-            for f in b.sources() {
-                busy.entry((f.flow.as_str(), f.sender.as_str()))
-                    .or_default()
-                    .push(span);
-            }
-        }
-        // Every direction with timestamps: the retired ones' kept delays (read in place: a
-        // copy doubled the memory of a many-connection capture), then the live ones.
-        let mut live: Vec<_> = self.delays.iter().collect();
-        live.sort_unstable_by_key(|(i, _)| **i);
-        let mut live_delays = Vec::new();
-        for (i, tracks) in live {
-            let f = &self.flows[i];
-            for (side, t) in tracks.iter().enumerate() {
-                if t.is_empty() {
-                    continue;
-                }
-                live_delays.push(KeptDelays {
-                    name: f.name().to_string(),
-                    sender: f.key().endpoint(side),
-                    check: t.clock_check(bin_ns),
-                    delays: t.delays(),
-                });
-            }
-        }
-        let checked = || self.retired.delays.iter().chain(&live_delays);
-        // A host whose long directions tick at 1 kHz vouches for its short ones.
-        let mut hosts = self.retired.clock_hosts.clone();
-        for d in checked() {
-            let h = hosts.entry(d.sender.ip()).or_default();
-            h.0 |= d.check == ClockCheck::Passed;
-            h.1 |= d.check == ClockCheck::Failed;
-        }
-        let mut out = Vec::new();
-        for KeptDelays {
-            name,
-            sender,
-            check,
-            delays,
-        } in checked()
-        {
-            let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
-            let usable = match check {
-                ClockCheck::Passed => true,
-                ClockCheck::Failed => false,
-                ClockCheck::TooShort => vouched,
-            };
-            if !usable {
-                continue;
-            }
-            let sender = sender.to_string();
-            let spans = busy.get(&(name.as_str(), sender.as_str()));
-            for &(at, delay) in delays {
-                if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
-                    continue;
-                }
-                let sent = at - delay;
-                out.push(tailhunt_model::Sample::new(
-                    sent,
-                    sent,
-                    at,
-                    tailhunt_model::Outcome::Ok,
-                ));
-            }
-        }
-        let sample = |&(at, delay): &(i64, i64)| {
-            let sent = at - delay;
-            tailhunt_model::Sample::new(sent, sent, at, tailhunt_model::Outcome::Ok)
-        };
-        for (host, d) in &self.retired.host_delays {
-            out.extend(d.passed.iter().map(sample));
-            if hosts.get(host) == Some(&(true, false)) {
-                out.extend(d.short.iter().map(sample));
-            }
-        }
-        out.sort_by_key(|s| (s.intended_ns, s.end_ns));
-        out
     }
 
     /// The bins of a channel (for storing as a series).
