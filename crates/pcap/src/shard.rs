@@ -14,8 +14,9 @@
 //!   refilled: no allocation and no channel send per packet.
 //! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Where
 //!   a one-thread pass sweeps (every 65,536 frames, or sooner once 100 ms of capture time
-//!   has passed) the reader sends every worker the sweep that pass makes before that packet, with the list of channel bins at or above the
-//!   burst threshold so far ([`HotBins`]): a closed, quiet connection is retired at the same
+//!   has passed) the reader sends every worker the sweep that pass makes before that
+//!   packet, with the list of channel bins at or above the burst threshold so far
+//!   ([`HotBins`]): a closed, quiet connection is retired at the same
 //!   packet and keeps the same bins as on one thread, and memory still follows the open
 //!   connections (the list grows with the capture's busy bins, not with connections).
 //! - This thread stores the workers' samples as it goes: each is tagged with the frame
