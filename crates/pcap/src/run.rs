@@ -135,6 +135,25 @@ pub fn analyse(
     finish_pass(an, rec, inputs, stopped)
 }
 
+/// The analysis threads to use when none are asked for: one per CPU this process may use (its
+/// affinity and CPU quota) besides the one the reader needs, and the one-thread path when that
+/// leaves fewer than two. Measured on 2 CPUs (bench/pcap.sh), 2 analysis threads plus the
+/// reader were hardly faster than one thread on the mixed capture and slower on bulk
+/// traffic: the reader does about 45% of the one-thread work, and splitting costs CPU of its
+/// own.
+pub fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    threads_for(cpus)
+}
+
+/// [`default_threads`] on a host with `cpus` CPUs (at most 256, as `--threads` accepts).
+fn threads_for(cpus: usize) -> usize {
+    match cpus.saturating_sub(1) {
+        n if n < 2 => 1,
+        n => n.min(256),
+    }
+}
+
 /// Analyses `sources` in order into `sink` with `threads` threads: with more than one, the
 /// sources are read and decoded on a thread of their own and the flows split over `threads`
 /// workers ([`crate::shard`]); what is stored and reported is the same as with one.
@@ -304,5 +323,18 @@ impl Pass<'_> {
             input.frames += 1;
             target.frame(&raw, input)?;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_for;
+
+    #[test]
+    fn one_thread_below_three_cpus_then_one_less_than_the_cpus() {
+        assert_eq!(
+            [1, 2, 3, 4, 16, 1000].map(threads_for),
+            [1, 1, 2, 3, 15, 256]
+        );
     }
 }

@@ -74,7 +74,9 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
         kind: RunKind::Pcap,
         names: inputs,
         matched,
-        threads: threads(a.threads),
+        threads: a
+            .threads
+            .map_or_else(tailhunt_pcap::run::default_threads, usize::from),
     };
     execute(cli, what, &mut sources, cfg, &a.analysis, &mut |p| {
         line.show(|| {
@@ -108,25 +110,6 @@ struct Inputs {
     matched: Option<tailhunt_model::evidence::capture::MatchReport>,
     /// Analysis threads (1: all on this thread).
     threads: usize,
-}
-
-/// `--threads`, or by default one analysis thread per CPU this process may use (its affinity
-/// and CPU quota) besides the one the reader needs, and the one-thread path when that leaves
-/// fewer than two: measured on 2 CPUs (bench/pcap.sh), 2 analysis threads plus the reader were
-/// no faster than one thread on the mixed capture and 0.75x on bulk traffic, since the reader
-/// does about 45% of the one-thread work and splitting costs CPU of its own.
-fn threads(flag: Option<u16>) -> usize {
-    match flag {
-        Some(n) => usize::from(n),
-        None => {
-            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-            match cpus.saturating_sub(1) {
-                n if n < 2 => 1,
-                // As many as `--threads` accepts.
-                n => n.min(256),
-            }
-        }
-    }
 }
 
 /// The shared tail of both commands: analyse into a new run, diagnose, export, print.
