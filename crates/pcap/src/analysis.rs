@@ -43,6 +43,10 @@ const SWEEP_AFTER_NS: i64 = 100_000_000;
 /// Packets between sweeps, at least (a sweep visits every flow held).
 const SWEEP_MIN_FRAMES: u64 = 1 << 13;
 
+/// Why a frame counted in the channels' bins is in no flow: a segment of a TCP connection
+/// retired before it came (see [`crate::tcp::QUIET_AFTER_CLEAN_CLOSE_NS`]).
+pub const AFTER_CLOSE: &str = "after-close";
+
 /// Nagle stalls kept in the report (all are counted per flow).
 const MAX_STALLS_KEPT: usize = 1000;
 
@@ -180,7 +184,12 @@ pub struct Analyzer {
     /// The flows not yet retired, by id (ids count up in order of first packet).
     flows: FxHashMap<usize, Flow>,
     next_id: usize,
+    /// Each live flow's id by key, and each retired TCP flow's until its grave expires.
     index: FxHashMap<FlowKey, usize>,
+    /// The retired TCP flows whose keys still lead to them: `(until, key, id)`. A packet on
+    /// such a key before `until` is late for a connection already summarised: it is counted
+    /// (`after-close`), not made into a new flow, unless it opens a new connection (a SYN).
+    graves: Vec<(i64, FlowKey, usize)>,
     stalls: Vec<NagleStall>,
     /// Each live TCP flow's two directions' timestamps (by flow id).
     delays: FxHashMap<usize, [DelayTrack; 2]>,
@@ -225,6 +234,7 @@ impl Analyzer {
             flows: FxHashMap::default(),
             next_id: 0,
             index: FxHashMap::default(),
+            graves: Vec::new(),
             stalls: Vec::new(),
             delays: FxHashMap::default(),
             retired: Retired {
@@ -265,8 +275,9 @@ impl Analyzer {
         self.packets
     }
 
-    /// Flows whose state is held whole: the open ones and those closed less than a second
-    /// (and one sweep) ago; the others are retired ([`crate::retired`]).
+    /// Flows whose state is held whole: the open ones and those closed less than 100 ms (a
+    /// second when they did not end cleanly) and one sweep ago; the others are retired
+    /// ([`crate::retired`]).
     pub fn open_flows(&self) -> usize {
         self.flows.len()
     }
@@ -320,7 +331,10 @@ impl Analyzer {
                 let src = SocketAddr::new(p.src, tcp.src_port);
                 let dst = SocketAddr::new(p.dst, tcp.dst_port);
                 let (key, side) = FlowKey::of(Proto::Tcp, src, dst);
-                let i = self.tcp_flow(key, side, p.ts_ns, tcp);
+                let Some(i) = self.tcp_flow(key, side, p.ts_ns, tcp) else {
+                    *self.skipped.entry(AFTER_CLOSE.to_string()).or_default() += 1;
+                    return;
+                };
                 let before = self.events.stalls.len();
                 if let Some(Flow::Tcp(f)) = self.flows.get_mut(&i) {
                     f.on_packet(p, side, tcp, &mut self.events);
@@ -368,15 +382,26 @@ impl Analyzer {
         }
     }
 
-    fn tcp_flow(&mut self, key: FlowKey, side: usize, ts: i64, tcp: &crate::Tcp<'_>) -> usize {
+    /// The id of the TCP flow the segment belongs to, a new one if it opens one; `None`
+    /// for a late segment of a retired connection (see [`Analyzer::graves`]).
+    fn tcp_flow(
+        &mut self,
+        key: FlowKey,
+        side: usize,
+        ts: i64,
+        tcp: &crate::Tcp<'_>,
+    ) -> Option<usize> {
         if let Some(&i) = self.index.get(&key) {
-            let reuse = matches!(self.flows.get(&i), Some(Flow::Tcp(f)) if f.is_reuse(side, tcp));
-            if !reuse {
-                return i;
-            }
-            if let Some(Flow::Tcp(old)) = self.flows.get_mut(&i) {
-                old.reused = true;
-                old.finish(&mut self.events);
+            match self.flows.get_mut(&i) {
+                Some(Flow::Tcp(old)) if old.is_reuse(side, tcp) => {
+                    old.reused = true;
+                    old.finish(&mut self.events);
+                }
+                Some(_) => return Some(i),
+                // Retired: only a SYN opening a new connection on the same ports is news.
+                None if tcp.flags & crate::decode::flags::SYN != 0
+                    && tcp.flags & crate::decode::flags::ACK == 0 => {}
+                None => return None,
             }
         }
         let i = self.next_id;
@@ -386,12 +411,24 @@ impl Analyzer {
             Flow::Tcp(Box::new(TcpFlow::new(key, i, ts, self.cfg.bin_ns))),
         );
         self.index.insert(key, i);
-        i
+        Some(i)
     }
 
-    /// Retires the connections that closed and have been quiet for a second: their live
-    /// state is freed and what the end of the pass needs is kept ([`crate::retired`]).
+    /// Forgets the retired connections' keys a second after their last packet, and retires
+    /// the connections that closed and have been quiet long enough ([`TcpFlow::can_compact`]):
+    /// their live state is freed and what the end of the pass needs is kept
+    /// ([`crate::retired`]).
     fn compact_closed(&mut self, now: i64) {
+        let index = &mut self.index;
+        self.graves.retain(|(until, key, i)| {
+            if *until > now {
+                return true;
+            }
+            if index.get(key) == Some(i) {
+                index.remove(key);
+            }
+            false
+        });
         let mut done: Vec<usize> = self
             .flows
             .iter()
@@ -413,8 +450,11 @@ impl Analyzer {
         t.compact();
         t.finish(&mut self.events);
         self.retired_last.push((i, t.last_ns));
+        // The key leads to the retired flow until a second after its last packet, so that
+        // late segments are recognised as such.
         if self.index.get(&t.key) == Some(&i) {
-            self.index.remove(&t.key);
+            let until = t.last_ns + crate::tcp::QUIET_AFTER_CLOSE_NS;
+            self.graves.push((until, t.key, i));
         }
         let flow = Flow::Tcp(t);
         let name = flow.name().to_string();

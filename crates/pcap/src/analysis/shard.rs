@@ -102,9 +102,17 @@ impl Analyzer {
                 }
                 front.flows.insert(new(id), f);
             }
-            front
-                .index
-                .extend(s.index.drain().map(|(k, id)| (k, new(id))));
+            // Only live flows' keys: a retired flow's grave ends with the pass.
+            let live = &front.flows;
+            front.index.extend(
+                s.index
+                    .drain()
+                    .map(|(k, id)| (k, new(id)))
+                    .filter(|(_, id)| live.contains_key(id)),
+            );
+            for (why, n) in std::mem::take(&mut s.skipped) {
+                *front.skipped.entry(why).or_default() += n;
+            }
             front
                 .delays
                 .extend(s.delays.drain().map(|(id, d)| (new(id), d)));

@@ -30,6 +30,17 @@ const RTO_MIN_NS: i64 = 180_000_000;
 const DELAYED_ACK_MIN_NS: i64 = 20_000_000;
 /// Longest: Windows' default delayed-ACK timer is 200 ms; allow its slack.
 const DELAYED_ACK_MAX_NS: i64 = 500_000_000;
+/// How long a connection must be quiet after its first FIN or RST before its live state is
+/// freed, unless it ended cleanly: a late retransmission or reset still belongs to it.
+pub const QUIET_AFTER_CLOSE_NS: i64 = 1_000_000_000;
+/// The same after a clean end ([`TcpFlow::ended_cleanly`]). Long enough for every packet of
+/// the connection's last bins (and a burst within reach of them, [`crate::retired`]) to have
+/// been read even from a capture whose per-CPU buffers interleave out of order; short enough
+/// that a host opening 10,000 connections a second holds about 2,000 of them closed, not
+/// 10,000 (bench/pcap.sh's 100,000-connection capture). A packet arriving later still is
+/// counted as `after-close` ([`crate::Analyzer`]).
+pub const QUIET_AFTER_CLEAN_CLOSE_NS: i64 = 100_000_000;
+
 /// Closed flows smaller than this drop their window points when compacted: the window series
 /// are stored for the largest flows only.
 const COMPACT_KEEP_WINDOW_BYTES: u64 = 1 << 20;
@@ -540,9 +551,33 @@ impl TcpFlow {
         self.compacted = true;
     }
 
-    /// Whether [`TcpFlow::compact`] may run at `now`: closed, and quiet for a second.
+    /// Whether [`TcpFlow::compact`] may run at `now`: closed, and quiet for
+    /// [`QUIET_AFTER_CLEAN_CLOSE_NS`] after a clean end ([`TcpFlow::ended_cleanly`]), or for
+    /// [`QUIET_AFTER_CLOSE_NS`] after any other first FIN or RST; at least five bins either
+    /// way.
     pub fn can_compact(&self, now: i64) -> bool {
-        !self.compacted && self.close.first.is_some() && now - self.last_ns > 1_000_000_000
+        if self.compacted || self.close.first.is_none() {
+            return false;
+        }
+        let quiet = if self.ended_cleanly() {
+            QUIET_AFTER_CLEAN_CLOSE_NS
+        } else {
+            QUIET_AFTER_CLOSE_NS
+        };
+        // With wide bins, longer: every bin a burst could claim it by must be complete.
+        let reach = (crate::retired::BURST_REACH_BINS + 2) * self.bin_ns;
+        now - self.last_ns > quiet.max(reach)
+    }
+
+    /// Nothing more is due on the connection: a reset, or both sides' FINs sent and
+    /// acknowledged (all their data with them). Only a lost last ACK (the peer then sends
+    /// its FIN again, a retransmission timeout later) or a stray segment can still come.
+    pub fn ended_cleanly(&self) -> bool {
+        self.halves.iter().any(|h| h.rsts > 0)
+            || self
+                .halves
+                .iter()
+                .all(|h| h.fin_ns.is_some() && h.has_ack && h.acked == h.next_seq)
     }
 
     /// Ends the flow (end of capture, or a new connection on the same ports): the exchange in

@@ -18,6 +18,6 @@ pub mod summary;
 pub mod view;
 
 pub use events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
-pub use flow::TcpFlow;
+pub use flow::{TcpFlow, QUIET_AFTER_CLEAN_CLOSE_NS, QUIET_AFTER_CLOSE_NS};
 pub use sending::WindowPoint;
 pub use states::{SenderState, StateTimes};

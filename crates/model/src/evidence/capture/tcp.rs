@@ -300,7 +300,9 @@ pub struct TcpSummary {
     pub nagle_stalls: u64,
     /// How it ended (absent: still open at the end of the capture).
     pub close: Option<CloseSummary>,
-    /// A later connection reused these ports.
+    /// A later connection reused these ports while this one was still held (until 100 ms
+    /// after a clean end, a second after any other close; see tailhunt-pcap's
+    /// `QUIET_AFTER_CLEAN_CLOSE_NS`).
     pub ports_reused: bool,
 }
 
