@@ -19,7 +19,7 @@ use tailhunt_model::evidence::capture::{
     Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
 };
 
-use crate::bins::{bin_capacity_bytes, SparseBins};
+use crate::bins::{bin_capacity_bytes, PackedBins, SparseBins};
 use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::DelayTrack;
 use crate::flowkey::FlowKey;
@@ -180,7 +180,13 @@ pub struct Analyzer {
     last_ns: i64,
     out_of_order: u64,
     skipped: BTreeMap<String, u64>,
-    channels: FxHashMap<(Dir, IpAddr), SparseBins>,
+    /// Each channel's bins, the older ones packed ([`PackedBins`]).
+    channels: FxHashMap<(Dir, IpAddr), PackedBins>,
+    /// The channels' bins at or above the burst threshold so far (with a link rate, unless
+    /// every flow keeps its bins): what a retiring connection's bins are kept near.
+    hot_bins: HotBins,
+    /// Whether `hot_bins` changed since a sharded pass's reader last copied it.
+    hot_changed: bool,
     /// The flows not yet retired, by id (ids count up in order of first packet).
     flows: FxHashMap<usize, Flow>,
     next_id: usize,
@@ -204,7 +210,7 @@ pub struct Analyzer {
     /// caller last took them (it stores them as rows).
     pub finished: Vec<FlowSummary>,
     /// A shard of a sharded pass: the bins at or above the burst threshold as of the last
-    /// sweep (its reader keeps the channels); `None` in a whole pass.
+    /// sweep (its reader keeps the channels and `hot_bins`); `None` in a whole pass.
     hot: Option<std::sync::Arc<HotBins>>,
     /// The ordinal (frame number in the pass) of the packet being analysed.
     ordinal: u64,
@@ -231,6 +237,8 @@ impl Analyzer {
             out_of_order: 0,
             skipped: BTreeMap::new(),
             channels: FxHashMap::default(),
+            hot_bins: HotBins::default(),
+            hot_changed: false,
             flows: FxHashMap::default(),
             next_id: 0,
             index: FxHashMap::default(),
@@ -309,16 +317,23 @@ impl Analyzer {
         due
     }
 
-    /// Adds the frame to the bins of its two channels; returns those bins' bytes with it.
-    fn add_to_channels(&mut self, p: &Decoded<'_>) -> [u64; 2] {
-        let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
+    /// Adds the frame to the bins of its two channels, and notes a bin it takes to the burst
+    /// threshold.
+    fn add_to_channels(&mut self, p: &Decoded<'_>) {
+        let bin_ns = self.cfg.bin_ns;
+        let bin = p.ts_ns.div_euclid(bin_ns);
         let bytes = p.wire_len as u64;
-        [(Dir::To, p.dst), (Dir::From, p.src)].map(|ch| {
-            self.channels
+        let threshold = self.hot_threshold();
+        for ch in [(Dir::To, p.dst), (Dir::From, p.src)] {
+            let total = self
+                .channels
                 .entry(ch)
-                .or_default()
-                .add(bin, bytes, p.ts_ns)
-        })
+                .or_insert_with(|| PackedBins::new(bin_ns))
+                .add(bin, bytes, p.ts_ns);
+            if let Some(thr) = threshold {
+                self.hot_changed |= self.hot_bins.note(ch, bin, total, bytes, thr);
+            }
+        }
     }
 
     /// The flow part of [`Analyzer::push`]: finds or creates the frame's flow (a new one
@@ -460,24 +475,19 @@ impl Analyzer {
         let name = flow.name().to_string();
         let key = *flow.key();
         let threshold = self.threshold_bytes();
+        // A shard's list comes from its reader; a whole pass keeps its own.
+        let hot = self.hot.as_deref().unwrap_or(&self.hot_bins);
         // Which directions kept bins a burst could claim: only those can be its sources.
         let mut may_be_source = [false; 2];
         for (side, bins) in flow.bins().iter().enumerate() {
             let kept = if self.cfg.keep_flow_bins {
                 bins.clone()
-            } else if let (Some(hot), Some(_)) = (&self.hot, threshold) {
+            } else if threshold.is_some() {
                 let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
                 crate::retired::near_hot_bins(
                     bins,
                     [hot.of(&(Dir::To, dst)), hot.of(&(Dir::From, src))],
                 )
-            } else if let Some(thr) = threshold {
-                let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
-                let channels = [
-                    self.channels.get(&(Dir::To, dst)),
-                    self.channels.get(&(Dir::From, src)),
-                ];
-                crate::retired::near_bursts(bins, channels, thr)
             } else {
                 continue;
             };
@@ -532,9 +542,14 @@ impl Analyzer {
         ids
     }
 
-    /// The bins of a channel (for storing as a series).
-    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<&SparseBins> {
-        self.channels.get(&(dir, host))
+    /// The bins of a channel (for storing as a series), unpacked.
+    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<SparseBins> {
+        self.channels.get(&(dir, host)).map(PackedBins::unpack)
+    }
+
+    /// Heap bytes the channels' bins hold (for tests of the memory bound).
+    pub fn channel_heap_bytes(&self) -> usize {
+        self.channels.values().map(PackedBins::heap_bytes).sum()
     }
 
     /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.

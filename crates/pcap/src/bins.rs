@@ -11,6 +11,10 @@
 
 use serde::Serialize;
 
+pub mod packed;
+
+pub use packed::PackedBins;
+
 /// One non-empty bin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Bin {
@@ -52,6 +56,33 @@ pub struct SparseBins {
 }
 
 impl SparseBins {
+    /// Bins already in time order (indexes strictly increasing), as [`SparseBins::bins`] gives
+    /// them.
+    pub fn from_sorted(bins: Vec<Bin>) -> SparseBins {
+        debug_assert!(bins.windows(2).all(|w| w[0].index < w[1].index));
+        SparseBins { bins }
+    }
+
+    /// Non-empty bins.
+    pub fn len(&self) -> usize {
+        self.bins.len()
+    }
+
+    /// Whether no packet was added.
+    pub fn is_empty(&self) -> bool {
+        self.bins.is_empty()
+    }
+
+    /// Bins the allocation has room for.
+    pub fn capacity(&self) -> usize {
+        self.bins.capacity()
+    }
+
+    /// Removes the first `n` bins.
+    pub fn drain_front(&mut self, n: usize) {
+        self.bins.drain(..n.min(self.bins.len()));
+    }
+
     /// Gives back the spare capacity (a finished flow's bins no longer grow).
     pub fn shrink(&mut self) {
         self.bins.shrink_to_fit();

@@ -43,6 +43,7 @@ pub mod fxhash;
 pub mod inputs;
 pub mod live;
 pub mod matching;
+pub mod pack;
 pub mod packet;
 pub mod read;
 pub mod record;

@@ -109,13 +109,14 @@ impl KeptFlows {
 }
 
 /// A host's retired directions' upstream delays, `(arrival ns, delay ns)` per direction and
-/// bin, for the directions that were no burst's source.
+/// bin, for the directions that were no burst's source; packed (about 6 bytes a pair, not 16:
+/// a many-connection capture's hosts hold one pair per bin of every connection they sent).
 #[derive(Debug, Default)]
 pub struct HostDelays {
     /// Of directions whose clock check passed.
-    pub passed: Vec<(i64, i64)>,
+    pub passed: crate::pack::PackedPairs,
     /// Of directions too short to check (used when the host vouches for them).
-    pub short: Vec<(i64, i64)>,
+    pub short: crate::pack::PackedPairs,
 }
 
 /// Everything kept of the retired flows.

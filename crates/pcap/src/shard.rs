@@ -146,11 +146,8 @@ fn detach(d: &Decoded<'_>) -> Decoded<'static> {
 /// The reader's side: counts and channels, and the batches being filled.
 struct Front {
     an: Analyzer,
-    /// Bins at or above the threshold so far, and the copy last handed to the workers.
-    hot: HotBins,
+    /// The copy of the front's bins at or above the threshold last handed to the workers.
     shared: Arc<HotBins>,
-    changed: bool,
-    threshold: Option<f64>,
     batches: Vec<Vec<Item>>,
     frames: usize,
     workers: Vec<SyncSender<Vec<Item>>>,
@@ -177,9 +174,8 @@ impl Front {
     }
 
     fn shared_hot(&mut self) -> Arc<HotBins> {
-        if self.changed {
-            self.shared = Arc::new(self.hot.clone());
-            self.changed = false;
+        if let Some(hot) = self.an.hot_bins_if_changed() {
+            self.shared = Arc::new(hot);
         }
         self.shared.clone()
     }
@@ -194,8 +190,7 @@ impl Frames for Front {
         let ordinal = self.an.packets();
         match decode(raw) {
             Ok(d) => {
-                let (sweep, bytes) = self.an.push_front(&d);
-                if sweep {
+                if self.an.push_front(&d) {
                     let hot = self.shared_hot();
                     for batch in &mut self.batches {
                         batch.push(Item::Sweep {
@@ -203,16 +198,6 @@ impl Frames for Front {
                             now: d.ts_ns,
                             hot: hot.clone(),
                         });
-                    }
-                }
-                if let Some(thr) = self.threshold {
-                    let bin = d.ts_ns.div_euclid(self.an.bin_ns());
-                    let channels = [
-                        (tailhunt_model::evidence::capture::Dir::To, d.dst),
-                        (tailhunt_model::evidence::capture::Dir::From, d.src),
-                    ];
-                    for (ch, b) in channels.into_iter().zip(bytes) {
-                        self.changed |= self.hot.note(ch, bin, b, d.wire_len as u64, thr);
                     }
                 }
                 if let Some(w) = worker_of(&d, self.batches.len()) {
@@ -311,7 +296,6 @@ pub fn analyse(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Outcome, Analyzer), RunError> {
     let front_an = Analyzer::new(cfg)?;
-    let threshold = front_an.hot_threshold();
     let shards = (0..workers.max(1))
         .map(|_| Analyzer::shard(cfg))
         .collect::<Result<Vec<_>, _>>()?;
@@ -349,10 +333,7 @@ pub fn analyse(
         let reader = reader.spawn_scoped(scope, move || {
             let mut front = Front {
                 an: front_an,
-                hot: HotBins::default(),
                 shared: Arc::new(HotBins::default()),
-                changed: false,
-                threshold,
                 batches,
                 frames: 0,
                 workers: to_workers,

@@ -120,6 +120,17 @@ fn closed_connections_leave_memory_and_stay_in_the_report() {
     // the last 100 ms's are still held, as they ended cleanly (every 65,536 packets alone
     // would leave ~8,300; a second's hold ~1,900).
     assert!(open < 1_100, "{open} of {n} flows still held");
+    // The channels' bins (a minute of them, both ways, both hosts) are packed as they age:
+    // a fraction of the 40 bytes a bin takes unpacked, and unpacked they are all there.
+    let bins: usize = report
+        .channels
+        .iter()
+        .filter_map(|c| an.channel_bins(c.dir, c.host.parse().unwrap()))
+        .map(|b| b.len())
+        .sum();
+    assert!(bins >= 4 * 59_000, "{bins} bins");
+    let per_bin = an.channel_heap_bytes() as f64 / bins as f64;
+    assert!(per_bin < 16.0, "{per_bin:.1} bytes a bin");
     let answered: u64 = report
         .flows
         .iter()

@@ -139,7 +139,7 @@ impl Analyzer {
                 ));
             }
         }
-        let sample = |&(at, delay): &(i64, i64)| {
+        let sample = |(at, delay): (i64, i64)| {
             let sent = at - delay;
             tailhunt_model::Sample::new(sent, sent, at, tailhunt_model::Outcome::Ok)
         };

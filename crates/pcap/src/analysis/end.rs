@@ -54,8 +54,9 @@ impl Analyzer {
         let mut keys: Vec<_> = self.channels.keys().copied().collect();
         keys.sort();
         for (dir, host) in keys {
-            let (summary, b) =
-                analyse_channel(dir, host, &self.channels[&(dir, host)], &flow_bins, &cfg);
+            // Unpacked one channel at a time.
+            let bins = self.channels[&(dir, host)].unpack();
+            let (summary, b) = analyse_channel(dir, host, &bins, &flow_bins, &cfg);
             channels.push(summary);
             bursts.extend(b);
         }

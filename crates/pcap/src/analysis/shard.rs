@@ -29,16 +29,19 @@ use crate::retired::HotBins;
 
 impl Analyzer {
     /// The front's part of [`Analyzer::push`]: counts the frame and adds it to its channels'
-    /// bins. Returns whether a sweep is due before it, and the two bins' bytes with it.
-    pub(crate) fn push_front(&mut self, p: &Decoded<'_>) -> (bool, [u64; 2]) {
+    /// bins (noting those it takes to the burst threshold). Returns whether a sweep is due
+    /// before it.
+    pub(crate) fn push_front(&mut self, p: &Decoded<'_>) -> bool {
         self.count_frame(p.ts_ns, p.wire_len);
         let due = self.sweep_due(p.ts_ns);
-        (due, self.add_to_channels(p))
+        self.add_to_channels(p);
+        due
     }
 
-    /// The bin width, ns.
-    pub(crate) fn bin_ns(&self) -> i64 {
-        self.cfg.bin_ns
+    /// The front's bins at or above the burst threshold, when they changed since the last
+    /// call: the copy its workers' sweeps read.
+    pub(crate) fn hot_bins_if_changed(&mut self) -> Option<HotBins> {
+        std::mem::take(&mut self.hot_changed).then(|| self.hot_bins.clone())
     }
 
     /// Bytes a bin must hold to be part of a burst, when the sweep must know them: none
@@ -131,10 +134,10 @@ impl Analyzer {
                 h.0 |= passed;
                 h.1 |= failed;
             }
-            for (host, mut d) in std::mem::take(&mut s.retired.host_delays) {
+            for (host, d) in std::mem::take(&mut s.retired.host_delays) {
                 let h = front.retired.host_delays.entry(host).or_default();
-                h.passed.append(&mut d.passed);
-                h.short.append(&mut d.short);
+                h.passed.append(&d.passed);
+                h.short.append(&d.short);
             }
             points.extend(s.retired.points.drain(..).map(|(b, id, p)| (b, new(id), p)));
             for (at, mut stall) in s.stall_at.iter().zip(s.stalls.drain(..)) {
@@ -248,8 +251,7 @@ mod tests {
             let d = decode(&raw).unwrap();
             whole.push(&d);
             let ordinal = front.packets();
-            let (sweep, _) = front.push_front(&d);
-            assert!(!sweep);
+            assert!(!front.push_front(&d), "no sweep");
             let w = crate::shard::worker_of(&d, shards.len()).unwrap();
             shards[w].push_shard(ordinal, &d);
         }

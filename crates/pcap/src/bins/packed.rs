@@ -1,0 +1,234 @@
+//! A channel's bins, packed once they are too old to change in practice.
+//!
+//! In: packets as `(bin index, bytes, timestamp)`, nearly in time order, as
+//! [`SparseBins::add`] takes them. Out: exactly the bins a [`SparseBins`] fed the same packets
+//! would hold, unpacked on demand ([`PackedBins::unpack`]: the end of the pass unpacks one
+//! channel at a time).
+//!
+//! A channel lives as long as the capture, so its bins are what grows with the capture's
+//! length and its number of hosts: 40 bytes a bin in a `SparseBins`, and up to twice that in
+//! a growing `Vec` (bench/pcap.sh's 100,000-connection capture: 17 MiB of its 57 MiB peak,
+//! for 250 client hosts' half a million non-empty bins). Here a bin more than [`HORIZON_NS`]
+//! (and [`BLOCK_BINS`] bins) behind its channel's newest is packed into a block of
+//! [`BLOCK_BINS`]: varints ([`crate::pack`]) of the step from the
+//! previous bin's index, the bytes, the packets and the first and last packets' offsets,
+//! about 8 to 10 bytes a bin on short-connection traffic. A packet for a bin already packed
+//! (a capture whose timestamps go back further than the horizon) unpacks its block, adds to
+//! it and packs it again: slower, never different.
+
+use prost::encoding::{decode_varint, encode_varint};
+
+use super::{Bin, SparseBins};
+use crate::pack::{unzigzag, zigzag};
+
+/// Bins per packed block (a late packet unpacks one block).
+pub const BLOCK_BINS: usize = 32;
+
+/// How far behind its channel's newest bin a bin must be to be packed: captures of `-i any`
+/// interleave per-CPU buffers by a few milliseconds, so a packet this late is rare.
+pub const HORIZON_NS: i64 = 100_000_000;
+
+/// A run of packed bins, `first..=last` by index, in index order.
+#[derive(Debug, Clone)]
+struct Block {
+    first: i64,
+    last: i64,
+    bins: u32,
+    data: Box<[u8]>,
+}
+
+/// The bins of one channel: the newest as a [`SparseBins`], the older ones packed.
+#[derive(Debug, Clone)]
+pub struct PackedBins {
+    recent: SparseBins,
+    blocks: Vec<Block>,
+    bin_ns: i64,
+    /// [`HORIZON_NS`] in bins.
+    horizon: i64,
+}
+
+impl PackedBins {
+    /// No bins yet, of `bin_ns` each.
+    pub fn new(bin_ns: i64) -> PackedBins {
+        PackedBins {
+            recent: SparseBins::default(),
+            blocks: Vec::new(),
+            bin_ns,
+            horizon: (HORIZON_NS / bin_ns.max(1)).max(2),
+        }
+    }
+
+    /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / bin width`); returns
+    /// the bin's bytes with it, as [`SparseBins::add`].
+    #[inline]
+    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
+        if index < self.packed_end() {
+            return self.add_late(index, bytes, ts_ns);
+        }
+        let before = self.recent.len();
+        let total = self.recent.add(index, bytes, ts_ns);
+        if self.recent.len() > before && self.recent.len() > BLOCK_BINS {
+            self.pack_old();
+        }
+        total
+    }
+
+    /// Non-empty bins.
+    pub fn len(&self) -> usize {
+        self.recent.len() + self.blocks.iter().map(|b| b.bins as usize).sum::<usize>()
+    }
+
+    /// Whether no packet was added.
+    pub fn is_empty(&self) -> bool {
+        self.recent.is_empty() && self.blocks.is_empty()
+    }
+
+    /// Every bin, in time order.
+    pub fn unpack(&self) -> SparseBins {
+        let mut all = Vec::with_capacity(self.len());
+        for b in &self.blocks {
+            unpack_block(b, self.bin_ns, &mut all);
+        }
+        all.extend_from_slice(self.recent.bins());
+        SparseBins::from_sorted(all)
+    }
+
+    /// Heap bytes held (packed blocks, their records and the recent bins' capacity).
+    pub fn heap_bytes(&self) -> usize {
+        self.blocks.capacity() * std::mem::size_of::<Block>()
+            + self.blocks.iter().map(|b| b.data.len()).sum::<usize>()
+            + self.recent.capacity() * std::mem::size_of::<Bin>()
+    }
+
+    /// The first index a new bin may have without going into a block.
+    fn packed_end(&self) -> i64 {
+        self.blocks.last().map_or(i64::MIN, |b| b.last + 1)
+    }
+
+    /// Packs the oldest [`BLOCK_BINS`] recent bins when that many are past the horizon.
+    fn pack_old(&mut self) {
+        let newest = self.recent.bins().last().map_or(i64::MIN, |b| b.index);
+        let old = self
+            .recent
+            .bins()
+            .partition_point(|b| b.index < newest.saturating_sub(self.horizon));
+        if old >= BLOCK_BINS {
+            let block = pack_block(&self.recent.bins()[..BLOCK_BINS], self.bin_ns);
+            self.blocks.push(block);
+            self.recent.drain_front(BLOCK_BINS);
+        }
+    }
+
+    /// A packet for a bin at or before the last packed one: into the block that holds (or
+    /// would hold) its index.
+    #[cold]
+    fn add_late(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
+        let k = self
+            .blocks
+            .partition_point(|b| b.first <= index)
+            .saturating_sub(1);
+        let mut bins = Vec::with_capacity(self.blocks[k].bins as usize + 1);
+        unpack_block(&self.blocks[k], self.bin_ns, &mut bins);
+        let mut sparse = SparseBins::from_sorted(bins);
+        let total = sparse.add(index, bytes, ts_ns);
+        self.blocks[k] = pack_block(sparse.bins(), self.bin_ns);
+        total
+    }
+}
+
+/// Packs `bins` (sorted, at least one) into a block. Offsets use wrapping arithmetic, so any
+/// bin (even one whose times lie outside its index's interval) comes back exactly.
+fn pack_block(bins: &[Bin], bin_ns: i64) -> Block {
+    let mut data = Vec::with_capacity(bins.len() * 10);
+    let first = bins[0].index;
+    let mut prev = first;
+    for b in bins {
+        encode_varint(b.index.wrapping_sub(prev) as u64, &mut data);
+        encode_varint(b.bytes, &mut data);
+        encode_varint(u64::from(b.packets), &mut data);
+        let start = b.index.wrapping_mul(bin_ns);
+        encode_varint(zigzag(b.first_ns.wrapping_sub(start)), &mut data);
+        encode_varint(zigzag(b.last_ns.wrapping_sub(b.first_ns)), &mut data);
+        prev = b.index;
+    }
+    Block {
+        first,
+        last: prev,
+        bins: bins.len() as u32,
+        data: data.into_boxed_slice(),
+    }
+}
+
+fn unpack_block(block: &Block, bin_ns: i64, out: &mut Vec<Bin>) {
+    let mut data: &[u8] = &block.data;
+    let mut index = block.first;
+    // The block was written by `pack_block`: every varint is whole.
+    let mut next = || decode_varint(&mut data).unwrap_or(0);
+    for _ in 0..block.bins {
+        index = index.wrapping_add(next() as i64);
+        let bytes = next();
+        let packets = next() as u32;
+        let first_ns = index.wrapping_mul(bin_ns).wrapping_add(unzigzag(next()));
+        let last_ns = first_ns.wrapping_add(unzigzag(next()));
+        out.push(Bin {
+            index,
+            bytes,
+            packets,
+            first_ns,
+            last_ns,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: i64 = 1_000_000;
+
+    /// A short-connection host's channel: a packet or three every few milliseconds for ten
+    /// seconds. Packed, it takes a fraction of the 40 bytes a bin of a `SparseBins`.
+    #[test]
+    fn a_sparse_channel_packs_to_a_fraction_of_its_bins() {
+        let mut p = PackedBins::new(MS);
+        let mut plain = SparseBins::default();
+        let mut t = 1_700_000_000_000 * MS;
+        let mut seed = 3u64;
+        for _ in 0..20_000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            t += ((seed >> 40) % 2_000_000) as i64;
+            let bytes = 66 + (seed >> 20) % 1500;
+            p.add(t / MS, bytes, t);
+            plain.add(t / MS, bytes, t);
+        }
+        assert_eq!(p.unpack().bins(), plain.bins());
+        let per_bin = p.heap_bytes() as f64 / p.len() as f64;
+        assert!(per_bin < 14.0, "{per_bin:.1} bytes a bin");
+    }
+
+    proptest! {
+        /// Whatever the order of the packets (late ones reaching into packed blocks, before the
+        /// first block, into gaps), the bins are those of a `SparseBins` fed the same.
+        #[test]
+        fn packed_bins_are_the_plain_bins(
+            steps in proptest::collection::vec((0i64..40, -400i64..4, 1u64..2000, 0i64..MS), 1..1500),
+            bin_ms in 1i64..3,
+        ) {
+            let bin_ns = bin_ms * MS;
+            let mut p = PackedBins::new(bin_ns);
+            let mut plain = SparseBins::default();
+            let mut newest = 1_000_000i64;
+            for (ahead, back, bytes, within) in steps {
+                // Mostly forward, sometimes far back (beyond the horizon of 100 or 50 bins).
+                newest += ahead;
+                let index = if back < 0 { newest + back } else { newest };
+                let ts = index * bin_ns + within % bin_ns;
+                prop_assert_eq!(p.add(index, bytes, ts), plain.add(index, bytes, ts));
+            }
+            let unpacked = p.unpack();
+            prop_assert_eq!(unpacked.bins(), plain.bins());
+            prop_assert_eq!(p.len(), plain.len());
+        }
+    }
+}

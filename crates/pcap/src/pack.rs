@@ -1,0 +1,126 @@
+//! Packing numbers that a long pass keeps: LEB128 varints (prost's, the protobuf encoding)
+//! with zigzag for signed values.
+//!
+//! In: `i64` pairs, appended. Out: the same pairs, in the same order, from a byte vector of
+//! a few bytes a pair instead of 16 (32 in a growing `Vec` just after it doubled). Used for
+//! the upstream delays a retired connection leaves per host ([`crate::retired::HostDelays`]);
+//! [`crate::bins::PackedBins`] packs channels' bins the same way.
+
+use prost::encoding::{decode_varint, encode_varint};
+
+/// Zigzag: small negative and positive numbers as small unsigned ones.
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// A list of `(a, b)` pairs packed as the step of `a` from the previous pair's and `b`
+/// itself: small when `a` is a time that mostly moves forward a little and `b` a short
+/// duration.
+#[derive(Debug, Clone, Default)]
+pub struct PackedPairs {
+    data: Vec<u8>,
+    len: usize,
+    last_a: i64,
+}
+
+impl PackedPairs {
+    /// Appends a pair.
+    pub fn push(&mut self, a: i64, b: i64) {
+        encode_varint(zigzag(a.wrapping_sub(self.last_a)), &mut self.data);
+        encode_varint(zigzag(b), &mut self.data);
+        self.last_a = a;
+        self.len += 1;
+    }
+
+    /// Appends every pair of `other`, in its order.
+    pub fn append(&mut self, other: &PackedPairs) {
+        for (a, b) in other.iter() {
+            self.push(a, b);
+        }
+    }
+
+    /// Pairs held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity()
+    }
+
+    /// The pairs in the order they were pushed.
+    pub fn iter(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let mut data: &[u8] = &self.data;
+        let mut a = 0i64;
+        // Written by `push`: every varint is whole.
+        std::iter::from_fn(move || {
+            if data.is_empty() {
+                return None;
+            }
+            a = a.wrapping_add(unzigzag(decode_varint(&mut data).unwrap_or(0)));
+            let b = unzigzag(decode_varint(&mut data).unwrap_or(0));
+            Some((a, b))
+        })
+    }
+}
+
+impl Extend<(i64, i64)> for PackedPairs {
+    fn extend<T: IntoIterator<Item = (i64, i64)>>(&mut self, iter: T) {
+        for (a, b) in iter {
+            self.push(a, b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn zigzag_round_trips_the_extremes() {
+        for v in [0, 1, -1, 63, -64, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    /// A host's delays: a time a millisecond or so after the last, a delay of some
+    /// microseconds; packed in about 6 bytes a pair.
+    #[test]
+    fn delays_pack_to_a_few_bytes_a_pair() {
+        let mut p = PackedPairs::default();
+        let mut t = 1_700_000_000_000_000_000i64;
+        for i in 0..10_000i64 {
+            t += 700_000 + (i * 7919) % 900_000;
+            p.push(t, (i * 104_729) % 300_000);
+        }
+        assert_eq!(p.len(), 10_000);
+        let per_pair = p.data.len() as f64 / p.len() as f64;
+        assert!(per_pair < 7.0, "{per_pair:.1} bytes a pair");
+    }
+
+    proptest! {
+        #[test]
+        fn packed_pairs_come_back_in_order(pairs in proptest::collection::vec(any::<(i64, i64)>(), 0..300)) {
+            let mut p = PackedPairs::default();
+            p.extend(pairs.iter().copied());
+            let mut q = PackedPairs::default();
+            q.push(5, -5);
+            q.append(&p);
+            prop_assert_eq!(p.iter().collect::<Vec<_>>(), pairs.clone());
+            prop_assert_eq!(q.iter().skip(1).collect::<Vec<_>>(), pairs);
+            prop_assert_eq!(q.len(), p.len() + 1);
+        }
+    }
+}
