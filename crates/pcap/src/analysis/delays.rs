@@ -24,7 +24,7 @@ impl Analyzer {
         &mut self,
         i: usize,
         key: &FlowKey,
-        name: &str,
+        name: &dyn Fn() -> String,
         may_be_source: [bool; 2],
     ) {
         let Some(tracks) = self.delays.remove(&i) else {
@@ -45,7 +45,7 @@ impl Analyzer {
             let delays = track.delays();
             if may_be_source[side] || self.cfg.keep_flow_bins {
                 self.retired.delays.push(KeptDelays {
-                    name: name.to_string(),
+                    name: name(),
                     sender,
                     check,
                     delays,

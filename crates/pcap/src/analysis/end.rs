@@ -55,7 +55,7 @@ impl Analyzer {
         keys.sort();
         for (dir, host) in keys {
             // Unpacked one channel at a time.
-            let bins = self.channels[&(dir, host)].unpack();
+            let bins = self.channel_bins[self.channels[&(dir, host)]].unpack();
             let (summary, b) = analyse_channel(dir, host, &bins, &flow_bins, &cfg);
             channels.push(summary);
             bursts.extend(b);
