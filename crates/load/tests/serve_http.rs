@@ -93,6 +93,27 @@ fn three_pipelined_requests_get_three_responses_with_timestamps() {
     assert_eq!((stats.requests, stats.replies), (3, 3));
 }
 
+/// More pipelined requests than the server's first read buffer holds, sent at once and
+/// followed by the client's FIN: every request is answered, then the server closes too (its
+/// reads stop at one that leaves room in the buffer only while the peer is open).
+#[test]
+fn a_pipelined_flood_then_a_half_close_gets_every_reply() {
+    let server = start(|c| c.reply_bytes = 1);
+    let (mut s, mut r) = connect(&server);
+    let n = 3000;
+    let flood = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(n);
+    s.write_all(&flood).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    for _ in 0..n {
+        assert_eq!(read_response(&mut r).status, 200);
+    }
+    let mut rest = Vec::new();
+    r.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty(), "{} bytes after the last reply", rest.len());
+    let stats = server.stop();
+    assert_eq!((stats.requests, stats.replies), (n as u64, n as u64));
+}
+
 #[test]
 fn empty_bodies_split_writes_and_timestamps_off() {
     let server = start(|c| {

@@ -141,8 +141,17 @@ impl<S: Default> Conn<S> {
         self.read_closed && self.pending.is_empty() && self.out_pos == self.out.len()
     }
 
-    /// Reads until the socket is drained (edge-triggered), parsing every complete request.
-    pub(crate) fn read<P>(&mut self, proto: &P, ctx: &mut WorkerCtx) -> Result<(), Gone>
+    /// Reads until the socket is drained (edge-triggered), parsing every complete request. A
+    /// read that leaves room in the buffer took everything queued, and a segment that comes
+    /// after it raises a new edge: so the read that would only say EAGAIN is skipped (a third
+    /// of a request/response server's syscalls), unless `to_end` (the peer closed or the
+    /// socket failed: its end must be read, no further edge will come).
+    pub(crate) fn read<P>(
+        &mut self,
+        proto: &P,
+        ctx: &mut WorkerCtx,
+        to_end: bool,
+    ) -> Result<(), Gone>
     where
         P: StreamProto<State = S>,
     {
@@ -164,11 +173,15 @@ impl<S: Default> Conn<S> {
                     return Err(Gone); // the protocols never let an unparsed request get this big
                 }
             }
+            let room = self.inbuf.len() - self.in_end;
             match ctx.recv_with_rx_time(&self.fd, &mut self.inbuf[self.in_end..]) {
                 Ok((0, _)) => self.read_closed = true,
                 Ok((n, rx_kernel_ns)) => {
                     self.in_end += n;
                     self.parse(proto, ctx, rx_kernel_ns);
+                    if n < room && !to_end {
+                        return Ok(());
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -91,13 +91,10 @@ impl<P: StreamProto> StreamWorker<P> {
                     TOKEN_TIMER => self.ctx.timer.fired(),
                     token => {
                         if let Some(idx) = self.lookup(token) {
-                            let readable = flags.intersects(
-                                EventFlags::IN
-                                    | EventFlags::RDHUP
-                                    | EventFlags::HUP
-                                    | EventFlags::ERR,
-                            );
-                            self.drive(idx, readable);
+                            let ended = flags
+                                .intersects(EventFlags::RDHUP | EventFlags::HUP | EventFlags::ERR);
+                            let readable = ended || flags.intersects(EventFlags::IN);
+                            self.drive(idx, readable, ended);
                         }
                     }
                 }
@@ -186,15 +183,15 @@ impl<P: StreamProto> StreamWorker<P> {
             .map(|_| idx)
     }
 
-    /// Reads (if `read`), answers what is due, writes; then schedules the next wake-up or
-    /// closes the connection.
-    fn drive(&mut self, idx: usize, mut read: bool) {
+    /// Reads (if `read`; to the end of the stream if `ended`: the peer closed), answers what is
+    /// due, writes; then schedules the next wake-up or closes the connection.
+    fn drive(&mut self, idx: usize, mut read: bool, ended: bool) {
         let Some(conn) = self.conns[idx].as_mut() else {
             return;
         };
         let outcome = loop {
             if read {
-                if let Err(gone) = conn.read(&self.proto, &mut self.ctx) {
+                if let Err(gone) = conn.read(&self.proto, &mut self.ctx, ended) {
                     break Err(gone);
                 }
             }
@@ -239,7 +236,7 @@ impl<P: StreamProto> StreamWorker<P> {
                 if let Some(conn) = self.conns[idx].as_mut().filter(|c| c.armed == Some(due)) {
                     conn.armed = None;
                 }
-                self.drive(idx, false);
+                self.drive(idx, false, false);
             }
         }
         if let Some(&Reverse((due, _))) = self.due.peek() {

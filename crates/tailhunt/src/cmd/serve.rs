@@ -38,6 +38,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     };
     cfg.split_writes = a.split_writes;
     cfg.threads = a.threads;
+    cfg.timestamps = a.timestamps;
     cfg.pause = a
         .pause
         .as_deref()
