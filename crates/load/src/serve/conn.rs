@@ -12,7 +12,7 @@ use std::os::fd::OwnedFd;
 use rustix::io::Errno;
 use rustix::net::SendFlags;
 
-use super::runtime::{mono_ns, would_block, Counters, WorkerCtx};
+use super::runtime::{would_block, Counters, WorkerCtx};
 use crate::wire::ServerTimes;
 
 /// Unsent reply bytes above which a connection stops reading (the client is not reading).
@@ -197,7 +197,7 @@ impl<S: Default> Conn<S> {
     where
         P: StreamProto<State = S>,
     {
-        let now = mono_ns();
+        let now = ctx.schedule_ns();
         let times = ServerTimes {
             rx_kernel_ns: if ctx.timestamps { rx_kernel_ns } else { 0 },
             app_recv_ns: ctx.stamp(),

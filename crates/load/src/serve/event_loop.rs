@@ -195,7 +195,8 @@ impl<P: StreamProto> StreamWorker<P> {
                     break Err(gone);
                 }
             }
-            match conn.flush(&self.proto, &mut self.ctx, self.split, mono_ns()) {
+            let now = self.ctx.schedule_ns();
+            match conn.flush(&self.proto, &mut self.ctx, self.split, now) {
                 // The output drained below the limit that stopped reading: read what waited.
                 Ok(_) if conn.wants_read() => read = true,
                 other => break other,

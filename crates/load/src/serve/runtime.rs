@@ -23,7 +23,7 @@ use rustix::time::{
 
 use super::inject::InjectSampler;
 use super::think::ThinkSampler;
-use super::{ServeConfig, ServeStats};
+use super::{Injected, ServeConfig, ServeStats, ThinkTime};
 use crate::tstamp;
 
 /// Longest sleep in `epoll_wait` between looks at the stop flag.
@@ -208,6 +208,9 @@ pub(crate) struct WorkerCtx {
     /// The planted faults' extra waits.
     pub inject: InjectSampler,
     pub timestamps: bool,
+    /// Whether a reply can be due later than its request is read (think time, a planted fault
+    /// or a pause): without, replies go out at once and nobody needs the time of day.
+    delays: bool,
     /// `recvmsg` with a reused control buffer, for the kernel receive timestamps.
     reader: tstamp::Reader,
 }
@@ -245,8 +248,23 @@ impl WorkerCtx {
             think: ThinkSampler::new(&cfg.think),
             inject,
             timestamps: cfg.timestamps,
+            delays: cfg.think != ThinkTime::None
+                || cfg.inject != Injected::default()
+                || cfg.pause.is_some(),
             reader: tstamp::Reader::new(),
         })
+    }
+
+    /// The monotonic time replies are scheduled by: 0 when no reply is ever delayed (every
+    /// reply is then due at once, and two clock reads a request, about 3% of a busy server's
+    /// CPU, are saved).
+    #[inline]
+    pub(crate) fn schedule_ns(&self) -> u64 {
+        if self.delays {
+            mono_ns()
+        } else {
+            0
+        }
     }
 
     /// Called first on the worker's own thread.
