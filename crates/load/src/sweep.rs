@@ -70,6 +70,8 @@ pub struct StepFacts {
     pub interrupted: bool,
     /// Host health during the step.
     pub health: Health,
+    /// With `--breakdown`: ok replies that carried no server timestamps.
+    pub untimed_replies: u64,
 }
 
 /// Computes the facts of a step from its measured samples and its tally.
@@ -114,6 +116,7 @@ pub fn facts(
         }),
         interrupted: out.interrupted,
         health,
+        untimed_replies: tally.untimed,
     }
 }
 
@@ -214,6 +217,12 @@ pub fn warnings(f: &StepFacts, conns: usize, max_inflight: usize) -> Vec<String>
             f.health.steal * 100.0
         ));
     }
+    if f.untimed_replies > 0 {
+        w.push(format!(
+            "at {rate}/s {} of {} replies carried no server timestamps (not a tailhunt reference server, or one started with --timestamps=false): --breakdown could not split their time, and their server and network parts are stored as 0",
+            f.untimed_replies, f.counts.ok
+        ));
+    }
     if f.health.tcp_retransmits > 0 {
         w.push(format!(
             "at {rate}/s this host retransmitted {} TCP segments during the step",
@@ -249,6 +258,7 @@ mod tests {
             silence: None,
             interrupted: false,
             health: Health::default(),
+            untimed_replies: 0,
         }
     }
 
@@ -288,6 +298,12 @@ mod tests {
         };
         assert_eq!(bottleneck(&small_pool), Some(Bottleneck::Pool));
         assert!(warnings(&small_pool, 1, 1)[0].contains("raise --conns"));
+        let untimed = StepFacts {
+            untimed_replies: 40,
+            ..quiet(200.0)
+        };
+        assert!(warnings(&untimed, 4, 1000)[0]
+            .contains("40 of 1000 replies carried no server timestamps"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use tailhunt_model::{Outcome, Sample};
 
+use crate::breakdown::Breakdown;
 use crate::engine::Finished;
 
 /// A step's counts. Requests never sent (they waited in the client until their timeout, or
@@ -47,6 +48,9 @@ pub struct Tally {
     pub services: Vec<i64>,
     /// When the last ok response of the measured window arrived.
     pub last_ok_end_ns: Option<i64>,
+    /// With `--breakdown`: ok measured replies that carried no server timestamps, so their
+    /// time could not be split (their breakdown is all zeros).
+    pub untimed: u64,
 }
 
 impl Tally {
@@ -67,6 +71,7 @@ impl Tally {
         match f.sample.outcome {
             Outcome::Ok => {
                 c.ok += 1;
+                self.untimed += u64::from(f.breakdown == Some(Breakdown::default()));
                 let end = f.sample.end_ns;
                 self.last_ok_end_ns = Some(self.last_ok_end_ns.map_or(end, |t| t.max(end)));
             }

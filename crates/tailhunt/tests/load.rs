@@ -272,6 +272,40 @@ fn breakdown_attributes_think_time_to_the_server_application() {
     );
 }
 
+/// A server that sends no timestamps (`serve --timestamps=false`) cannot have its replies
+/// split: `--breakdown` says so in the step's warnings, naming how many replies it concerns,
+/// and says nothing of the kind against a server that sends them.
+#[test]
+fn breakdown_against_a_server_without_timestamps_is_a_warning() {
+    let env = Env::new();
+    let warnings = |server_args: &[&str]| {
+        let server = tailhunt_serve("tcp", server_args);
+        let doc = env.json(
+            "load",
+            &[
+                "load",
+                &format!("tcp://{}", server.addr),
+                "--rate",
+                "100",
+                "--duration",
+                "1s",
+                "--breakdown",
+            ],
+        );
+        let w = step(&doc, 100.0)["warnings"].clone();
+        (step(&doc, 100.0)["ok"].as_u64().unwrap(), w.to_string())
+    };
+    let (ok, w) = warnings(&["--timestamps=false"]);
+    assert!(
+        w.contains(&format!(
+            "{ok} of {ok} replies carried no server timestamps"
+        )),
+        "{w}"
+    );
+    let (_, w) = warnings(&[]);
+    assert!(!w.contains("no server timestamps"), "{w}");
+}
+
 #[test]
 fn bad_targets_and_rates_are_clear_one_line_errors() {
     let env = Env::new();
