@@ -7,8 +7,6 @@
 //! So a store can commit them within its commit interval (a killed run loses about a second,
 //! not a step), and nobody holds a whole step in memory to sort it at the end.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::sync::mpsc::Sender;
 
 use tailhunt_model::{Sample, SinkError};
@@ -119,35 +117,22 @@ impl Outbox {
     }
 }
 
-/// A finished request waiting for its turn; the heap's top is the earliest.
+/// A finished request waiting for its turn, keyed by intended time and arrival (ties keep
+/// the order they arrived in).
 struct Waiting {
     key: (i64, u64),
     item: Finished,
 }
 
-impl PartialEq for Waiting {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-
-impl Eq for Waiting {}
-
-impl PartialOrd for Waiting {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Waiting {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key) // reversed: BinaryHeap is a max-heap
-    }
-}
-
 /// Puts the workers' batches back into intended-time order.
+///
+/// What waits is kept in one vector, sorted when something is released: it holds the
+/// requests held back last time (already in order) and the new batches (each nearly in order,
+/// as a worker finishes requests about in the order they were due), which the standard sort
+/// merges in about linear time. A binary heap did a push and a pop of the 80-byte record per
+/// request: its pop alone was 1.4% of a saturated client's `perf` samples (2026-11-28).
 pub(crate) struct Reorder {
-    heap: BinaryHeap<Waiting>,
+    waiting: Vec<Waiting>,
     watermarks: Vec<i64>,
     arrived: u64,
     out: Vec<Finished>,
@@ -156,7 +141,7 @@ pub(crate) struct Reorder {
 impl Reorder {
     pub fn new(workers: usize) -> Reorder {
         Reorder {
-            heap: BinaryHeap::new(),
+            waiting: Vec::new(),
             watermarks: vec![i64::MIN; workers],
             arrived: 0,
             out: Vec::new(),
@@ -166,7 +151,7 @@ impl Reorder {
     pub fn add(&mut self, b: Batch) {
         for item in b.items {
             self.arrived += 1;
-            self.heap.push(Waiting {
+            self.waiting.push(Waiting {
                 key: (item.sample.intended_ns, self.arrived),
                 item,
             });
@@ -184,11 +169,14 @@ impl Reorder {
             self.watermarks.iter().copied().min().unwrap_or(i64::MAX)
         };
         self.out.clear();
-        while self.heap.peek().is_some_and(|w| w.key.0 < until || all) {
-            if let Some(w) = self.heap.pop() {
-                self.out.push(w.item);
-            }
-        }
+        // Keys are unique (arrival numbers), so an unstable sort gives the one order.
+        self.waiting.sort_unstable_by_key(|w| w.key);
+        let due = if all {
+            self.waiting.len()
+        } else {
+            self.waiting.partition_point(|w| w.key.0 < until)
+        };
+        self.out.extend(self.waiting.drain(..due).map(|w| w.item));
         if self.out.is_empty() {
             return Ok(());
         }
@@ -242,5 +230,45 @@ mod tests {
         assert_eq!(times(&sink), [10, 20, 30, 35]);
         r.release(&mut sink, true).unwrap();
         assert_eq!(times(&sink), [10, 20, 30, 35, 50]);
+    }
+
+    /// Many batches, each out of order within itself, from three workers whose watermarks
+    /// move at different speeds: every request comes out once, in intended-time order, and
+    /// requests due at the same time keep the order they arrived in.
+    #[test]
+    fn shuffled_batches_come_out_sorted_and_ties_in_arrival_order() {
+        let mut r = Reorder::new(3);
+        let mut sink = Collect::default();
+        let mut seed = 11u64;
+        let mut sent = 0;
+        for round in 0..200i64 {
+            for worker in 0..3 {
+                let mut items: Vec<Finished> = (0..20)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        f(round * 100 + (seed >> 58) as i64)
+                    })
+                    .collect();
+                items.reverse();
+                for x in &mut items {
+                    sent += 1;
+                    x.sample.end_ns = sent; // marks the arrival order
+                }
+                r.add(Batch {
+                    worker,
+                    items,
+                    watermark_ns: round * 100 - 100 * worker as i64,
+                });
+            }
+            r.release(&mut sink, false).unwrap();
+        }
+        r.release(&mut sink, true).unwrap();
+        assert_eq!(sink.0.len(), 200 * 3 * 20);
+        let keys: Vec<(i64, i64)> = sink
+            .0
+            .iter()
+            .map(|x| (x.sample.intended_ns, x.sample.end_ns))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "out of order");
     }
 }
