@@ -94,8 +94,9 @@ fn three_pipelined_requests_get_three_responses_with_timestamps() {
 }
 
 /// More pipelined requests than the server's first read buffer holds, sent at once and
-/// followed by the client's FIN: every request is answered, then the server closes too (its
-/// reads stop at one that leaves room in the buffer only while the peer is open).
+/// followed by the client's FIN: every request is answered, then the server closes too. (The
+/// end-to-end contract of the server's shorter reads; it does not isolate reading to the end
+/// after RDHUP, since the writes' own EPOLLOUT edges report the close as well.)
 #[test]
 fn a_pipelined_flood_then_a_half_close_gets_every_reply() {
     let server = start(|c| c.reply_bytes = 1);

@@ -91,6 +91,12 @@ impl AnalysisConfig {
     /// Bin widths the analysis accepts, ns.
     pub const BIN_RANGE_NS: std::ops::RangeInclusive<i64> = 10_000..=1_000_000_000;
 
+    /// Bytes a bin must hold to be part of a burst (none without a link rate).
+    fn threshold_bytes(&self) -> Option<f64> {
+        self.link_rate_bps
+            .map(|r| bin_capacity_bytes(r, self.bin_ns) * self.burst_threshold)
+    }
+
     /// Checks the settings.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !Self::BIN_RANGE_NS.contains(&self.bin_ns) {
@@ -193,6 +199,9 @@ pub struct Analyzer {
     hot_bins: HotBins,
     /// Whether `hot_bins` changed since a sharded pass's reader last copied it.
     hot_changed: bool,
+    /// Bytes that take a bin to the burst threshold, when `hot_bins` is kept: none without a
+    /// link rate, or when every flow keeps all its bins (fixed for the pass; read per frame).
+    hot_threshold: Option<f64>,
     /// The flows not yet retired, by id (ids count up in order of first packet).
     flows: FxHashMap<usize, Flow>,
     next_id: usize,
@@ -247,6 +256,11 @@ impl Analyzer {
             last_channel: [None; 2],
             hot_bins: HotBins::default(),
             hot_changed: false,
+            hot_threshold: if cfg.keep_flow_bins {
+                None
+            } else {
+                cfg.threshold_bytes()
+            },
             flows: FxHashMap::default(),
             next_id: 0,
             index: FxHashMap::default(),
@@ -331,7 +345,7 @@ impl Analyzer {
         let bin_ns = self.cfg.bin_ns;
         let bin = p.ts_ns.div_euclid(bin_ns);
         let bytes = p.wire_len as u64;
-        let threshold = self.hot_threshold();
+        let threshold = self.hot_threshold;
         for (side, ch) in [(Dir::To, p.dst), (Dir::From, p.src)]
             .into_iter()
             .enumerate()
@@ -495,7 +509,6 @@ impl Analyzer {
         // Formatted only for what keeps it (a direction that may be a burst's source).
         let name = || summary.name.to_string();
         let key = *flow.key();
-        let threshold = self.threshold_bytes();
         // A shard's list comes from its reader; a whole pass keeps its own.
         let hot = self.hot.as_deref().unwrap_or(&self.hot_bins);
         // Which directions kept bins a burst could claim: only those can be its sources.
@@ -503,7 +516,7 @@ impl Analyzer {
         for (side, bins) in flow.bins().iter().enumerate() {
             let kept = if self.cfg.keep_flow_bins {
                 bins.clone()
-            } else if threshold.is_some() {
+            } else if self.hot_threshold.is_some() {
                 let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
                 crate::retired::near_hot_bins(
                     bins,
@@ -546,13 +559,6 @@ impl Analyzer {
         }
         self.retired.tcp_stored += u64::from(summary.tcp.is_some());
         self.finished.push(summary);
-    }
-
-    /// Bytes a bin must hold to be part of a burst (none without a link rate).
-    fn threshold_bytes(&self) -> Option<f64> {
-        self.cfg
-            .link_rate_bps
-            .map(|r| bin_capacity_bytes(r, self.cfg.bin_ns) * self.cfg.burst_threshold)
     }
 
     /// The live flows in order of id.

@@ -252,16 +252,14 @@ impl<'a> Loop<'a> {
                 break;
             }
             let mut wait = MAX_WAIT_NS;
-            // With every connection busy a send can wait only for a reply (or a connection's
-            // retry): waking for the timetable, or polling for it, would find nothing to do
-            // (at the highest rates that polling was most of the client's own CPU). What falls
-            // due meanwhile joins the backlog with its intended time when the reply comes.
-            let can_send = !self.room.is_empty();
+            // With every connection open and busy a send can wait only for a reply: waking for
+            // the timetable, or polling for it, would find nothing to do (at the highest rates
+            // that polling was most of the client's own CPU). What falls due meanwhile joins
+            // the backlog with its intended time when the reply comes. A closed connection is
+            // reopened when a send is due, so then the timetable still wakes the worker.
+            let can_send = !self.room.is_empty() || self.dead_retry != i64::MAX;
             if sending && can_send {
                 wait = wait.min(sched.peek() - now);
-            }
-            if self.dead_retry != i64::MAX {
-                wait = wait.min((self.dead_retry - now).max(0));
             }
             if self.deadline_check != i64::MAX {
                 wait = wait.min(self.deadline_check - now);

@@ -44,16 +44,6 @@ impl Analyzer {
         std::mem::take(&mut self.hot_changed).then(|| self.hot_bins.clone())
     }
 
-    /// Bytes a bin must hold to be part of a burst, when the sweep must know them: none
-    /// without a link rate, or when every flow keeps all its bins.
-    pub(crate) fn hot_threshold(&self) -> Option<f64> {
-        if self.cfg.keep_flow_bins {
-            None
-        } else {
-            self.threshold_bytes()
-        }
-    }
-
     /// A shard's sweep before packet `ordinal`, at capture time `now`, with the bins at or
     /// above the threshold as of that packet.
     pub(crate) fn sweep_shard(&mut self, ordinal: u64, now: i64, hot: Arc<HotBins>) {
