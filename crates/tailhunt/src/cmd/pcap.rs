@@ -128,6 +128,10 @@ fn execute(
         threads,
     } = what;
     let mut store = crate::cmd::open_tagged(cli)?;
+    // The pass only appends (flow rows and sample blocks, each page written once): SQLite's
+    // 2 MB default cache would fill with pages it never reads again, 1.8 MiB of the heap at
+    // 100,000 connections.
+    store.limit_cache(256 * 1024)?;
     // Resolve --requests before measuring anything: a typo should not cost a capture.
     let requests = match &a.requests {
         Some(spec) => Some(tailhunt_diagnose::stored::requests_spec(&store, spec)?),
