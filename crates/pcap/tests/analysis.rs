@@ -173,7 +173,7 @@ fn one_connection_end_to_end() {
     assert_eq!(c.peer_data_after_close_ns, Some(5 * MS));
     assert!(
         c.note.contains(
-            "30.0 s after its request (application timeout?) while the response had stalled"
+            "30.0s after its request (application timeout?) while the response had stalled"
         ),
         "{}",
         c.note

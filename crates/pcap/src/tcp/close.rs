@@ -142,7 +142,11 @@ fn note(c: &CloseSummary) -> String {
     let Some(wait) = c.wait_ns() else {
         return format!("{} {verb} before sending any data", c.by);
     };
-    let mut note = format!("{} {verb} {:.1} s after {own}", c.by, wait as f64 / 1e9);
+    let mut note = format!(
+        "{} {verb} {} after {own}",
+        c.by,
+        format_duration_ns(wait as f64)
+    );
     if c.round_gap_s.is_some() {
         note.push_str(" (application timeout?)");
     }

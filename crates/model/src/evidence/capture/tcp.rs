@@ -210,7 +210,7 @@ pub struct CloseSummary {
     /// What the closer had been waiting for ([`CloseSummary::abandoned`] when written).
     #[serde(default)]
     pub abandoned: Option<Abandoned>,
-    /// For people: "client closed 30.0 s after its request (application timeout?) while the
+    /// For people: "client closed 30.0s after its request (application timeout?) while the
     /// response was still arriving ...".
     pub note: String,
 }
