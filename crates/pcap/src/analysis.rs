@@ -24,7 +24,7 @@ use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::DelayTrack;
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
-use crate::retired::{HotBins, KeptBins, Retired};
+use crate::retired::{HotBins, KeptBins, Retired, BURST_REACH_BINS};
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 mod delays;
@@ -158,6 +158,13 @@ impl Flow {
         }
     }
 
+    fn bins_mut(&mut self) -> &mut [SparseBins; 2] {
+        match self {
+            Flow::Tcp(f) => &mut f.bins,
+            Flow::Udp(f) => &mut f.bins,
+        }
+    }
+
     /// Client side: the TCP opener, or for UDP the side with the higher port.
     fn client(&self) -> usize {
         match self {
@@ -204,6 +211,8 @@ pub struct Analyzer {
     hot_threshold: Option<f64>,
     /// The flows not yet retired, by id (ids count up in order of first packet).
     flows: FxHashMap<usize, Flow>,
+    /// The live flows' bins before this index are decided ([`Analyzer::prune_live_bins`]).
+    pruned_until: i64,
     next_id: usize,
     /// Each live flow's id by key.
     index: FxHashMap<FlowKey, usize>,
@@ -267,6 +276,7 @@ impl Analyzer {
                 cfg.threshold_bytes()
             },
             flows: FxHashMap::default(),
+            pruned_until: i64::MIN,
             next_id: 0,
             index: FxHashMap::default(),
             graves: FxHashMap::default(),
@@ -490,6 +500,40 @@ impl Analyzer {
         for i in done {
             self.retire(i);
         }
+        self.prune_live_bins(now);
+    }
+
+    /// Drops the live flows' bins that no burst can claim, once they are old enough for their
+    /// channels' bins to be final ([`PackedBins`]'s horizon, and [`BURST_REACH_BINS`] more):
+    /// those not within reach of a bin at or above the threshold, or every old bin when there
+    /// is no link rate (no bursts). A long flow's bins are otherwise kept from its first
+    /// packet to the end of the pass: 40 bytes a millisecond each way, 168 MiB for one UDP
+    /// stream of half an hour. Each sweep decides the bins since the last one's cut.
+    fn prune_live_bins(&mut self, now: i64) {
+        if self.cfg.keep_flow_bins {
+            return;
+        }
+        let cut = now.div_euclid(self.cfg.bin_ns)
+            - crate::bins::packed::HORIZON_NS / self.cfg.bin_ns.max(1)
+            - BURST_REACH_BINS;
+        let from = self.pruned_until;
+        if cut <= from {
+            return;
+        }
+        self.pruned_until = cut;
+        // A shard's list comes from its reader; a whole pass keeps its own.
+        let hot = self.hot.as_deref().unwrap_or(&self.hot_bins);
+        let rated = self.hot_threshold.is_some();
+        for f in self.flows.values_mut() {
+            let key = *f.key();
+            for (side, bins) in f.bins_mut().iter_mut().enumerate() {
+                let (src, dst) = (key.endpoint(side).ip(), key.endpoint(1 - side).ip());
+                let lists = [hot.of(&(Dir::To, dst)), hot.of(&(Dir::From, src))];
+                bins.prune(from, cut, |index| {
+                    rated && crate::retired::near_hot(index, lists)
+                });
+            }
+        }
     }
 
     /// Ends flow `i` and keeps only its summary, the bins a burst could claim, its upstream
@@ -572,11 +616,12 @@ impl Analyzer {
         ids
     }
 
-    /// The bins of a channel (for storing as a series), unpacked.
-    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<SparseBins> {
+    /// The bins of a channel (for storing as a series), packed: read them with
+    /// [`PackedBins::iter`].
+    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<&PackedBins> {
         self.channels
             .get(&(dir, host))
-            .map(|&at| self.channel_bins[at].unpack())
+            .map(|&at| &self.channel_bins[at])
     }
 
     /// Heap bytes the channels' bins hold (for tests of the memory bound).

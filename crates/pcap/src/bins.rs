@@ -83,6 +83,22 @@ impl SparseBins {
         self.bins.drain(..n.min(self.bins.len()));
     }
 
+    /// Drops the bins with an index in `from..to` for which `keep` is false; the others stay
+    /// where they are. Costs the bins from `from` on, not those before it (a long flow's
+    /// bins already decided are not looked at again).
+    pub fn prune(&mut self, from: i64, to: i64, keep: impl Fn(i64) -> bool) {
+        let start = self.bins.partition_point(|b| b.index < from);
+        let end = start + self.bins[start..].partition_point(|b| b.index < to);
+        let mut w = start;
+        for r in start..end {
+            if keep(self.bins[r].index) {
+                self.bins[w] = self.bins[r];
+                w += 1;
+            }
+        }
+        self.bins.drain(w..end);
+    }
+
     /// Gives back the spare capacity (a finished flow's bins no longer grow).
     pub fn shrink(&mut self) {
         self.bins.shrink_to_fit();

@@ -37,7 +37,9 @@ pub fn write_bins_csv<W: Write>(
     for ch in &report.channels {
         let Ok(host) = ch.host.parse() else { continue };
         if let Some(bins) = an.channel_bins(ch.dir, host) {
-            rows(ch.dir.name(), &ch.host, bins.bins())?;
+            for b in bins.iter() {
+                rows(ch.dir.name(), &ch.host, &[b])?;
+            }
         }
     }
     let mut pairs: BTreeMap<(IpAddr, IpAddr), SparseBins> = BTreeMap::new();

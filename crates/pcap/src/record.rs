@@ -172,15 +172,21 @@ impl<'a> Recorder<'a> {
                 ("bin", bin.clone()),
             ];
             let h = self.open_values("bytes", &labels)?;
-            let points: Vec<Point> = bins
-                .bins()
-                .iter()
-                .map(|b| Point {
+            // A chunk at a time: a day-long channel has tens of millions of bins.
+            let mut points = Vec::with_capacity(BATCH);
+            for b in bins.iter() {
+                points.push(Point {
                     t_ns: b.index * report.bin_ns,
                     value: b.bytes as i64,
-                })
-                .collect();
-            self.sink.push_values(h, &points)?;
+                });
+                if points.len() == BATCH {
+                    self.sink.push_values(h, &points)?;
+                    points.clear();
+                }
+            }
+            if !points.is_empty() {
+                self.sink.push_values(h, &points)?;
+            }
         }
         let mut tcp: Vec<_> = report.flows.iter().filter(|f| f.tcp.is_some()).collect();
         tcp.sort_by_key(|f| {

@@ -192,11 +192,15 @@ pub fn near_bursts(
 /// the direction's two channels' bins at or above the threshold, each sorted): the same
 /// choice as [`near_bursts`], made from the list a sharded pass keeps instead of the bins.
 pub fn near_hot_bins(flow: &SparseBins, hot: [Option<&Vec<i64>>; 2]) -> SparseBins {
-    keep_near(flow, |index| {
-        hot.iter().flatten().any(|h| {
-            let from = h.partition_point(|&c| c < index - BURST_REACH_BINS);
-            h.get(from).is_some_and(|&c| c <= index + BURST_REACH_BINS)
-        })
+    keep_near(flow, |index| near_hot(index, hot))
+}
+
+/// Whether bin `index` of a flow direction is within [`BURST_REACH_BINS`] of a bin listed in
+/// `hot` (its two channels' bins at or above the threshold, each sorted).
+pub fn near_hot(index: i64, hot: [Option<&Vec<i64>>; 2]) -> bool {
+    hot.iter().flatten().any(|h| {
+        let from = h.partition_point(|&c| c < index - BURST_REACH_BINS);
+        h.get(from).is_some_and(|&c| c <= index + BURST_REACH_BINS)
     })
 }
 

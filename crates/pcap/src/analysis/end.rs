@@ -54,9 +54,9 @@ impl Analyzer {
         let mut keys: Vec<_> = self.channels.keys().copied().collect();
         keys.sort();
         for (dir, host) in keys {
-            // Unpacked one channel at a time.
-            let bins = self.channel_bins[self.channels[&(dir, host)]].unpack();
-            let (summary, b) = analyse_channel(dir, host, &bins, &flow_bins, &cfg);
+            // Read once, a packed block at a time.
+            let bins = self.channel_bins[self.channels[&(dir, host)]].iter();
+            let (summary, b) = analyse_channel(dir, host, bins, &flow_bins, &cfg);
             channels.push(summary);
             bursts.extend(b);
         }

@@ -83,7 +83,21 @@ impl PackedBins {
         self.recent.is_empty() && self.blocks.is_empty()
     }
 
-    /// Every bin, in time order.
+    /// Every bin, in time order, unpacked a block at a time as it is read: what the end of
+    /// the pass reads a channel with (its memory is one block, however long the capture).
+    pub fn iter(&self) -> impl Iterator<Item = Bin> + '_ {
+        let bin_ns = self.bin_ns;
+        self.blocks
+            .iter()
+            .flat_map(move |b| {
+                let mut bins = Vec::with_capacity(b.bins as usize);
+                unpack_block(b, bin_ns, &mut bins);
+                bins
+            })
+            .chain(self.recent.bins().iter().copied())
+    }
+
+    /// Every bin, in time order, at once.
     pub fn unpack(&self) -> SparseBins {
         let mut all = Vec::with_capacity(self.len());
         for b in &self.blocks {
@@ -228,6 +242,7 @@ mod tests {
             }
             let unpacked = p.unpack();
             prop_assert_eq!(unpacked.bins(), plain.bins());
+            prop_assert_eq!(p.iter().collect::<Vec<_>>(), plain.bins());
             prop_assert_eq!(p.len(), plain.len());
         }
     }
