@@ -28,6 +28,7 @@ use crate::retired::{HotBins, KeptBins, Retired, BURST_REACH_BINS};
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 mod delays;
+pub use delays::queue_delay_sample;
 mod end;
 mod shard;
 

@@ -157,7 +157,11 @@ impl<'a> Recorder<'a> {
                 .sink
                 .open_series(&SeriesMeta::latency(QUEUE_DELAY_SERIES))?;
             for chunk in delays.chunks(BATCH) {
-                self.sink.push_samples(h, chunk)?;
+                let samples: Vec<Sample> = chunk
+                    .iter()
+                    .map(|&d| crate::analysis::queue_delay_sample(d))
+                    .collect();
+                self.sink.push_samples(h, &samples)?;
             }
         }
         let bin = tailhunt_model::format_duration_ns(report.bin_ns as f64);

@@ -7,11 +7,12 @@
 //! at 1 kHz (or whose host vouches for it), in time order.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use tailhunt_model::evidence::capture::CaptureReport;
 
 use super::Analyzer;
-use crate::delay::ClockCheck;
+use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
 use crate::retired::KeptDelays;
 
@@ -60,12 +61,14 @@ impl Analyzer {
         }
     }
 
-    /// The upstream queueing delay of every packet that made no burst, one sample per flow
-    /// direction and bin (its most delayed packet): `intended = start` is when it would have
-    /// arrived without waiting, `end` when it did. A direction is left out while it is a
-    /// source of a burst (its wait is its own doing) and when its sender's timestamp clock
-    /// does not tick at 1 kHz ([`crate::delay`]); samples in time order.
-    pub fn bystander_delays(&self, report: &CaptureReport) -> Vec<tailhunt_model::Sample> {
+    /// The upstream queueing delay of every packet that made no burst, one per flow direction
+    /// and bin (its most delayed packet): `(sent, arrived)`, when it would have arrived
+    /// without waiting and when it did ([`queue_delay_sample`] makes it a sample). A direction
+    /// is left out while it is a source of a burst (its wait is its own doing) and when its
+    /// sender's timestamp clock does not tick at 1 kHz ([`crate::delay`]); in time order.
+    /// Pairs, not samples, and a live direction's delays made as they are read: a
+    /// half-hour stream's 3.6 million took 250 MB at the end of the pass as samples and copies.
+    pub fn bystander_delays(&self, report: &CaptureReport) -> Vec<(i64, i64)> {
         let bin_ns = self.cfg.bin_ns;
         // Where each flow direction was a source: `(flow name, sender) -> busy spans`.
         let mut busy: BTreeMap<(&str, &str), Vec<(i64, i64)>> = BTreeMap::new();
@@ -82,39 +85,40 @@ impl Analyzer {
         }
         // Every direction with timestamps: the retired ones' kept delays (read in place: a
         // copy doubled the memory of a many-connection capture), then the live ones.
-        let mut live: Vec<_> = self.delays.iter().collect();
-        live.sort_unstable_by_key(|(i, _)| **i);
-        let mut live_delays = Vec::new();
-        for (i, tracks) in live {
-            let f = &self.flows[i];
-            for (side, t) in tracks.iter().enumerate() {
-                if t.is_empty() {
-                    continue;
-                }
-                live_delays.push(KeptDelays {
-                    name: f.name().to_string(),
-                    sender: f.key().endpoint(side),
-                    check: t.clock_check(bin_ns),
-                    delays: t.delays(),
-                });
-            }
-        }
-        let checked = || self.retired.delays.iter().chain(&live_delays);
+        let mut ids: Vec<usize> = self.delays.keys().copied().collect();
+        ids.sort_unstable();
+        let live: Vec<(String, SocketAddr, ClockCheck, &DelayTrack)> = ids
+            .iter()
+            .flat_map(|i| {
+                let f = &self.flows[i];
+                self.delays[i]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| !t.is_empty())
+                    .map(move |(side, t)| {
+                        let check = t.clock_check(bin_ns);
+                        (f.name().to_string(), f.key().endpoint(side), check, t)
+                    })
+            })
+            .collect();
         // A host whose long directions tick at 1 kHz vouches for its short ones.
         let mut hosts = self.retired.clock_hosts.clone();
-        for d in checked() {
-            let h = hosts.entry(d.sender.ip()).or_default();
-            h.0 |= d.check == ClockCheck::Passed;
-            h.1 |= d.check == ClockCheck::Failed;
+        let checks = self
+            .retired
+            .delays
+            .iter()
+            .map(|d| (d.sender, d.check))
+            .chain(live.iter().map(|d| (d.1, d.2)));
+        for (sender, check) in checks {
+            let h = hosts.entry(sender.ip()).or_default();
+            h.0 |= check == ClockCheck::Passed;
+            h.1 |= check == ClockCheck::Failed;
         }
         let mut out = Vec::new();
-        for KeptDelays {
-            name,
-            sender,
-            check,
-            delays,
-        } in checked()
-        {
+        let mut keep = |name: &str,
+                        sender: SocketAddr,
+                        check,
+                        delays: &mut dyn Iterator<Item = (i64, i64)>| {
             let vouched = hosts.get(&sender.ip()) == Some(&(true, false));
             let usable = match check {
                 ClockCheck::Passed => true,
@@ -122,34 +126,37 @@ impl Analyzer {
                 ClockCheck::TooShort => vouched,
             };
             if !usable {
-                continue;
+                return;
             }
             let sender = sender.to_string();
-            let spans = busy.get(&(name.as_str(), sender.as_str()));
-            for &(at, delay) in delays {
+            let spans = busy.get(&(name, sender.as_str()));
+            for (at, delay) in delays {
                 if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
                     continue;
                 }
-                let sent = at - delay;
-                out.push(tailhunt_model::Sample::new(
-                    sent,
-                    sent,
-                    at,
-                    tailhunt_model::Outcome::Ok,
-                ));
+                out.push((at - delay, at));
             }
-        }
-        let sample = |(at, delay): (i64, i64)| {
-            let sent = at - delay;
-            tailhunt_model::Sample::new(sent, sent, at, tailhunt_model::Outcome::Ok)
         };
+        for d in &self.retired.delays {
+            keep(&d.name, d.sender, d.check, &mut d.delays.iter().copied());
+        }
+        for (name, sender, check, track) in &live {
+            keep(name, *sender, *check, &mut track.delays().into_iter());
+        }
         for (host, d) in &self.retired.host_delays {
-            out.extend(d.passed.iter().map(sample));
+            let at_of = |(at, delay): (i64, i64)| (at - delay, at);
+            out.extend(d.passed.iter().map(at_of));
             if hosts.get(host) == Some(&(true, false)) {
-                out.extend(d.short.iter().map(sample));
+                out.extend(d.short.iter().map(at_of));
             }
         }
-        out.sort_by_key(|s| (s.intended_ns, s.end_ns));
+        out.sort_unstable();
         out
     }
+}
+
+/// A bystander's delay as [`Analyzer::bystander_delays`] gives it, as the `queue_delay`
+/// series stores it: intended and started when it was sent, ended when it arrived.
+pub fn queue_delay_sample((sent, arrived): (i64, i64)) -> tailhunt_model::Sample {
+    tailhunt_model::Sample::new(sent, sent, arrived, tailhunt_model::Outcome::Ok)
 }
