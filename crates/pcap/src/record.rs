@@ -209,14 +209,17 @@ impl<'a> Recorder<'a> {
                 .map(|(name, _)| self.open_values(name, &label))
                 .collect::<Result<Vec<_>, _>>()?;
             for (h, (_, value)) in handles.into_iter().zip(TIME_SEQUENCE) {
-                let points: Vec<Point> = pts
-                    .iter()
-                    .map(|p| Point {
-                        t_ns: p.ts_ns,
-                        value: value(p),
-                    })
-                    .collect();
-                self.sink.push_values(h, &points)?;
+                // A chunk at a time: a long bulk flow has a point per ACK.
+                for chunk in pts.chunks(BATCH) {
+                    let points: Vec<Point> = chunk
+                        .iter()
+                        .map(|p| Point {
+                            t_ns: p.ts_ns,
+                            value: value(p),
+                        })
+                        .collect();
+                    self.sink.push_values(h, &points)?;
+                }
             }
         }
         Ok(())
