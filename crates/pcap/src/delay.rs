@@ -20,6 +20,11 @@
 //! hull rises or falls by more than 1% of the time) or that is too short to tell and whose
 //! host has no long direction that passed the check.
 
+use prost::encoding::{decode_varint, encode_varint};
+
+use crate::bins::packed::Block;
+use crate::pack::{unzigzag, zigzag};
+
 /// A direction must span this long for its clock rate to be checked.
 pub const MIN_CHECK_SPAN_NS: i64 = 1_000_000_000;
 /// The baseline may drift by this share of the time (a 1 kHz clock drifts by parts per
@@ -40,11 +45,65 @@ struct OffsetBin {
     max_at: i64,
 }
 
-/// The timestamps of one flow direction, per bin.
+/// Bins per packed block.
+const BLOCK_BINS: usize = 32;
+/// How far behind the newest packet a bin's most delayed packet must be for the bin to be
+/// packed (as [`crate::bins::packed::HORIZON_NS`]: a packet later than that is rare).
+const HORIZON_NS: i64 = crate::bins::packed::HORIZON_NS;
+
+/// The timestamps of one flow direction, per bin: the newest bins as they are, the older ones
+/// packed (a connection that lasts the capture keeps a bin a millisecond each way to the end,
+/// since its baseline is the lower hull over its whole life).
 #[derive(Debug, Clone, Default)]
 pub struct DelayTrack {
     first_tsval: Option<u32>,
+    blocks: Vec<Block>,
     bins: Vec<OffsetBin>,
+}
+
+/// Packs `bins` (sorted, at least one): the first bin's smallest offset and its most delayed
+/// packet's time, then per bin varints of the index step, the smallest offset's step from the
+/// previous bin's, the largest offset above the smallest, and the most delayed packet's
+/// time's step from the previous bin's (about 9 bytes a bin instead of 32).
+fn pack_block(bins: &[OffsetBin]) -> Block {
+    let mut data = Vec::with_capacity(bins.len() * 10);
+    let (mut index, mut min, mut at) = (bins[0].index, bins[0].min, bins[0].max_at);
+    encode_varint(zigzag(min), &mut data);
+    encode_varint(zigzag(at), &mut data);
+    for b in bins {
+        encode_varint(b.index.wrapping_sub(index) as u64, &mut data);
+        encode_varint(zigzag(b.min.wrapping_sub(min)), &mut data);
+        encode_varint(zigzag(b.max.wrapping_sub(b.min)), &mut data);
+        encode_varint(zigzag(b.max_at.wrapping_sub(at)), &mut data);
+        (index, min, at) = (b.index, b.min, b.max_at);
+    }
+    Block {
+        first: bins[0].index,
+        last: index,
+        bins: bins.len() as u32,
+        data: data.into_boxed_slice(),
+    }
+}
+
+fn unpack_block(block: &Block, out: &mut Vec<OffsetBin>) {
+    let mut data: &[u8] = &block.data;
+    // The block was written by `pack_block`: every varint is whole.
+    let mut next = || decode_varint(&mut data).unwrap_or(0);
+    let mut min = unzigzag(next());
+    let mut at = unzigzag(next());
+    let mut index = block.first;
+    for _ in 0..block.bins {
+        index = index.wrapping_add(next() as i64);
+        min = min.wrapping_add(unzigzag(next()));
+        let max = min.wrapping_add(unzigzag(next()));
+        at = at.wrapping_add(unzigzag(next()));
+        out.push(OffsetBin {
+            index,
+            min,
+            max,
+            max_at: at,
+        });
+    }
 }
 
 /// What a direction's clock check said.
@@ -78,6 +137,21 @@ impl DelayTrack {
                 b.max_at = ts_ns;
             }
         };
+        if self.blocks.last().is_some_and(|b| index <= b.last) {
+            // Late, into a packed block: unpacked, added to and packed again.
+            let k = self
+                .blocks
+                .partition_point(|b| b.first <= index)
+                .saturating_sub(1);
+            let mut bins = Vec::with_capacity(BLOCK_BINS + 1);
+            unpack_block(&self.blocks[k], &mut bins);
+            match bins.binary_search_by_key(&index, |b| b.index) {
+                Ok(i) => merge(&mut bins[i]),
+                Err(i) => bins.insert(i, new),
+            }
+            self.blocks[k] = pack_block(&bins);
+            return;
+        }
         match self.bins.last_mut() {
             Some(last) if last.index == index => merge(last),
             Some(last) if last.index > index => {
@@ -88,25 +162,53 @@ impl DelayTrack {
             }
             _ => self.bins.push(new),
         }
+        if self.bins.len() >= 2 * BLOCK_BINS
+            && self.bins[BLOCK_BINS - 1].max_at < ts_ns - HORIZON_NS
+        {
+            self.blocks.push(pack_block(&self.bins[..BLOCK_BINS]));
+            self.bins.drain(..BLOCK_BINS);
+        }
     }
 
     /// Gives back spare capacity.
     pub fn shrink(&mut self) {
         self.bins.shrink_to_fit();
+        self.blocks.shrink_to_fit();
     }
 
     /// Whether it holds any packet.
     pub fn is_empty(&self) -> bool {
-        self.bins.is_empty()
+        self.bins.is_empty() && self.blocks.is_empty()
+    }
+
+    /// Every bin in index order, unpacked a block at a time.
+    fn all(&self) -> impl Iterator<Item = OffsetBin> + '_ {
+        self.blocks
+            .iter()
+            .flat_map(|b| {
+                let mut bins = Vec::with_capacity(b.bins as usize);
+                unpack_block(b, &mut bins);
+                bins
+            })
+            .chain(self.bins.iter().copied())
+    }
+
+    /// The first and last bins' indexes.
+    fn span(&self) -> Option<(i64, i64)> {
+        let first = self.blocks.first().map(|b| b.first);
+        let first = first.or_else(|| self.bins.first().map(|b| b.index))?;
+        let last = self.bins.last().map(|b| b.index);
+        let last = last.or_else(|| self.blocks.last().map(|b| b.last))?;
+        Some((first, last))
     }
 
     /// Checks that the baseline is flat: the time-weighted median slope of the lower hull
     /// within [`MAX_DRIFT`], over at least [`MIN_CHECK_SPAN_NS`].
     pub fn clock_check(&self, bin_ns: i64) -> ClockCheck {
-        let (Some(first), Some(last)) = (self.bins.first(), self.bins.last()) else {
+        let Some((first, last)) = self.span() else {
             return ClockCheck::TooShort;
         };
-        if (last.index - first.index) * bin_ns < MIN_CHECK_SPAN_NS {
+        if (last - first) * bin_ns < MIN_CHECK_SPAN_NS {
             return ClockCheck::TooShort;
         }
         let hull = self.hull();
@@ -137,7 +239,7 @@ impl DelayTrack {
     /// The lower convex hull of the bins' smallest offsets: `(bin index, offset)` points.
     fn hull(&self) -> Vec<(i64, i64)> {
         let mut h: Vec<(i64, i64)> = Vec::new();
-        for b in &self.bins {
+        for b in self.all() {
             let p = (b.index, b.min);
             while h.len() >= 2 {
                 let (a, o) = (h[h.len() - 2], h[h.len() - 1]);
@@ -160,8 +262,7 @@ impl DelayTrack {
     pub fn delays(&self) -> Vec<(i64, i64)> {
         let hull = self.hull();
         let mut seg = 0;
-        self.bins
-            .iter()
+        self.all()
             .map(|b| {
                 while seg + 1 < hull.len() - 1 && hull[seg + 1].0 <= b.index {
                     seg += 1;
@@ -234,5 +335,77 @@ mod tests {
         short.add(0, 0, 5);
         short.add(100, 100 * MS, 105);
         assert_eq!(short.clock_check(MS), ClockCheck::TooShort);
+    }
+
+    /// The bins as the track kept them before it packed any: every packet merged into its
+    /// bin, in index order.
+    fn plain(packets: &[(i64, i64, i64)]) -> Vec<OffsetBin> {
+        let mut bins: Vec<OffsetBin> = Vec::new();
+        for &(index, ts, off) in packets {
+            match bins.binary_search_by_key(&index, |b| b.index) {
+                Ok(i) => {
+                    let b = &mut bins[i];
+                    b.min = b.min.min(off);
+                    if off > b.max {
+                        b.max = off;
+                        b.max_at = ts;
+                    }
+                }
+                Err(i) => bins.insert(
+                    i,
+                    OffsetBin {
+                        index,
+                        min: off,
+                        max: off,
+                        max_at: ts,
+                    },
+                ),
+            }
+        }
+        bins
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of the packets (late ones reaching into packed blocks, before the
+        /// first, into gaps), the packed track holds exactly the plain track's bins, and long
+        /// tracks pack to a fraction of 32 bytes a bin.
+        #[test]
+        fn packed_bins_are_the_plain_bins(
+            steps in proptest::collection::vec((0i64..3, -300i64..3, 0i64..MS, 0u32..40), 1..3000),
+        ) {
+            let mut t = DelayTrack::default();
+            let mut packets = Vec::new();
+            let mut newest = 1_700_000_000_000i64;
+            let first_tsval = 1_000_000u32;
+            for (k, (ahead, back, within, jitter)) in steps.into_iter().enumerate() {
+                newest += ahead;
+                let index = if back < 0 { newest + back } else { newest };
+                let ts = index * MS + within;
+                // A 1 kHz clock, a few ticks of queueing now and then.
+                let tsval = if k == 0 { first_tsval } else {
+                    (first_tsval as i64 + (index - 1_700_000_000_000) - i64::from(jitter % 7)) as u32
+                };
+                t.add(index, ts, tsval);
+                let first = t.first_tsval.unwrap();
+                let off = ts - (tsval.wrapping_sub(first) as i32 as i64) * TICK_NS;
+                packets.push((index, ts, off));
+            }
+            let want = plain(&packets);
+            proptest::prop_assert_eq!(t.all().collect::<Vec<_>>(), want);
+        }
+    }
+
+    #[test]
+    fn a_long_track_packs() {
+        let mut t = DelayTrack::default();
+        for k in 0..100_000i64 {
+            let at = 1_700_000_000_000 * MS + k * MS + 150_000 + (k * 7919) % 300_000;
+            t.add(at.div_euclid(MS), at, (1_000 + k) as u32);
+        }
+        let held: usize = t.blocks.iter().map(|b| b.data.len()).sum::<usize>()
+            + t.bins.capacity() * std::mem::size_of::<OffsetBin>();
+        let per_bin = held as f64 / 100_000.0;
+        assert!(per_bin < 12.0, "{per_bin:.1} bytes a bin");
+        assert_eq!(t.all().count(), 100_000);
     }
 }

@@ -28,13 +28,14 @@ pub const BLOCK_BINS: usize = 32;
 /// interleave per-CPU buffers by a few milliseconds, so a packet this late is rare.
 pub const HORIZON_NS: i64 = 100_000_000;
 
-/// A run of packed bins, `first..=last` by index, in index order.
+/// A run of packed bins, `first..=last` by index, in index order (also the blocks of a
+/// [`crate::delay::DelayTrack`], whose records are its own).
 #[derive(Debug, Clone)]
-struct Block {
-    first: i64,
-    last: i64,
-    bins: u32,
-    data: Box<[u8]>,
+pub(crate) struct Block {
+    pub(crate) first: i64,
+    pub(crate) last: i64,
+    pub(crate) bins: u32,
+    pub(crate) data: Box<[u8]>,
 }
 
 /// The bins of one channel: the newest as a [`SparseBins`], the older ones packed.
