@@ -155,13 +155,18 @@ impl SparseBins {
 
     /// Bytes in bins `[from, to]` (inclusive indexes).
     pub fn bytes_between(&self, from: i64, to: i64) -> u64 {
-        let start = self.bins.partition_point(|b| b.index < from);
-        self.bins[start..]
-            .iter()
-            .take_while(|b| b.index <= to)
-            .map(|b| b.bytes)
-            .sum()
+        bytes_between(&self.bins, from, to)
     }
+}
+
+/// Bytes in the bins of `bins` (in index order) with an index in `[from, to]`.
+pub fn bytes_between(bins: &[Bin], from: i64, to: i64) -> u64 {
+    let start = bins.partition_point(|b| b.index < from);
+    bins[start..]
+        .iter()
+        .take_while(|b| b.index <= to)
+        .map(|b| b.bytes)
+        .sum()
 }
 
 /// Bytes per second that fill a bin of `width_ns` at `rate_bps` bits per second.

@@ -145,16 +145,6 @@ impl Scan {
         }
     }
 
-    /// Bytes of the bins `from..=to` (within [`REACH`] of a bin above the threshold).
-    fn near_bytes(&self, from: i64, to: i64) -> u64 {
-        let start = self.near.partition_point(|b| b.index < from);
-        self.near[start..]
-            .iter()
-            .take_while(|b| b.index <= to)
-            .map(|b| b.bytes)
-            .sum()
-    }
-
     /// Bytes of the second that starts at bin `from`.
     fn second_bytes(&self, from: i64) -> u64 {
         self.seconds
@@ -223,7 +213,7 @@ pub fn analyse_channel(
             peak_bin_bytes: peak_bin,
             peak_utilisation: utilisation(peak_bin),
             // Every bin of the episode is within REACH of one above the threshold.
-            bytes: scan.near_bytes(first, last),
+            bytes: crate::bins::bytes_between(&scan.near, first, last),
             second_utilisation: second_util(first),
             flows: Vec::new(),
             other_bytes: 0,
