@@ -40,7 +40,7 @@ pub use series::{
 };
 pub use sink::{SeriesKind, SeriesMeta, SeriesSink, SinkError};
 pub use time::{
-    format_duration_ns, format_rate, parse_duration_ns, unit_scale_ns, ClockOrigin,
+    format_duration_ns, format_rate, parse_duration_ns, unit_scale_ns, ClockOrigin, DurationNs,
     DurationParseError,
 };
 pub use unit::Unit;

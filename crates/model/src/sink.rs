@@ -107,15 +107,14 @@ pub trait SeriesSink {
             .map_err(|e| SinkError::from(format!("the '{name}' document is not UTF-8: {e}")))?;
         self.put_document(name, version, &text)
     }
-    /// Stores items of one of the run's evidence lists (`(key, JSON)` each, the items' shape at
-    /// `version`), for a list too long to hold in memory: sources call it through
-    /// [`crate::evidence::put_rows`] as items are produced. Sinks that keep series only (the
-    /// default) refuse it.
+    /// Stores a batch of one of the run's evidence lists (the items' shape at `version`), for a
+    /// list too long to hold in memory: sources call it through [`crate::evidence::put_rows`]
+    /// as items are produced. Sinks that keep series only (the default) refuse it.
     fn put_rows(
         &mut self,
         name: &str,
         version: u32,
-        rows: &[(i64, String)],
+        rows: &crate::evidence::RowChunk,
     ) -> Result<(), SinkError> {
         let _ = (version, rows);
         Err(format!("this sink does not store evidence lists ('{name}')").into())

@@ -227,8 +227,13 @@ mod tests {
             0
         );
         let mut w = begin(&mut store);
-        w.put_rows("items", 2, &[(0, r#"{"id":0,"text":""}"#.into())])
-            .unwrap();
+        let chunk = tailhunt_model::evidence::RowChunk {
+            first_key: 0,
+            last_key: 0,
+            rows: 1,
+            jsonl: b"{\"id\":0,\"text\":\"\"}\n".to_vec(),
+        };
+        w.put_rows("items", 2, &chunk).unwrap();
         let newer = w.finish(serde_json::json!({})).unwrap();
         let e = store
             .rows::<Item, StoreError>(&newer, |_| Ok(()))

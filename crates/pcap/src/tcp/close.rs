@@ -12,8 +12,8 @@
 //! State: a few counters per side; nothing grows with the packets.
 
 use tailhunt_model::evidence::capture::{Abandoned, CloseKind, CloseSummary, Role};
-use tailhunt_model::format_duration_ns;
 use tailhunt_model::units::Bytes;
+use tailhunt_model::DurationNs;
 
 use super::half::Half;
 
@@ -130,7 +130,11 @@ impl CloseTrack {
 
 /// The close for people: who, how, after what, what they had been waiting for, and what the
 /// peer did after.
+///
+/// Written into one buffer: every closed connection of a capture gets one, and building it
+/// from a string per part cost 18% of the CPU of a 100,000-connection capture.
 fn note(c: &CloseSummary) -> String {
+    use std::fmt::Write;
     let (own, answer) = match c.by {
         Role::Client => ("its request", "response"),
         Role::Server => ("its last response", "client's data"),
@@ -139,36 +143,58 @@ fn note(c: &CloseSummary) -> String {
         CloseKind::Fin => "closed",
         CloseKind::Rst => "reset the connection",
     };
+    let mut note = String::with_capacity(160);
     let Some(wait) = c.wait_ns() else {
-        return format!("{} {verb} before sending any data", c.by);
+        let _ = write!(note, "{} {verb} before sending any data", c.by);
+        return note;
     };
-    let mut note = format!(
+    let _ = write!(
+        note,
         "{} {verb} {} after {own}",
         c.by,
-        format_duration_ns(wait as f64)
+        DurationNs(wait as f64)
     );
     if c.round_gap_s.is_some() {
         note.push_str(" (application timeout?)");
     }
-    let quiet = c
-        .peer_quiet_ns()
-        .map_or(String::new(), |q| format_duration_ns(q as f64));
-    let got = c
-        .answer_bytes
-        .map_or(String::new(), |b| format!("{} of it in, ", Bytes(b)));
-    let first = c.first_answer_after_ns.map_or(String::new(), |f| {
-        format!("the first {} after {own}, ", format_duration_ns(f as f64))
-    });
+    // What the closer had received of the answer, and when its first byte came.
+    let so_far = |note: &mut String| {
+        if let Some(b) = c.answer_bytes {
+            let _ = write!(note, "{} of it in, ", Bytes(b));
+        }
+        if let Some(f) = c.first_answer_after_ns {
+            let _ = write!(note, "the first {} after {own}, ", DurationNs(f as f64));
+        }
+    };
+    let quiet = |note: &mut String| {
+        if let Some(q) = c.peer_quiet_ns() {
+            let _ = write!(note, "{}", DurationNs(q as f64));
+        }
+    };
     match c.abandoned() {
-        Some(Abandoned::NoAnswer) => note.push_str(&format!(" with no {answer} byte yet")),
-        Some(Abandoned::StillArriving) => note.push_str(&format!(
-            " while the {answer} was still arriving ({got}{first}the last {quiet} before the close)"
-        )),
-        Some(Abandoned::Stalled) => note.push_str(&format!(
-            " while the {answer} had stalled ({got}nothing for {quiet} before the close, more after it)"
-        )),
+        Some(Abandoned::NoAnswer) => {
+            let _ = write!(note, " with no {answer} byte yet");
+        }
+        Some(Abandoned::StillArriving) => {
+            let _ = write!(note, " while the {answer} was still arriving (");
+            so_far(&mut note);
+            note.push_str("the last ");
+            quiet(&mut note);
+            note.push_str(" before the close)");
+        }
+        Some(Abandoned::Stalled) => {
+            let _ = write!(note, " while the {answer} had stalled (");
+            if let Some(b) = c.answer_bytes {
+                let _ = write!(note, "{} of it in, ", Bytes(b));
+            }
+            note.push_str("nothing for ");
+            quiet(&mut note);
+            note.push_str(" before the close, more after it)");
+        }
         Some(Abandoned::Ended) => {
-            note.push_str(&format!(", the {answer} having ended {quiet} before"))
+            let _ = write!(note, ", the {answer} having ended ");
+            quiet(&mut note);
+            note.push_str(" before");
         }
         None => {}
     }
@@ -176,33 +202,37 @@ fn note(c: &CloseSummary) -> String {
     let peer = c.by.peer();
     if let Some(t) = c.peer_data_after_close_ns {
         let bytes = c.peer_bytes_after_close.unwrap_or(0);
-        note.push_str(&format!(
+        let _ = write!(
+            note,
             " The {peer} sent {} more, the first {} after the close",
             Bytes(bytes),
-            format_duration_ns(t as f64)
-        ));
+            DurationNs(t as f64)
+        );
         if c.resets_after_close > 0 {
-            note.push_str(&format!(
+            let _ = write!(
+                note,
                 "; the {} answered with {} RST(s)",
                 c.by, c.resets_after_close
-            ));
+            );
         }
         note.push('.');
     } else if c.resets_after_close > 0 {
-        note.push_str(&format!(
+        let _ = write!(
+            note,
             " The {} answered data still reaching it with {} RST(s).",
             c.by, c.resets_after_close
-        ));
+        );
     }
     if let (Some(k), Some(t)) = (c.peer_close, c.peer_close_after_ns) {
-        note.push_str(&format!(
+        let _ = write!(
+            note,
             " The {peer} {} {} after it.",
             match k {
                 CloseKind::Fin => "closed",
                 CloseKind::Rst => "reset",
             },
-            format_duration_ns(t as f64)
-        ));
+            DurationNs(t as f64)
+        );
     }
     note
 }
