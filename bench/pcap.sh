@@ -2,7 +2,7 @@
 # Capture analysis benchmark: `tailhunt pcap` against tshark and tcptrace on the same ~1 GB file.
 #
 #   bench/pcap.sh [--write] [--keep]   ROUNDS=N (3), SIZE_MB=N (1000), SMALL_MB=N (250),
-#                                      CONNS=N (100000), CONNS_SECS=N (10),
+#                                      CONNS=N (100000), CONNS_SECS=N (10), STREAM_MIN=N (30),
 #                                      TSHARK_LIMIT=N (600, seconds for tshark's default run),
 #                                      PRIORITY=0|1 (1: this session at nice -20 while it runs)
 #
@@ -11,12 +11,14 @@
 #    request/response connections): ~SIZE_MB MB and ~SMALL_MB MB; and with bench/gen/conns.py
 #    (a synthetic pcap writer: the loopback generator opens only a few thousand connections a
 #    second) three captures of the same length, CONNS_SECS s, holding CONNS/100, CONNS/10 and
-#    CONNS short connections.
+#    CONNS short connections; and with bench/gen/stream.py two captures of one long TCP
+#    connection (a segment and its ACK each millisecond), 1 and STREAM_MIN minutes long.
 # 2. In one run, on the same file, each round in a shuffled order:
 #    - tailhunt pcap FILE --threads 1 --link-rate 10gbit --db TMP (release build; full TCP
 #      state), on both the big and the small capture (memory flat in file size), on a big and
 #      a small capture of the bulk flows alone (same number of flows at both sizes), and on
-#      the three many-connection captures (memory bounded by the connections open at once);
+#      the three many-connection captures (memory bounded by the connections open at once), and
+#      on the two stream captures (memory against the capture's length on one connection);
 #    - the same with --threads 2 on the big capture and the big bulk capture (speed-up on two
 #      cores), and the pass alone (crates/pcap/examples/pass.rs: from the first frame to the
 #      report built, no store) with 1 and 2 threads on both, so the part that is split over
@@ -59,8 +61,9 @@ small_mb="${SMALL_MB:-250}"
 tshark_limit="${TSHARK_LIMIT:-600}"
 conns="${CONNS:-100000}"
 conns_secs="${CONNS_SECS:-10}"
+stream_min="${STREAM_MIN:-30}"
 for pair in "ROUNDS=$rounds" "SIZE_MB=$size_mb" "SMALL_MB=$small_mb" "TSHARK_LIMIT=$tshark_limit" \
-    "CONNS=$conns" "CONNS_SECS=$conns_secs"; do
+    "CONNS=$conns" "CONNS_SECS=$conns_secs" "STREAM_MIN=$stream_min"; do
     if ! [[ "${pair#*=}" =~ ^[1-9][0-9]*$ ]]; then
         echo "bench/pcap.sh: ${pair%%=*}='${pair#*=}' is not a positive whole number" >&2
         exit 2
@@ -140,6 +143,13 @@ for n in "${conn_counts[@]}"; do
     python3 bench/gen/conns.py "$tmp/conns-$n.pcap" --connections "$n" --seconds "$conns_secs" \
         2>"$tmp/gen-conns-$n.log" || { cat "$tmp/gen-conns-$n.log" >&2; exit 1; }
 done
+stream_mins=(1 "$stream_min")
+[[ "$stream_min" == 1 ]] && stream_mins=(1)
+for m in "${stream_mins[@]}"; do
+    log "writing a $m-minute capture of one TCP connection..."
+    python3 bench/gen/stream.py "$tmp/stream-$m.pcap" --minutes "$m" \
+        2>"$tmp/gen-stream-$m.log" || { cat "$tmp/gen-stream-$m.log" >&2; exit 1; }
+done
 cat "$tmp"/gen-*.log >&2
 bytes_of() { stat -c %s "$1"; }
 packets_of() { capinfos -M -c -T -r "$1" | awk -F'\t' 'NR == 1 { print $2 }'; }
@@ -155,7 +165,7 @@ bulk_bytes="$(bytes_of "$bulk")" bulk_small_bytes="$(bytes_of "$bulk_small")"
 bulk_pkts="$(packets_of "$bulk")" bulk_small_pkts="$(packets_of "$bulk_small")"
 log "big: $big_bytes bytes, $big_pkts packets, $big_flows connections opened; small: $small_bytes bytes, $small_pkts packets"
 # Read both once so every tool finds them in the page cache (23 GiB of memory holds them).
-cat "$big" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap >/dev/null
+cat "$big" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap "$tmp"/stream-*.pcap >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
@@ -213,6 +223,11 @@ run_tool() { # name round
             local n="${1#th_conns_}"
             measure "$1" "$tmp/conns-$n.pcap" 600 "$tailhunt" pcap "$tmp/conns-$n.pcap" \
                 --threads 1 --link-rate 10gbit --db "$tmp/th.db" ;;
+        th_stream_*)
+            rm -f "$tmp/th.db"*
+            local m="${1#th_stream_}"
+            measure "$1" "$tmp/stream-$m.pcap" 600 "$tailhunt" pcap "$tmp/stream-$m.pcap" \
+                --threads 1 --link-rate 10gbit --db "$tmp/th.db" ;;
         pass1 | pass2)
             measure "$1" "$big" 600 "$pass" "$big" --threads "${1#pass}" --link-rate 10000000000 ;;
         pass_bulk1 | pass_bulk2)
@@ -230,6 +245,7 @@ run_tool() { # name round
 for ((r = 1; r <= rounds; r++)); do
     tools=(th th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace)
     for n in "${conn_counts[@]}"; do tools+=("th_conns_$n"); done
+    for m in "${stream_mins[@]}"; do tools+=("th_stream_$m"); done
     [[ -z "$(agg tshark_default_cut)" ]] && tools+=(tshark_default)
     mapfile -t order < <(printf '%s\n' "${tools[@]}" | shuf)
     echo "$r: ${order[*]}" >>"$tmp/order.txt"
@@ -289,6 +305,9 @@ conns_lo_rss="$(calc '%.0f' "$(median_of "th_conns_${conn_counts[0]}_rss") / 102
 conns_hi_rss="$(calc '%.0f' "$(median_of "th_conns_${conns}_rss") / 1024")"
 conns_growth="$(calc '%.2f' "$(median_of "th_conns_${conns}_rss") / $(median_of "th_conns_${conn_counts[0]}_rss")")"
 conns_flat="$(awk -v g="$conns_growth" 'BEGIN { print (g <= 1.2) ? "met" : "missed" }')"
+stream_lo_rss="$(calc '%.0f' "$(median_of th_stream_1_rss) / 1024")"
+stream_hi_rss="$(calc '%.0f' "$(median_of "th_stream_${stream_min}_rss") / 1024")"
+stream_growth="$(calc '%.2f' "$(median_of "th_stream_${stream_min}_rss") / $(median_of th_stream_1_rss)")"
 default_text="tshark with default settings: ${r_default}x"
 if [[ -n "$(agg tshark_default_cut)" ]]; then
     default_text="tshark with default settings did not finish in $(calc '%.0f' "$(median_of tshark_default_cut)") s (it had used $(calc '%.0f' "$(median_of tshark_default_cutcpu)") s of CPU), so tailhunt uses more than $(calc '%.0f' "$(median_of tshark_default_cutcpu) / $th_cpu")x less CPU"
@@ -331,7 +350,7 @@ prio_text="this session ran at nice -20 (autogroup)"
 model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 mem_gib="$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
 steal_list=""
-for k in th th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace tshark_default "${conn_counts[@]/#/th_conns_}"; do
+for k in th th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace tshark_default "${conn_counts[@]/#/th_conns_}" "${stream_mins[@]/#/th_stream_}"; do
     steal_list+="$k $(fmt_agg "${k}_steal" '%.2f' 1) %; "
 done
 
@@ -339,7 +358,7 @@ report="$tmp/report.md"
 cat >"$report" <<EOF
 # Capture analysis benchmark
 
-\`ROUNDS=$rounds SIZE_MB=$size_mb SMALL_MB=$small_mb CONNS=$conns CONNS_SECS=$conns_secs TSHARK_LIMIT=$tshark_limit bench/pcap.sh\`, $started to $finished ($elapsed s),
+\`ROUNDS=$rounds SIZE_MB=$size_mb SMALL_MB=$small_mb CONNS=$conns CONNS_SECS=$conns_secs STREAM_MIN=$stream_min TSHARK_LIMIT=$tshark_limit bench/pcap.sh\`, $started to $finished ($elapsed s),
 tailhunt built from commit $commit. Targets: >= 1 GB/s per core with full TCP state (issue
 18: >= 3 GB/s), >= 20x tshark, >= 2x tcptrace, memory flat in file size, and (issue 18) peak
 memory within 1.2x between $((conns / 100)) and $conns connections in captures of the same length, and
@@ -410,6 +429,17 @@ $(for n in "${conn_counts[@]}"; do
     echo "| $n | $b | $(fmt_agg "th_conns_${n}_wall" '%.2f' 1) | $(fmt_agg "th_conns_${n}_cpu" '%.2f' 1) | $(calc '%.0f' "$b / 1e6 / $(median_of "th_conns_${n}_cpu")") | $(fmt_agg "th_conns_${n}_rss" '%.0f' 1024) |"
 done)
 
+Memory against the capture's length, \`tailhunt pcap\` (same command), on one TCP connection
+open from the first packet to the last, written by \`bench/gen/stream.py\`: a 1,000 B segment
+each millisecond and its ACK 100 us later, both with timestamps:
+
+| minutes | bytes | packets | wall s | CPU s | MB/s (CPU) | peak RSS MiB |
+|--:|--:|--:|--:|--:|--:|--:|
+$(for m in "${stream_mins[@]}"; do
+    b="$(bytes_of "$tmp/stream-$m.pcap")"
+    echo "| $m | $b | $((m * 120000 + 1)) | $(fmt_agg "th_stream_${m}_wall" '%.2f' 1) | $(fmt_agg "th_stream_${m}_cpu" '%.2f' 1) | $(calc '%.0f' "$b / 1e6 / $(median_of "th_stream_${m}_cpu")") | $(fmt_agg "th_stream_${m}_rss" '%.0f' 1024) |"
+done)
+
 ## Threads
 
 \`tailhunt pcap FILE --threads N --link-rate 10gbit --db TMP\` (the whole command), and the pass
@@ -442,6 +472,9 @@ done)
   ${th2_speedup}x: **$(met "$th2_speedup" 1.7)**; the pass alone ${pass2_speedup}x: **$(met "$pass2_speedup" 1.7)**.
   Per core with 2 threads: $th2_gbps GB/s (CPU time of all threads): **$(met "$th2_gbps" 3)** (target >= 3 GB/s).
 - Memory against connections: $conns_lo_rss MiB at ${conn_counts[0]} connections, $conns_hi_rss MiB at $conns (${conns_growth}x): **$conns_flat** (target: at most 1.2x).
+- Memory against the capture's length on one open connection (no numeric target; issue 18
+  asks for memory bounded by the open connections and the bins): $stream_lo_rss MiB at 1 minute,
+  $stream_hi_rss MiB at $stream_min minutes (${stream_growth}x).
 EOF
 
 if [[ -e "$tmp/notes.md" ]]; then cat "$tmp/notes.md" >>"$report"; fi
