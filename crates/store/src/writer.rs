@@ -263,8 +263,9 @@ impl RunWriter<'_> {
     }
 
     /// Stores a batch of one of the run's evidence lists (`name`, the items' shape at
-    /// `version`; JSON lines in key order) as one chunk of `document_rows`, zstd-compressed. A list too long to hold (a capture's flows) is written in
-    /// batches as it is produced and read back in key order by
+    /// `version`; JSON lines in key order) as one chunk of `document_rows`, zstd-compressed.
+    /// A list too long to hold (a capture's flows) is written in batches as it is produced
+    /// and read back in key order by
     /// [`Store::rows`](crate::Store::rows). Compressing a batch at once, not item by item,
     /// matters: one zstd frame per 2.5 KB flow cost the analysis of a 100,000-connection
     /// capture 80% more CPU. Level 1: on a 1 GB capture's flows it was both faster and 4%

@@ -132,7 +132,8 @@ impl CloseTrack {
 /// peer did after.
 ///
 /// Written into one buffer: every closed connection of a capture gets one, and building it
-/// from a string per part cost 18% of the CPU of a 100,000-connection capture.
+/// from a string per part (with durations printed as floats) took about 10% of the CPU of a
+/// 100,000-connection capture; written in place, that capture took 7% less CPU.
 fn note(c: &CloseSummary) -> String {
     use std::fmt::Write;
     let (own, answer) = match c.by {
@@ -158,10 +159,12 @@ fn note(c: &CloseSummary) -> String {
         note.push_str(" (application timeout?)");
     }
     // What the closer had received of the answer, and when its first byte came.
-    let so_far = |note: &mut String| {
+    let got = |note: &mut String| {
         if let Some(b) = c.answer_bytes {
             let _ = write!(note, "{} of it in, ", Bytes(b));
         }
+    };
+    let first = |note: &mut String| {
         if let Some(f) = c.first_answer_after_ns {
             let _ = write!(note, "the first {} after {own}, ", DurationNs(f as f64));
         }
@@ -177,16 +180,15 @@ fn note(c: &CloseSummary) -> String {
         }
         Some(Abandoned::StillArriving) => {
             let _ = write!(note, " while the {answer} was still arriving (");
-            so_far(&mut note);
+            got(&mut note);
+            first(&mut note);
             note.push_str("the last ");
             quiet(&mut note);
             note.push_str(" before the close)");
         }
         Some(Abandoned::Stalled) => {
             let _ = write!(note, " while the {answer} had stalled (");
-            if let Some(b) = c.answer_bytes {
-                let _ = write!(note, "{} of it in, ", Bytes(b));
-            }
+            got(&mut note);
             note.push_str("nothing for ");
             quiet(&mut note);
             note.push_str(" before the close, more after it)");
