@@ -19,12 +19,13 @@ use tailhunt_model::evidence::capture::{
     Dir, FlowName, FlowSummary, NagleStall, Proto, SideSummary, Traffic,
 };
 
-use crate::bins::{bin_capacity_bytes, PackedBins, SparseBins};
+use crate::bins::{bin_capacity_bytes, Bin, PackedBins, SparseBins};
 use crate::decode::{Decoded, Skip, Transport};
 use crate::delay::DelayTrack;
 use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
 use crate::retired::{HotBins, KeptBins, Retired, BURST_REACH_BINS};
+use crate::spill::Spill;
 use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
 
 mod delays;
@@ -32,17 +33,19 @@ pub use delays::queue_delay_sample;
 mod end;
 mod shard;
 
-pub(crate) use shard::FlowIds;
+pub(crate) use shard::{FlowIds, NewHot};
 
 /// Packets between sweeps that free closed connections' live state, at most.
 const COMPACT_EVERY: u64 = 1 << 16;
 /// A sweep is also due once this much capture time has passed since the last one, after at
 /// least [`SWEEP_MIN_FRAMES`] packets: at 10,000 new connections a second, 65,536 packets
 /// are most of a second, so the connections waiting for the next sweep had outnumbered those
-/// held for their quiet second (bench/pcap.sh's 100,000-connection capture).
-const SWEEP_AFTER_NS: i64 = 100_000_000;
+/// held for their quiet second; and with a sweep every 100 ms, a cleanly closed connection
+/// waited up to 100 ms past its own 100 ms (bench/pcap.sh's 100,000-connection capture:
+/// 2.8 MiB more peak memory than with 10 ms, for no less CPU).
+const SWEEP_AFTER_NS: i64 = 10_000_000;
 /// Packets between sweeps, at least (a sweep visits every flow held).
-const SWEEP_MIN_FRAMES: u64 = 1 << 13;
+const SWEEP_MIN_FRAMES: u64 = 1 << 10;
 
 /// Why a frame counted in the channels' bins is in no flow: a segment of a TCP connection
 /// retired before it came (see [`crate::tcp::QUIET_AFTER_CLEAN_CLOSE_NS`]).
@@ -196,8 +199,11 @@ pub struct Analyzer {
     skipped: BTreeMap<String, u64>,
     /// Each channel's place in `channel_bins`.
     channels: FxHashMap<(Dir, IpAddr), usize>,
-    /// Each channel's bins, the older ones packed ([`PackedBins`]).
+    /// Each channel's bins, the older ones packed ([`PackedBins`]) into `spill`.
     channel_bins: Vec<PackedBins>,
+    /// What the pass keeps to its end but no longer changes: the channels' older bins and
+    /// the bystanders' delays per host.
+    spill: Spill,
     /// The channel of each direction (to, from) that the last frame went to: consecutive
     /// frames mostly share their hosts, so most find theirs without hashing (the two lookups
     /// were about 4% of a pass over a 1 GB capture).
@@ -205,8 +211,9 @@ pub struct Analyzer {
     /// The channels' bins at or above the burst threshold so far (with a link rate, unless
     /// every flow keeps its bins): what a retiring connection's bins are kept near.
     hot_bins: HotBins,
-    /// Whether `hot_bins` changed since a sharded pass's reader last copied it.
-    hot_changed: bool,
+    /// The reader of a sharded pass: the bins that became hot since it last handed them to
+    /// its workers (`None` elsewhere).
+    hot_new: Option<Vec<((Dir, IpAddr), i64)>>,
     /// Bytes that take a bin to the burst threshold, when `hot_bins` is kept: none without a
     /// link rate, or when every flow keeps all its bins (fixed for the pass; read per frame).
     hot_threshold: Option<f64>,
@@ -239,9 +246,6 @@ pub struct Analyzer {
     /// With [`AnalysisConfig::store_flows`]: the summaries of the flows finished since the
     /// caller last took them (it stores them as rows).
     pub finished: Vec<FlowSummary>,
-    /// A shard of a sharded pass: the bins at or above the burst threshold as of the last
-    /// sweep (its reader keeps the channels and `hot_bins`); `None` in a whole pass.
-    hot: Option<std::sync::Arc<HotBins>>,
     /// The ordinal (frame number in the pass) of the packet being analysed.
     ordinal: u64,
     /// The ordinal of the packet of each kept stall.
@@ -268,9 +272,10 @@ impl Analyzer {
             skipped: BTreeMap::new(),
             channels: FxHashMap::default(),
             channel_bins: Vec::new(),
+            spill: Spill::default(),
             last_channel: [None; 2],
             hot_bins: HotBins::default(),
-            hot_changed: false,
+            hot_new: None,
             hot_threshold: if cfg.keep_flow_bins {
                 None
             } else {
@@ -292,7 +297,6 @@ impl Analyzer {
             retired_last: Vec::new(),
             events: FlowEvents::default(),
             finished: Vec::new(),
-            hot: None,
             ordinal: 0,
             stall_at: Vec::new(),
             created: Vec::new(),
@@ -378,9 +382,13 @@ impl Analyzer {
                     at
                 }
             };
-            let total = self.channel_bins[at].add(bin, bytes, p.ts_ns);
+            let total = self.channel_bins[at].add(bin, bytes, p.ts_ns, &mut self.spill);
             if let Some(thr) = threshold {
-                self.hot_changed |= self.hot_bins.note(ch, bin, total, bytes, thr);
+                if self.hot_bins.note(ch, bin, total, bytes, thr) {
+                    if let Some(new) = &mut self.hot_new {
+                        new.push((ch, bin));
+                    }
+                }
             }
         }
     }
@@ -522,8 +530,8 @@ impl Analyzer {
             return;
         }
         self.pruned_until = cut;
-        // A shard's list comes from its reader; a whole pass keeps its own.
-        let hot = self.hot.as_deref().unwrap_or(&self.hot_bins);
+        // A shard's list is made from its reader's; a whole pass keeps its own.
+        let hot = &self.hot_bins;
         let rated = self.hot_threshold.is_some();
         for f in self.flows.values_mut() {
             let key = *f.key();
@@ -558,8 +566,8 @@ impl Analyzer {
         // Formatted only for what keeps it (a direction that may be a burst's source).
         let name = || summary.name.to_string();
         let key = *flow.key();
-        // A shard's list comes from its reader; a whole pass keeps its own.
-        let hot = self.hot.as_deref().unwrap_or(&self.hot_bins);
+        // A shard's list is made from its reader's; a whole pass keeps its own.
+        let hot = &self.hot_bins;
         // Which directions kept bins a burst could claim: only those can be its sources.
         let mut may_be_source = [false; 2];
         for (side, bins) in flow.bins().iter().enumerate() {
@@ -617,17 +625,27 @@ impl Analyzer {
         ids
     }
 
-    /// The bins of a channel (for storing as a series), packed: read them with
-    /// [`PackedBins::iter`].
-    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<&PackedBins> {
+    /// The bins of a channel (for storing as a series), in time order, read back from the
+    /// scratch file a block at a time.
+    pub fn channel_bins(&self, dir: Dir, host: IpAddr) -> Option<impl Iterator<Item = Bin> + '_> {
         self.channels
             .get(&(dir, host))
-            .map(|&at| &self.channel_bins[at])
+            .map(|&at| self.channel_bins[at].iter(&self.spill))
     }
 
     /// Heap bytes the channels' bins hold (for tests of the memory bound).
     pub fn channel_heap_bytes(&self) -> usize {
         self.channel_bins.iter().map(PackedBins::heap_bytes).sum()
+    }
+
+    /// Bytes in the pass's scratch file (for tests of the memory bound).
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spill.bytes()
+    }
+
+    /// Pieces of the scratch file that could not be read back so far.
+    pub fn scratch_lost(&self) -> u64 {
+        self.spill.lost()
     }
 
     /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.

@@ -37,7 +37,7 @@ pub fn write_bins_csv<W: Write>(
     for ch in &report.channels {
         let Ok(host) = ch.host.parse() else { continue };
         if let Some(bins) = an.channel_bins(ch.dir, host) {
-            for b in bins.iter() {
+            for b in bins {
                 rows(ch.dir.name(), &ch.host, &[b])?;
             }
         }

@@ -50,6 +50,7 @@ pub mod record;
 pub mod retired;
 pub mod run;
 pub mod shard;
+pub mod spill;
 pub mod tcp;
 pub mod write;
 

@@ -178,7 +178,7 @@ impl<'a> Recorder<'a> {
             let h = self.open_values("bytes", &labels)?;
             // A chunk at a time: a day-long channel has tens of millions of bins.
             let mut points = Vec::with_capacity(BATCH);
-            for b in bins.iter() {
+            for b in bins {
                 points.push(Point {
                     t_ns: b.index * report.bin_ns,
                     value: b.bytes as i64,

@@ -101,7 +101,10 @@ impl KeptFlows {
 
     /// The kept flows in order of id.
     pub fn into_flows(self) -> Vec<FlowSummary> {
-        let mut flows = self.named;
+        // Sized once: growing `named` would hold it twice for a moment, the peak of a
+        // many-connection capture's pass.
+        let mut flows = Vec::with_capacity(self.named.len() + self.largest.len());
+        flows.extend(self.named);
         flows.extend(self.largest);
         flows.sort_by_key(|f| f.id);
         flows
@@ -109,14 +112,15 @@ impl KeptFlows {
 }
 
 /// A host's retired directions' upstream delays, `(arrival ns, delay ns)` per direction and
-/// bin, for the directions that were no burst's source; packed (about 6 bytes a pair, not 16:
-/// a many-connection capture's hosts hold one pair per bin of every connection they sent).
+/// bin, for the directions that were no burst's source; packed (about 6 bytes a pair, not 16)
+/// into the pass's scratch file: a many-connection capture's hosts hold one pair per bin of
+/// every connection they sent.
 #[derive(Debug, Default)]
 pub struct HostDelays {
     /// Of directions whose clock check passed.
-    pub passed: crate::pack::PackedPairs,
+    pub passed: crate::pack::SpilledPairs,
     /// Of directions too short to check (used when the host vouches for them).
-    pub short: crate::pack::PackedPairs,
+    pub short: crate::pack::SpilledPairs,
 }
 
 /// Everything kept of the retired flows.
@@ -216,8 +220,9 @@ fn keep_near(flow: &SparseBins, near: impl Fn(i64) -> bool) -> SparseBins {
 }
 
 /// The bins at or above the burst threshold so far, per channel: what a sharded pass's
-/// reader hands its workers so that a retiring flow keeps the bins [`near_bursts`] would
-/// keep without each worker holding every channel's bins.
+/// workers keep (from the lists of bins its reader found hot since the last sweep) so that a
+/// retiring flow keeps the bins [`near_bursts`] would keep without each worker holding every
+/// channel's bins.
 #[derive(Debug, Clone, Default)]
 pub struct HotBins {
     /// Sorted bin indexes, per channel.
@@ -240,10 +245,15 @@ impl HotBins {
         if !now || before {
             return false;
         }
+        self.insert(channel, index);
+        true
+    }
+
+    /// Lists bin `index` of `channel` (not listed yet) as hot.
+    pub fn insert(&mut self, channel: (Dir, IpAddr), index: i64) {
         let list = self.channels.entry(channel).or_default();
         let at = list.partition_point(|&c| c < index);
         list.insert(at, index);
-        true
     }
 
     /// The list of `channel`, if any of its bins is hot.

@@ -58,12 +58,21 @@ pub struct Outcome {
     pub inputs: Vec<InputReport>,
     /// Set when the pass was stopped before the sources' end.
     pub stopped: Option<Stopped>,
+    /// Pieces of the pass's scratch file ([`crate::spill`]) that could not be read back:
+    /// channels' bins or bystanders' delays missing from the report and series.
+    pub scratch_lost: u64,
 }
 
 impl Outcome {
     /// Sources not read whole for a reason other than a stop request (cut or unread).
     pub fn damaged(&self) -> impl Iterator<Item = &InputReport> {
         self.inputs.iter().filter(|i| i.is_damaged())
+    }
+
+    /// Whether the report misses something besides a stop request: a source not read whole,
+    /// or a piece of the scratch file not read back.
+    pub fn incomplete(&self) -> bool {
+        self.damaged().next().is_some() || self.scratch_lost > 0
     }
 
     /// Frames that were read but none analysed because every one was of a link type the
@@ -101,6 +110,13 @@ impl Outcome {
             ));
         } else {
             out.extend(damaged);
+        }
+        if self.scratch_lost > 0 {
+            out.push(format!(
+                "{} pieces of the pass's scratch file could not be read back, so bins or delays \
+                 are missing (is the disk of TMPDIR failing or full?)",
+                self.scratch_lost
+            ));
         }
         out
     }
@@ -191,6 +207,7 @@ pub(crate) fn finish_pass(
             report,
             inputs,
             stopped,
+            scratch_lost: an.scratch_lost(),
         },
         an,
     ))

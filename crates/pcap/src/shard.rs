@@ -13,12 +13,13 @@
 //!   in chunks of [`CHUNK`], one batch per worker per chunk, and batches come back to be
 //!   refilled: no allocation and no channel send per packet.
 //! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Where
-//!   a one-thread pass sweeps (every 65,536 frames, or sooner once 100 ms of capture time
+//!   a one-thread pass sweeps (every 65,536 frames, or sooner once 10 ms of capture time
 //!   has passed) the reader sends every worker the sweep that pass makes before that
-//!   packet, with the list of channel bins at or above the burst threshold so far
-//!   ([`HotBins`]): a closed, quiet connection is retired at the same
-//!   packet and keeps the same bins as on one thread, and memory still follows the open
-//!   connections (the list grows with the capture's busy bins, not with connections).
+//!   packet, with the channel bins that reached the burst threshold since the last sweep;
+//!   each worker keeps the list of all of them ([`HotBins`]): a closed, quiet connection is
+//!   retired at the same packet and keeps the same bins as on one thread, and memory still
+//!   follows the open connections (the list grows with the capture's busy bins, not with
+//!   connections).
 //! - This thread stores the workers' samples as it goes: each is tagged with the frame
 //!   number of its packet, and a chunk's samples from all workers are put in that order
 //!   before the [`Recorder`] opens series and stores them. A worker numbers a flow with the
@@ -36,6 +37,7 @@ use std::sync::Arc;
 use tailhunt_model::evidence::capture::{FlowSummary, InputReport, Proto};
 use tailhunt_model::{Sample, SeriesSink};
 
+use crate::analysis::NewHot;
 use crate::analysis::{AnalysisConfig, Analyzer, FlowIds};
 use crate::decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
 use crate::flowkey::FlowKey;
@@ -43,7 +45,9 @@ use crate::inputs::count_link_type;
 use crate::packet::RawPacket;
 use crate::read::SourceSet;
 use crate::record::{samples_of, Origin, Recorder, SampleSeries};
-use crate::retired::{HotBins, KeptFlows};
+#[cfg(doc)]
+use crate::retired::HotBins;
+use crate::retired::KeptFlows;
 use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError};
 
 /// Frames the reader reads before handing them out.
@@ -57,7 +61,8 @@ enum Item {
     Sweep {
         ordinal: u64,
         now: i64,
-        hot: Arc<HotBins>,
+        /// The bins that reached the burst threshold since the last sweep.
+        hot: Arc<Vec<NewHot>>,
     },
     /// Frame `ordinal`, decoded.
     Packet {
@@ -146,8 +151,9 @@ fn detach(d: &Decoded<'_>) -> Decoded<'static> {
 /// The reader's side: counts and channels, and the batches being filled.
 struct Front {
     an: Analyzer,
-    /// The copy of the front's bins at or above the threshold last handed to the workers.
-    shared: Arc<HotBins>,
+    /// The bins that reached the threshold, as last handed to the workers (an empty list is
+    /// handed on without a new allocation).
+    shared: Arc<Vec<NewHot>>,
     batches: Vec<Vec<Item>>,
     frames: usize,
     workers: Vec<SyncSender<Vec<Item>>>,
@@ -173,9 +179,10 @@ impl Front {
         Ok(())
     }
 
-    fn shared_hot(&mut self) -> Arc<HotBins> {
-        if let Some(hot) = self.an.hot_bins_if_changed() {
-            self.shared = Arc::new(hot);
+    fn shared_hot(&mut self) -> Arc<Vec<NewHot>> {
+        let new = self.an.take_new_hot();
+        if !new.is_empty() || !self.shared.is_empty() {
+            self.shared = Arc::new(new);
         }
         self.shared.clone()
     }
@@ -238,7 +245,7 @@ fn work(
         for item in batch.drain(..) {
             match item {
                 Item::Sweep { ordinal, now, hot } => {
-                    an.sweep_shard(ordinal, now, hot);
+                    an.sweep_shard(ordinal, now, &hot);
                     collect(&mut an, ordinal, 0, &mut tagged);
                 }
                 Item::Packet { ordinal, packet } => {
@@ -295,7 +302,7 @@ pub fn analyse(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Outcome, Analyzer), RunError> {
-    let front_an = Analyzer::new(cfg)?;
+    let front_an = Analyzer::front(cfg)?;
     let shards = (0..workers.max(1))
         .map(|_| Analyzer::shard(cfg))
         .collect::<Result<Vec<_>, _>>()?;
@@ -333,7 +340,7 @@ pub fn analyse(
         let reader = reader.spawn_scoped(scope, move || {
             let mut front = Front {
                 an: front_an,
-                shared: Arc::new(HotBins::default()),
+                shared: Arc::new(Vec::new()),
                 batches,
                 frames: 0,
                 workers: to_workers,

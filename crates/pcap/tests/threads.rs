@@ -334,7 +334,9 @@ fn two_and_three_threads_give_what_one_gives() {
             .iter()
             .filter(|f| f["tcp"]["ports_reused"].as_bool() == Some(true))
             .count();
-        assert!(reused > 100, "{reused} connections ended by port reuse");
+        // The unanswered ones are held a second after their close, so their ports come
+        // round again while they are (43 of them with a sweep every 10 ms).
+        assert!(reused > 20, "{reused} connections ended by port reuse");
         assert!(
             one.open_flows < flows.len() / 2,
             "{} flows held",

@@ -54,8 +54,8 @@ impl Analyzer {
             } else {
                 let host = self.retired.host_delays.entry(sender.ip()).or_default();
                 match check {
-                    ClockCheck::Passed => host.passed.extend(delays),
-                    _ => host.short.extend(delays),
+                    ClockCheck::Passed => host.passed.extend(delays, &mut self.spill),
+                    _ => host.short.extend(delays, &mut self.spill),
                 }
             }
         }
@@ -145,9 +145,9 @@ impl Analyzer {
         }
         for (host, d) in &self.retired.host_delays {
             let at_of = |(at, delay): (i64, i64)| (at - delay, at);
-            out.extend(d.passed.iter().map(at_of));
+            out.extend(d.passed.iter(&self.spill).map(at_of));
             if hosts.get(host) == Some(&(true, false)) {
-                out.extend(d.short.iter().map(at_of));
+                out.extend(d.short.iter(&self.spill).map(at_of));
             }
         }
         out.sort_unstable();

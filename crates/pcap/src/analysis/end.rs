@@ -55,7 +55,7 @@ impl Analyzer {
         keys.sort();
         for (dir, host) in keys {
             // Read once, a packed block at a time.
-            let bins = self.channel_bins[self.channels[&(dir, host)]].iter();
+            let bins = self.channel_bins[self.channels[&(dir, host)]].iter(&self.spill);
             let (summary, b) = analyse_channel(dir, host, bins, &flow_bins, &cfg);
             channels.push(summary);
             bursts.extend(b);

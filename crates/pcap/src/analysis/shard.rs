@@ -14,18 +14,20 @@
 //!   ordinals gives them back ([`Analyzer::merge`]);
 //! - the sweep that retires quiet closed connections runs in every shard before the same
 //!   packet as in a whole pass, at the same capture time, and it keeps the same bins: those
-//!   near a bin at or above the burst threshold as of that packet, which the front lists in a
-//!   [`HotBins`];
+//!   near a bin at or above the burst threshold as of that packet, which every shard lists in
+//!   its [`HotBins`] from the front's lists of the bins that became hot since the last sweep;
 //! - each kept Nagle stall carries the ordinal of its packet, so the first
 //!   [`MAX_STALLS_KEPT`] of all shards are those of the whole pass.
 
-use std::sync::Arc;
+use std::net::IpAddr;
 
-use tailhunt_model::evidence::capture::NagleStall;
+use tailhunt_model::evidence::capture::{Dir, NagleStall};
 
 use super::{Analyzer, Flow, MAX_STALLS_KEPT};
 use crate::decode::Decoded;
-use crate::retired::HotBins;
+
+/// A bin that reached the burst threshold: its channel and index.
+pub(crate) type NewHot = ((Dir, IpAddr), i64);
 
 impl Analyzer {
     /// The front's part of [`Analyzer::push`]: counts the frame and adds it to its channels'
@@ -38,18 +40,32 @@ impl Analyzer {
         due
     }
 
-    /// The front's bins at or above the burst threshold, when they changed since the last
-    /// call: the copy its workers' sweeps read.
-    pub(crate) fn hot_bins_if_changed(&mut self) -> Option<HotBins> {
-        std::mem::take(&mut self.hot_changed).then(|| self.hot_bins.clone())
+    /// A sharded pass's front: an analyzer that lists the bins that become hot for its
+    /// workers ([`Analyzer::take_new_hot`]).
+    pub(crate) fn front(cfg: super::AnalysisConfig) -> Result<Analyzer, super::ConfigError> {
+        let mut an = Analyzer::new(cfg)?;
+        an.hot_new = Some(Vec::new());
+        Ok(an)
     }
 
-    /// A shard's sweep before packet `ordinal`, at capture time `now`, with the bins at or
-    /// above the threshold as of that packet.
-    pub(crate) fn sweep_shard(&mut self, ordinal: u64, now: i64, hot: Arc<HotBins>) {
+    /// The front's bins that reached the burst threshold since the last call (a few a
+    /// sweep: handing the whole list on at every sweep copied a list that grows with a
+    /// saturated link's capture).
+    pub(crate) fn take_new_hot(&mut self) -> Vec<NewHot> {
+        self.hot_new
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// A shard's sweep before packet `ordinal`, at capture time `now`, once it has listed
+    /// `new_hot`, the bins that reached the threshold since the last sweep.
+    pub(crate) fn sweep_shard(&mut self, ordinal: u64, now: i64, new_hot: &[NewHot]) {
         self.ordinal = ordinal;
         self.retired_last.clear();
-        self.hot = Some(hot);
+        for &(channel, index) in new_hot {
+            self.hot_bins.insert(channel, index);
+        }
         self.compact_closed(now);
     }
 
@@ -126,8 +142,8 @@ impl Analyzer {
             }
             for (host, d) in std::mem::take(&mut s.retired.host_delays) {
                 let h = front.retired.host_delays.entry(host).or_default();
-                h.passed.append(&d.passed);
-                h.short.append(&d.short);
+                h.passed.append(&d.passed, &s.spill, &mut front.spill);
+                h.short.append(&d.short, &s.spill, &mut front.spill);
             }
             points.extend(s.retired.points.drain(..).map(|(b, id, p)| (b, new(id), p)));
             for (at, mut stall) in s.stall_at.iter().zip(s.stalls.drain(..)) {
@@ -228,8 +244,9 @@ mod tests {
     fn merged_shards_report_what_one_analyzer_reports() {
         let cfg = AnalysisConfig::default();
         let mut whole = Analyzer::new(cfg).unwrap();
-        let mut front = Analyzer::new(cfg).unwrap();
+        let mut front = Analyzer::front(cfg).unwrap();
         let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::shard(cfg).unwrap()).collect();
+        let mut sweeps = 0;
         for (t, data) in frames() {
             let raw = RawPacket {
                 ts_ns: t,
@@ -241,7 +258,13 @@ mod tests {
             let d = decode(&raw).unwrap();
             whole.push(&d);
             let ordinal = front.packets();
-            assert!(!front.push_front(&d), "no sweep");
+            if front.push_front(&d) {
+                sweeps += 1;
+                let hot = front.take_new_hot();
+                for s in &mut shards {
+                    s.sweep_shard(ordinal, d.ts_ns, &hot);
+                }
+            }
             let w = crate::shard::worker_of(&d, shards.len()).unwrap();
             shards[w].push_shard(ordinal, &d);
         }
@@ -249,6 +272,7 @@ mod tests {
             shards.iter().all(|s| s.open_flows() > 0),
             "every shard has flows"
         );
+        assert!(sweeps > 0, "a sweep ran");
         let mut ids = FlowIds::default();
         let mut created: Vec<u64> = shards
             .iter_mut()

@@ -20,6 +20,7 @@ use prost::encoding::{decode_varint, encode_varint};
 
 use super::{Bin, SparseBins};
 use crate::pack::{unzigzag, zigzag};
+use crate::spill::{Spill, Spilled};
 
 /// Bins per packed block (a late packet unpacks one block).
 pub const BLOCK_BINS: usize = 32;
@@ -29,20 +30,23 @@ pub const BLOCK_BINS: usize = 32;
 pub const HORIZON_NS: i64 = 100_000_000;
 
 /// A run of packed bins, `first..=last` by index, in index order (also the blocks of a
-/// [`crate::delay::DelayTrack`], whose records are its own).
+/// [`crate::delay::DelayTrack`], whose records are its own and stay in memory); a channel's
+/// are in the pass's scratch file ([`Spill`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Block {
+pub(crate) struct Block<D = Box<[u8]>> {
     pub(crate) first: i64,
     pub(crate) last: i64,
     pub(crate) bins: u32,
-    pub(crate) data: Box<[u8]>,
+    pub(crate) data: D,
 }
 
-/// The bins of one channel: the newest as a [`SparseBins`], the older ones packed.
+/// The bins of one channel: the newest as a [`SparseBins`], the older ones packed into the
+/// pass's scratch file (a few bytes a bin there, and 48 bytes a block of [`BLOCK_BINS`] in
+/// memory).
 #[derive(Debug, Clone)]
 pub struct PackedBins {
     recent: SparseBins,
-    blocks: Vec<Block>,
+    blocks: Vec<Block<Spilled>>,
     bin_ns: i64,
     /// [`HORIZON_NS`] in bins.
     horizon: i64,
@@ -61,15 +65,16 @@ impl PackedBins {
 
     /// Adds a packet of `bytes` seen at `ts_ns` to bin `index` (`ts_ns / bin width`); returns
     /// the bin's bytes with it, as [`SparseBins::add`].
+    /// Blocks packed go to `spill`.
     #[inline]
-    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
+    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &mut Spill) -> u64 {
         if index < self.packed_end() {
-            return self.add_late(index, bytes, ts_ns);
+            return self.add_late(index, bytes, ts_ns, spill);
         }
         let before = self.recent.len();
         let total = self.recent.add(index, bytes, ts_ns);
         if self.recent.len() > before && self.recent.len() > BLOCK_BINS {
-            self.pack_old();
+            self.pack_old(spill);
         }
         total
     }
@@ -84,34 +89,35 @@ impl PackedBins {
         self.recent.is_empty() && self.blocks.is_empty()
     }
 
-    /// Every bin, in time order, unpacked a block at a time as it is read: what the end of
-    /// the pass reads a channel with (its memory is one block, however long the capture).
-    pub fn iter(&self) -> impl Iterator<Item = Bin> + '_ {
+    /// Every bin, in time order, read back from `spill` a block at a time as it is read: what
+    /// the end of the pass reads a channel with (its memory is one block, however long the
+    /// capture).
+    pub fn iter<'a>(&'a self, spill: &'a Spill) -> impl Iterator<Item = Bin> + 'a {
         let bin_ns = self.bin_ns;
         self.blocks
             .iter()
             .flat_map(move |b| {
                 let mut bins = Vec::with_capacity(b.bins as usize);
-                unpack_block(b, bin_ns, &mut bins);
+                unpack_block(b, &spill.get(&b.data), bin_ns, &mut bins);
                 bins
             })
             .chain(self.recent.bins().iter().copied())
     }
 
     /// Every bin, in time order, at once.
-    pub fn unpack(&self) -> SparseBins {
-        let mut all = Vec::with_capacity(self.len());
-        for b in &self.blocks {
-            unpack_block(b, self.bin_ns, &mut all);
-        }
-        all.extend_from_slice(self.recent.bins());
-        SparseBins::from_sorted(all)
+    pub fn unpack(&self, spill: &Spill) -> SparseBins {
+        SparseBins::from_sorted(self.iter(spill).collect())
     }
 
-    /// Heap bytes held (packed blocks, their records and the recent bins' capacity).
+    /// Heap bytes held (the blocks' records, any block kept in memory and the recent bins'
+    /// capacity).
     pub fn heap_bytes(&self) -> usize {
-        self.blocks.capacity() * std::mem::size_of::<Block>()
-            + self.blocks.iter().map(|b| b.data.len()).sum::<usize>()
+        let kept = |b: &Block<Spilled>| match &b.data {
+            Spilled::Mem(d) => d.len(),
+            Spilled::File { .. } => 0,
+        };
+        self.blocks.capacity() * std::mem::size_of::<Block<Spilled>>()
+            + self.blocks.iter().map(kept).sum::<usize>()
             + self.recent.capacity() * std::mem::size_of::<Bin>()
     }
 
@@ -121,14 +127,14 @@ impl PackedBins {
     }
 
     /// Packs the oldest [`BLOCK_BINS`] recent bins when that many are past the horizon.
-    fn pack_old(&mut self) {
+    fn pack_old(&mut self, spill: &mut Spill) {
         let newest = self.recent.bins().last().map_or(i64::MIN, |b| b.index);
         let old = self
             .recent
             .bins()
             .partition_point(|b| b.index < newest.saturating_sub(self.horizon));
         if old >= BLOCK_BINS {
-            let block = pack_block(&self.recent.bins()[..BLOCK_BINS], self.bin_ns);
+            let block = pack_block(&self.recent.bins()[..BLOCK_BINS], self.bin_ns, spill);
             self.blocks.push(block);
             self.recent.drain_front(BLOCK_BINS);
         }
@@ -136,24 +142,27 @@ impl PackedBins {
 
     /// A packet for a bin at or before the last packed one: into the block that holds (or
     /// would hold) its index.
+    /// The block is read back and written anew (its old bytes stay in the file, unused).
     #[cold]
-    fn add_late(&mut self, index: i64, bytes: u64, ts_ns: i64) -> u64 {
+    fn add_late(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &mut Spill) -> u64 {
         let k = self
             .blocks
             .partition_point(|b| b.first <= index)
             .saturating_sub(1);
-        let mut bins = Vec::with_capacity(self.blocks[k].bins as usize + 1);
-        unpack_block(&self.blocks[k], self.bin_ns, &mut bins);
+        let block = &self.blocks[k];
+        let mut bins = Vec::with_capacity(block.bins as usize + 1);
+        unpack_block(block, &spill.get(&block.data), self.bin_ns, &mut bins);
         let mut sparse = SparseBins::from_sorted(bins);
         let total = sparse.add(index, bytes, ts_ns);
-        self.blocks[k] = pack_block(sparse.bins(), self.bin_ns);
+        self.blocks[k] = pack_block(sparse.bins(), self.bin_ns, spill);
         total
     }
 }
 
-/// Packs `bins` (sorted, at least one) into a block. Offsets use wrapping arithmetic, so any
-/// bin (even one whose times lie outside its index's interval) comes back exactly.
-fn pack_block(bins: &[Bin], bin_ns: i64) -> Block {
+/// Packs `bins` (sorted, at least one) into a block in `spill`. Offsets use wrapping
+/// arithmetic, so any bin (even one whose times lie outside its index's interval) comes back
+/// exactly.
+fn pack_block(bins: &[Bin], bin_ns: i64, spill: &mut Spill) -> Block<Spilled> {
     let mut data = Vec::with_capacity(bins.len() * 10);
     let first = bins[0].index;
     let mut prev = first;
@@ -170,12 +179,12 @@ fn pack_block(bins: &[Bin], bin_ns: i64) -> Block {
         first,
         last: prev,
         bins: bins.len() as u32,
-        data: data.into_boxed_slice(),
+        data: spill.put(&data),
     }
 }
 
-fn unpack_block(block: &Block, bin_ns: i64, out: &mut Vec<Bin>) {
-    let mut data: &[u8] = &block.data;
+/// Unpacks `data`, the bytes of `block`, onto `out`.
+fn unpack_block<D>(block: &Block<D>, mut data: &[u8], bin_ns: i64, out: &mut Vec<Bin>) {
     let mut index = block.first;
     // The block was written by `pack_block`: every varint is whole.
     let mut next = || decode_varint(&mut data).unwrap_or(0);
@@ -207,6 +216,7 @@ mod tests {
     #[test]
     fn a_sparse_channel_packs_to_a_fraction_of_its_bins() {
         let mut p = PackedBins::new(MS);
+        let mut spill = Spill::default();
         let mut plain = SparseBins::default();
         let mut t = 1_700_000_000_000 * MS;
         let mut seed = 3u64;
@@ -214,12 +224,17 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             t += ((seed >> 40) % 2_000_000) as i64;
             let bytes = 66 + (seed >> 20) % 1500;
-            p.add(t / MS, bytes, t);
+            p.add(t / MS, bytes, t, &mut spill);
             plain.add(t / MS, bytes, t);
         }
-        assert_eq!(p.unpack().bins(), plain.bins());
+        assert_eq!(p.unpack(&spill).bins(), plain.bins());
         let per_bin = p.heap_bytes() as f64 / p.len() as f64;
-        assert!(per_bin < 14.0, "{per_bin:.1} bytes a bin");
+        assert!(per_bin < 3.0, "{per_bin:.1} bytes a bin in memory");
+        let spilled = spill.bytes() as f64 / p.len() as f64;
+        assert!(
+            spilled < 12.0,
+            "{spilled:.1} bytes a bin in the scratch file"
+        );
     }
 
     proptest! {
@@ -232,6 +247,7 @@ mod tests {
         ) {
             let bin_ns = bin_ms * MS;
             let mut p = PackedBins::new(bin_ns);
+            let mut spill = Spill::default();
             let mut plain = SparseBins::default();
             let mut newest = 1_000_000i64;
             for (ahead, back, bytes, within) in steps {
@@ -239,11 +255,11 @@ mod tests {
                 newest += ahead;
                 let index = if back < 0 { newest + back } else { newest };
                 let ts = index * bin_ns + within % bin_ns;
-                prop_assert_eq!(p.add(index, bytes, ts), plain.add(index, bytes, ts));
+                prop_assert_eq!(p.add(index, bytes, ts, &mut spill), plain.add(index, bytes, ts));
             }
-            let unpacked = p.unpack();
+            let unpacked = p.unpack(&spill);
             prop_assert_eq!(unpacked.bins(), plain.bins());
-            prop_assert_eq!(p.iter().collect::<Vec<_>>(), plain.bins());
+            prop_assert_eq!(p.iter(&spill).collect::<Vec<_>>(), plain.bins());
             prop_assert_eq!(p.len(), plain.len());
         }
     }

@@ -170,7 +170,7 @@ fn execute(
         "stopped": stopped.as_ref().map(describe),
         "files": outcome.inputs,
     });
-    let partial = stopped.is_some() || outcome.damaged().next().is_some();
+    let partial = stopped.is_some() || outcome.incomplete();
     writer.finish_as(partial, extra)?;
     write_flows_csv_of(a, &store, &run_id, &outcome.report)?;
     let Outcome {
