@@ -55,24 +55,55 @@ impl Distribution {
     /// From samples: latency from the intended send time, every outcome included (a timeout
     /// took at least that long); with `ok_only`, errors and timeouts are counted but left out.
     pub fn from_samples(samples: &[Sample], ok_only: bool) -> Distribution {
-        let mut outcomes = OutcomeCounts::default();
-        let mut values = Vec::with_capacity(samples.len());
-        for s in samples {
-            match s.outcome {
-                Outcome::Ok => outcomes.ok += 1,
-                Outcome::Error => outcomes.error += 1,
-                Outcome::Timeout => outcomes.timeout += 1,
-            }
-            if !ok_only || s.outcome == Outcome::Ok {
-                values.push(s.latency_ns().max(0) as u64);
-            }
-        }
-        Distribution {
-            outcomes,
-            ..Distribution::from_values(values)
+        let mut tally = SampleTally::new(ok_only);
+        tally.values.reserve(samples.len());
+        tally.add(samples);
+        tally.finish()
+    }
+}
+
+/// A [`Distribution::from_samples`] made a batch of samples at a time (a stored series' blocks
+/// as they are read): the latencies, 8 bytes a sample, rather than the samples, 40.
+#[derive(Debug, Clone, Default)]
+pub struct SampleTally {
+    ok_only: bool,
+    outcomes: OutcomeCounts,
+    values: Vec<u64>,
+}
+
+impl SampleTally {
+    /// An empty tally; `ok_only` as [`Distribution::from_samples`] takes it.
+    pub fn new(ok_only: bool) -> SampleTally {
+        SampleTally {
+            ok_only,
+            ..SampleTally::default()
         }
     }
 
+    /// Adds `samples`.
+    pub fn add(&mut self, samples: &[Sample]) {
+        for s in samples {
+            match s.outcome {
+                Outcome::Ok => self.outcomes.ok += 1,
+                Outcome::Error => self.outcomes.error += 1,
+                Outcome::Timeout => self.outcomes.timeout += 1,
+            }
+            if !self.ok_only || s.outcome == Outcome::Ok {
+                self.values.push(s.latency_ns().max(0) as u64);
+            }
+        }
+    }
+
+    /// The distribution of the samples added.
+    pub fn finish(self) -> Distribution {
+        Distribution {
+            outcomes: self.outcomes,
+            ..Distribution::from_values(self.values)
+        }
+    }
+}
+
+impl Distribution {
     /// From any series: samples, its interval histograms merged (in the coarsest of their
     /// layouts), or the values of a values series.
     pub fn from_series(series: &Series, ok_only: bool) -> Distribution {

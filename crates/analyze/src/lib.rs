@@ -56,7 +56,7 @@ pub mod xcorr;
 
 use serde::Serialize;
 
-pub use distribution::{Distribution, OutcomeCounts};
+pub use distribution::{Distribution, OutcomeCounts, SampleTally};
 
 /// Percentiles reported by default.
 pub const DEFAULT_QUANTILES: [f64; 4] = [0.5, 0.9, 0.99, 0.999];

@@ -551,7 +551,6 @@ impl Analyzer {
         let Some(Flow::Tcp(mut t)) = self.flows.remove(&i) else {
             return;
         };
-        t.compact();
         t.finish(&mut self.events);
         self.retired_last.push((i, t.last_ns));
         // The key leads to the retired flow's grave until a second after its last packet, so
@@ -561,8 +560,14 @@ impl Analyzer {
             let until = t.last_ns + crate::tcp::QUIET_AFTER_CLOSE_NS;
             self.graves.insert(grave_of(&t.key), until);
         }
-        let flow = Flow::Tcp(t);
+        let mut flow = Flow::Tcp(t);
+        // Summarised before its live state is freed: compacting drops a small flow's window
+        // points, and its mean window (what the window detector weighs) was then missing or
+        // not depending on whether the flow retired before the end of the pass.
         let summary = summarise(i, &flow);
+        if let Flow::Tcp(t) = &mut flow {
+            t.compact();
+        }
         // Formatted only for what keeps it (a direction that may be a burst's source).
         let name = || summary.name.to_string();
         let key = *flow.key();

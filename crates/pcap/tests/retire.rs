@@ -274,6 +274,43 @@ fn stored_flows_are_handed_out_once_and_the_report_keeps_what_it_needs() {
     assert_eq!(strip(&kept), strip(&whole));
 }
 
+/// A flow the window detector weighs (300 KB and more) but smaller than the flows whose window
+/// points outlive their retirement: its mean window is the same whether it retired during the
+/// pass or was still held at its end.
+#[test]
+fn a_retired_flow_keeps_its_mean_window() {
+    let mean_window = |retire: bool| {
+        let mut an = Analyzer::new(config(false)).unwrap();
+        let end = connection(&mut an, 0, 40_000, 300, 100_000);
+        if retire {
+            // 2,400 frames of short connections from 200 ms after its end: sweeps enough.
+            for i in 0..300u32 {
+                connection(
+                    &mut an,
+                    end + 200 * MS + i64::from(i) * MS,
+                    20_000 + i as u16,
+                    1,
+                    10_000,
+                );
+            }
+        }
+        let held = an.open_flows();
+        let report = an.finish();
+        let first = &report.flows[0];
+        assert!(first.server_to_client.payload_bytes > 400_000);
+        (held, first.tcp.as_ref().unwrap().mean_window)
+    };
+    let (live_held, live) = mean_window(false);
+    let (retired_held, retired) = mean_window(true);
+    assert_eq!(live_held, 1);
+    assert!(
+        retired_held < 300,
+        "the first flow retired ({retired_held} held)"
+    );
+    assert!(live.is_some());
+    assert_eq!(retired, live);
+}
+
 /// A connection whose last FIN is not acknowledged has not ended cleanly: it is held for a
 /// second after its last packet, not for 100 ms, so that the FIN sent again still finds it.
 #[test]

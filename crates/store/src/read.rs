@@ -139,11 +139,22 @@ impl Store {
 
     /// All raw samples of a series, in write order.
     pub fn load_samples(&self, series_id: i64) -> Result<Vec<Sample>, StoreError> {
+        let mut out = Vec::new();
+        self.each_sample_block(series_id, &mut |samples| out.extend_from_slice(samples))?;
+        Ok(out)
+    }
+
+    /// The raw samples of a series a stored block at a time, in write order: for what can be
+    /// worked out without holding a long series whole.
+    pub fn each_sample_block(
+        &self,
+        series_id: i64,
+        f: &mut dyn FnMut(&[Sample]),
+    ) -> Result<(), StoreError> {
         let mut stmt = self
             .conn
             .prepare("SELECT codec, data FROM sample_blocks WHERE series_id = ?1 ORDER BY seq")?;
         let mut rows = stmt.query([series_id])?;
-        let mut out = Vec::new();
         while let Some(row) = rows.next()? {
             let codec: i64 = row.get(0)?;
             let data = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
@@ -151,9 +162,9 @@ impl Store {
                 series: series_id,
                 reason: e.to_string(),
             })?;
-            out.extend_from_slice(&samples);
+            f(&samples);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// All interval histograms of a series, in write order.
