@@ -145,8 +145,8 @@ fn holding<'b>(bursts: &[&'b Burst], p: &Prepared<'_>, report: &CaptureReport) -
         reach.push(far);
     }
     let mut hit = vec![false; bursts.len()];
-    for i in (0..p.samples.len()).filter(|&i| p.slow(i)) {
-        let (start, end) = (p.samples[i].0, p.samples[i].1);
+    for i in (0..p.len()).filter(|&i| p.slow(i)) {
+        let (start, end, _) = p.sample(i);
         let from = reach.partition_point(|&r| r < start);
         for &((s, e), k) in &spans[from..] {
             if s > end {
@@ -170,18 +170,17 @@ fn choose(si: usize, p: &Prepared<'_>, cands: &[Candidate<'_>]) -> Vec<(usize, H
         .iter()
         .map(|c| {
             eligible(p.requests, &c.sources).then(|| {
-                p.samples
-                    .iter()
-                    .map(|&(s, e, _)| overlaps(&c.spans, s, e))
+                p.samples()
+                    .map(|(s, e, _)| overlaps(&c.spans, s, e))
                     .collect()
             })
         })
         .collect();
-    let total_slow = (0..p.samples.len()).filter(|&i| p.slow(i)).count();
+    let total_slow = (0..p.len()).filter(|&i| p.slow(i)).count();
     if total_slow < MIN_SLOW {
         return Vec::new();
     }
-    let mut held_before = vec![false; p.samples.len()];
+    let mut held_before = vec![false; p.len()];
     let mut out: Vec<(usize, Held)> = Vec::new();
     loop {
         let best = inside
@@ -202,7 +201,7 @@ fn choose(si: usize, p: &Prepared<'_>, cands: &[Candidate<'_>]) -> Vec<(usize, H
         }
         out.push((ci, held));
     }
-    let explained = (0..p.samples.len())
+    let explained = (0..p.len())
         .filter(|&i| p.slow(i) && held_before[i])
         .count();
     if explained * 2 < total_slow {
@@ -216,20 +215,20 @@ fn choose(si: usize, p: &Prepared<'_>, cands: &[Candidate<'_>]) -> Vec<(usize, H
         let Some(inside) = inside.as_ref().filter(|_| !chosen.contains(&ci)) else {
             continue;
         };
-        let left = (0..p.samples.len())
+        let left = (0..p.len())
             .filter(|&i| p.slow(i) && inside[i] && !held_before[i])
             .count();
         if left >= MIN_SLOW {
             continue;
         }
-        let none = vec![false; p.samples.len()];
+        let none = vec![false; p.len()];
         let Some(mut h) = held(si, p, inside, &none) else {
             continue;
         };
         // The chosen channel holding most of its slow requests.
         h.with = chosen.iter().copied().max_by_key(|&c| {
             let theirs = inside_of(c);
-            (0..p.samples.len())
+            (0..p.len())
                 .filter(|&i| p.slow(i) && inside[i] && theirs.is_some_and(|t| t[i]))
                 .count()
         });
@@ -241,7 +240,7 @@ fn choose(si: usize, p: &Prepared<'_>, cands: &[Candidate<'_>]) -> Vec<(usize, H
 /// What a channel's bursts hold of the samples no earlier channel held, when it is enough.
 fn held(si: usize, p: &Prepared<'_>, inside: &[bool], before: &[bool]) -> Option<Held> {
     let (mut all, mut all_in, mut slow, mut slow_in) = (0usize, 0usize, 0usize, 0usize);
-    for i in (0..p.samples.len()).filter(|&i| !before[i]) {
+    for i in (0..p.len()).filter(|&i| !before[i]) {
         all += 1;
         all_in += usize::from(inside[i]);
         if p.slow(i) {

@@ -144,7 +144,7 @@ pub fn link_saturated(report: &CaptureReport, requests: &[Requests<'_>]) -> Vec<
 /// Series `p` split by the busy spans, when it shows the link's effect.
 fn split(si: usize, p: &Prepared<'_>, spans: &[(i64, i64)]) -> Option<Split> {
     let (mut inside, mut outside) = (Vec::new(), Vec::new());
-    for &(s, e, lat) in &p.samples {
+    for (s, e, lat) in p.samples() {
         if overlaps(spans, s, e) {
             inside.push(lat);
         } else {
