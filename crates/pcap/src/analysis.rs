@@ -203,7 +203,7 @@ pub struct Analyzer {
     channel_bins: Vec<PackedBins>,
     /// What the pass keeps to its end but no longer changes: the channels' older bins and
     /// the bystanders' delays per host.
-    spill: Spill,
+    spill: std::sync::Arc<Spill>,
     /// The channel of each direction (to, from) that the last frame went to: consecutive
     /// frames mostly share their hosts, so most find theirs without hashing (the two lookups
     /// were about 4% of a pass over a 1 GB capture).
@@ -272,7 +272,7 @@ impl Analyzer {
             skipped: BTreeMap::new(),
             channels: FxHashMap::default(),
             channel_bins: Vec::new(),
-            spill: Spill::default(),
+            spill: Default::default(),
             last_channel: [None; 2],
             hot_bins: HotBins::default(),
             hot_new: None,
@@ -382,7 +382,7 @@ impl Analyzer {
                     at
                 }
             };
-            let total = self.channel_bins[at].add(bin, bytes, p.ts_ns, &mut self.spill);
+            let total = self.channel_bins[at].add(bin, bytes, p.ts_ns, &self.spill);
             if let Some(thr) = threshold {
                 if self.hot_bins.note(ch, bin, total, bytes, thr) {
                     if let Some(new) = &mut self.hot_new {
@@ -418,7 +418,7 @@ impl Analyzer {
                 self.stall_at
                     .extend(std::iter::repeat_n(self.ordinal, kept));
                 if let Some((tsval, _)) = tcp.options.timestamps {
-                    self.delays.entry(i).or_default()[side].add(bin, p.ts_ns, tsval);
+                    self.delays.entry(i).or_default()[side].add(bin, p.ts_ns, tsval, &self.spill);
                 }
             }
             Transport::Udp(udp) => {

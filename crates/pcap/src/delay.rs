@@ -24,6 +24,7 @@ use prost::encoding::{decode_varint, encode_varint};
 
 use crate::bins::packed::Block;
 use crate::pack::{unzigzag, zigzag};
+use crate::spill::Spill;
 
 /// A direction must span this long for its clock rate to be checked.
 pub const MIN_CHECK_SPAN_NS: i64 = 1_000_000_000;
@@ -57,6 +58,7 @@ const HORIZON_NS: i64 = crate::bins::packed::HORIZON_NS;
 #[derive(Debug, Clone, Default)]
 pub struct DelayTrack {
     first_tsval: Option<u32>,
+    /// In the pass's scratch file (a stream of a day holds 86 million bins each way).
     blocks: Vec<Block>,
     bins: Vec<OffsetBin>,
 }
@@ -65,7 +67,7 @@ pub struct DelayTrack {
 /// packet's time, then per bin varints of the index step, the smallest offset's step from the
 /// previous bin's, the largest offset above the smallest, and the most delayed packet's
 /// time's step from the previous bin's (about 9 bytes a bin instead of 32).
-fn pack_block(bins: &[OffsetBin]) -> Block {
+fn pack_block(bins: &[OffsetBin], spill: &Spill) -> Block {
     let mut data = Vec::with_capacity(bins.len() * 10);
     let (mut index, mut min, mut at) = (bins[0].index, bins[0].min, bins[0].max_at);
     encode_varint(zigzag(min), &mut data);
@@ -81,12 +83,13 @@ fn pack_block(bins: &[OffsetBin]) -> Block {
         first: bins[0].index,
         last: index,
         bins: bins.len() as u32,
-        data: data.into_boxed_slice(),
+        data: spill.put(&data),
     }
 }
 
-fn unpack_block(block: &Block, out: &mut Vec<OffsetBin>) {
-    let mut data: &[u8] = &block.data;
+fn unpack_block(block: &Block, spill: &Spill, out: &mut Vec<OffsetBin>) {
+    let bytes = spill.get(&block.data);
+    let mut data: &[u8] = &bytes;
     // The block was written by `pack_block`: every varint is whole.
     let mut next = || decode_varint(&mut data).unwrap_or(0);
     let mut min = unzigzag(next());
@@ -118,8 +121,9 @@ pub enum ClockCheck {
 }
 
 impl DelayTrack {
-    /// Adds a packet seen at `ts_ns` in bin `index` with this TSval.
-    pub fn add(&mut self, index: i64, ts_ns: i64, tsval: u32) {
+    /// Adds a packet seen at `ts_ns` in bin `index` with this TSval (older bins go to
+    /// `spill`, the pass's scratch file, which every other call must be given too).
+    pub fn add(&mut self, index: i64, ts_ns: i64, tsval: u32, spill: &Spill) {
         let first = *self.first_tsval.get_or_insert(tsval);
         // Signed: a packet reordered before the first one gives a small negative count.
         let ticks = tsval.wrapping_sub(first) as i32 as i64;
@@ -144,12 +148,12 @@ impl DelayTrack {
                 .partition_point(|b| b.first <= index)
                 .saturating_sub(1);
             let mut bins = Vec::with_capacity(BLOCK_BINS + 1);
-            unpack_block(&self.blocks[k], &mut bins);
+            unpack_block(&self.blocks[k], spill, &mut bins);
             match bins.binary_search_by_key(&index, |b| b.index) {
                 Ok(i) => merge(&mut bins[i]),
                 Err(i) => bins.insert(i, new),
             }
-            self.blocks[k] = pack_block(&bins);
+            self.blocks[k] = pack_block(&bins, spill);
             return;
         }
         match self.bins.last_mut() {
@@ -165,7 +169,8 @@ impl DelayTrack {
         if self.bins.len() >= 2 * BLOCK_BINS
             && self.bins[BLOCK_BINS - 1].max_at < ts_ns - HORIZON_NS
         {
-            self.blocks.push(pack_block(&self.bins[..BLOCK_BINS]));
+            self.blocks
+                .push(pack_block(&self.bins[..BLOCK_BINS], spill));
             self.bins.drain(..BLOCK_BINS);
         }
     }
@@ -182,12 +187,12 @@ impl DelayTrack {
     }
 
     /// Every bin in index order, unpacked a block at a time.
-    fn all(&self) -> impl Iterator<Item = OffsetBin> + '_ {
+    fn all<'a>(&'a self, spill: &'a Spill) -> impl Iterator<Item = OffsetBin> + 'a {
         self.blocks
             .iter()
-            .flat_map(|b| {
+            .flat_map(move |b| {
                 let mut bins = Vec::with_capacity(b.bins as usize);
-                unpack_block(b, &mut bins);
+                unpack_block(b, spill, &mut bins);
                 bins
             })
             .chain(self.bins.iter().copied())
@@ -204,14 +209,14 @@ impl DelayTrack {
 
     /// Checks that the baseline is flat: the time-weighted median slope of the lower hull
     /// within [`MAX_DRIFT`], over at least [`MIN_CHECK_SPAN_NS`].
-    pub fn clock_check(&self, bin_ns: i64) -> ClockCheck {
+    pub fn clock_check(&self, bin_ns: i64, spill: &Spill) -> ClockCheck {
         let Some((first, last)) = self.span() else {
             return ClockCheck::TooShort;
         };
         if (last - first) * bin_ns < MIN_CHECK_SPAN_NS {
             return ClockCheck::TooShort;
         }
-        let hull = self.hull();
+        let hull = self.hull(spill);
         let mut slopes: Vec<(f64, i64)> = hull
             .windows(2)
             .map(|w| {
@@ -237,9 +242,9 @@ impl DelayTrack {
     }
 
     /// The lower convex hull of the bins' smallest offsets: `(bin index, offset)` points.
-    fn hull(&self) -> Vec<(i64, i64)> {
+    fn hull(&self, spill: &Spill) -> Vec<(i64, i64)> {
         let mut h: Vec<(i64, i64)> = Vec::new();
-        for b in self.all() {
+        for b in self.all(spill) {
             let p = (b.index, b.min);
             while h.len() >= 2 {
                 let (a, o) = (h[h.len() - 2], h[h.len() - 1]);
@@ -259,10 +264,10 @@ impl DelayTrack {
 
     /// Per bin, the largest upstream delay and when that packet arrived: `(arrival ns, delay
     /// ns)`, in time order.
-    pub fn delays(&self) -> Vec<(i64, i64)> {
-        let hull = self.hull();
+    pub fn delays(&self, spill: &Spill) -> Vec<(i64, i64)> {
+        let hull = self.hull(spill);
         let mut seg = 0;
-        self.all()
+        self.all(spill)
             .map(|b| {
                 while seg + 1 < hull.len() - 1 && hull[seg + 1].0 <= b.index {
                     seg += 1;
@@ -289,7 +294,7 @@ mod tests {
     /// A sender's clock, a capture 3 s long, packets every 2 ms, and a queue that holds the
     /// 20 packets sent at 1.000-1.038 s and lets them out 1 ms apart from 1.040 s (waits of
     /// 40 down to 21 ms); the sender is quiet while it drains.
-    fn track(clock_hz: i64, drift_ppm: i64) -> DelayTrack {
+    fn track(clock_hz: i64, drift_ppm: i64, spill: &Spill) -> DelayTrack {
         let mut t = DelayTrack::default();
         let start = 1_700_000_000 * 1_000_000_000i64;
         for k in (0..1500i64).filter(|k| !(520..540).contains(k)) {
@@ -301,16 +306,17 @@ mod tests {
             };
             let at = sent + 150_000 + queued + (k * 2 * MS) * drift_ppm / 1_000_000;
             let tsval = (1_000_000 + (k * 2 * MS) * clock_hz / 1_000_000_000) as u32;
-            t.add(at.div_euclid(MS), at, tsval);
+            t.add(at.div_euclid(MS), at, tsval, spill);
         }
         t
     }
 
     #[test]
     fn a_queue_upstream_shows_as_delay_above_the_baseline() {
-        let t = track(1000, 0);
-        assert_eq!(t.clock_check(MS), ClockCheck::Passed);
-        let d = t.delays();
+        let spill = Spill::default();
+        let t = track(1000, 0, &spill);
+        assert_eq!(t.clock_check(MS, &spill), ClockCheck::Passed);
+        let d = t.delays(&spill);
         let max = d.iter().map(|x| x.1).max().unwrap();
         assert!((39 * MS..=41 * MS).contains(&max), "{max}");
         let late: Vec<i64> = d.iter().filter(|x| x.1 >= 2 * MS).map(|x| x.1).collect();
@@ -321,20 +327,22 @@ mod tests {
 
     #[test]
     fn a_slow_drift_between_the_clocks_is_not_delay() {
-        let t = track(1000, 200);
-        assert_eq!(t.clock_check(MS), ClockCheck::Passed);
-        let late = t.delays().iter().filter(|x| x.1 >= 2 * MS).count();
+        let spill = Spill::default();
+        let t = track(1000, 200, &spill);
+        assert_eq!(t.clock_check(MS, &spill), ClockCheck::Passed);
+        let late = t.delays(&spill).iter().filter(|x| x.1 >= 2 * MS).count();
         assert!(late <= 20, "{late}");
     }
 
     #[test]
     fn a_clock_that_does_not_tick_at_1khz_is_refused() {
-        assert_eq!(track(250, 0).clock_check(MS), ClockCheck::Failed);
-        assert_eq!(track(10_000, 0).clock_check(MS), ClockCheck::Failed);
+        let s = Spill::default();
+        assert_eq!(track(250, 0, &s).clock_check(MS, &s), ClockCheck::Failed);
+        assert_eq!(track(10_000, 0, &s).clock_check(MS, &s), ClockCheck::Failed);
         let mut short = DelayTrack::default();
-        short.add(0, 0, 5);
-        short.add(100, 100 * MS, 105);
-        assert_eq!(short.clock_check(MS), ClockCheck::TooShort);
+        short.add(0, 0, 5, &s);
+        short.add(100, 100 * MS, 105, &s);
+        assert_eq!(short.clock_check(MS, &s), ClockCheck::TooShort);
     }
 
     /// The bins as the track kept them before it packed any: every packet merged into its
@@ -367,13 +375,13 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever the order of the packets (late ones reaching into packed blocks, before the
-        /// first, into gaps), the packed track holds exactly the plain track's bins, and long
-        /// tracks pack to a fraction of 32 bytes a bin.
+        /// first, into gaps), the packed track holds exactly the plain track's bins.
         #[test]
         fn packed_bins_are_the_plain_bins(
             steps in proptest::collection::vec((0i64..3, -300i64..3, 0i64..MS, 0u32..40), 1..3000),
         ) {
             let mut t = DelayTrack::default();
+            let spill = Spill::default();
             let mut packets = Vec::new();
             let mut newest = 1_700_000_000_000i64;
             let first_tsval = 1_000_000u32;
@@ -385,27 +393,36 @@ mod tests {
                 let tsval = if k == 0 { first_tsval } else {
                     (first_tsval as i64 + (index - 1_700_000_000_000) - i64::from(jitter % 7)) as u32
                 };
-                t.add(index, ts, tsval);
+                t.add(index, ts, tsval, &spill);
                 let first = t.first_tsval.unwrap();
                 let off = ts - (tsval.wrapping_sub(first) as i32 as i64) * TICK_NS;
                 packets.push((index, ts, off));
             }
             let want = plain(&packets);
-            proptest::prop_assert_eq!(t.all().collect::<Vec<_>>(), want);
+            proptest::prop_assert_eq!(t.all(&spill).collect::<Vec<_>>(), want);
         }
     }
 
+    /// A long track packs its older bins into the scratch file: a few bytes a bin there,
+    /// under two in memory, and all of them come back.
     #[test]
     fn a_long_track_packs() {
         let mut t = DelayTrack::default();
+        let spill = Spill::default();
         for k in 0..100_000i64 {
             let at = 1_700_000_000_000 * MS + k * MS + 150_000 + (k * 7919) % 300_000;
-            t.add(at.div_euclid(MS), at, (1_000 + k) as u32);
+            t.add(at.div_euclid(MS), at, (1_000 + k) as u32, &spill);
         }
-        let held: usize = t.blocks.iter().map(|b| b.data.len()).sum::<usize>()
+        t.shrink();
+        let held = t.blocks.capacity() * std::mem::size_of::<Block>()
             + t.bins.capacity() * std::mem::size_of::<OffsetBin>();
         let per_bin = held as f64 / 100_000.0;
-        assert!(per_bin < 12.0, "{per_bin:.1} bytes a bin");
-        assert_eq!(t.all().count(), 100_000);
+        assert!(per_bin < 2.0, "{per_bin:.1} bytes a bin in memory");
+        let spilled = spill.bytes() as f64 / 100_000.0;
+        assert!(
+            spilled < 12.0,
+            "{spilled:.1} bytes a bin in the scratch file"
+        );
+        assert_eq!(t.all(&spill).count(), 100_000);
     }
 }

@@ -85,7 +85,7 @@ impl PackedPairs {
 
 /// Pairs kept to the end of the pass: packed, and written to the pass's [`Spill`] a chunk of
 /// [`CHUNK_BYTES`] at a time, so that memory holds only the chunk in the making. The same
-/// `spill` must be passed to every call.
+/// `spill` must be passed to every call (a sharded pass's threads share one).
 #[derive(Debug, Default)]
 pub struct SpilledPairs {
     chunks: Vec<Spilled>,
@@ -95,7 +95,7 @@ pub struct SpilledPairs {
 
 impl SpilledPairs {
     /// Appends `pairs`, in their order.
-    pub fn extend(&mut self, pairs: impl IntoIterator<Item = (i64, i64)>, spill: &mut Spill) {
+    pub fn extend(&mut self, pairs: impl IntoIterator<Item = (i64, i64)>, spill: &Spill) {
         for (a, b) in pairs {
             if self.tail.data.capacity() == 0 {
                 // Full chunks are cut just past the limit: one allocation a host.
@@ -111,9 +111,19 @@ impl SpilledPairs {
         }
     }
 
-    /// Appends every pair of `other`, whose scratch file is `from`.
-    pub fn append(&mut self, other: &SpilledPairs, from: &Spill, spill: &mut Spill) {
-        self.extend(other.iter(from), spill);
+    /// Appends every pair of `other` (kept in the same scratch file).
+    pub fn append(&mut self, other: SpilledPairs, spill: &Spill) {
+        // Its chunks stay where they are; only the pairs in the making are copied, after the
+        // last of `self`'s own chunks so that the order holds.
+        if !self.tail.is_empty() {
+            self.chunks.push(spill.put(&self.tail.data));
+            self.spilled += self.tail.len;
+            self.tail.data.clear();
+            (self.tail.len, self.tail.last_a) = (0, 0);
+        }
+        self.chunks.extend(other.chunks);
+        self.spilled += other.spilled;
+        self.extend(other.tail.iter(), spill);
     }
 
     /// Pairs held.
@@ -132,7 +142,7 @@ impl SpilledPairs {
             .iter()
             .flat_map(move |c| {
                 let chunk = PackedPairs {
-                    data: spill.get(c).into_owned(),
+                    data: spill.get(c),
                     ..PackedPairs::default()
                 };
                 chunk.iter().collect::<Vec<_>>()
@@ -190,24 +200,28 @@ mod tests {
         }
 
         /// Chunks in the scratch file and the one in the making come back as one list, in
-        /// order, also when appended from another scratch file.
+        /// order, also when one list is appended to another.
         #[test]
         fn spilled_pairs_come_back_in_order(
             pairs in proptest::collection::vec(any::<(i64, i64)>(), 0..600),
             small in proptest::collection::vec((0i64..1_000_000, 0i64..1000), 0..600),
         ) {
-            let (mut spill, mut other_spill) = (Spill::default(), Spill::default());
+            let spill = Spill::default();
             let mut p = SpilledPairs::default();
-            p.extend(pairs.iter().copied(), &mut spill);
-            p.extend(small.iter().copied(), &mut spill);
+            p.extend(pairs.iter().copied(), &spill);
+            p.extend(small.iter().copied(), &spill);
             let all: Vec<(i64, i64)> = pairs.iter().chain(&small).copied().collect();
             prop_assert_eq!(p.iter(&spill).collect::<Vec<_>>(), all.clone());
             prop_assert_eq!(p.len(), all.len());
             let mut q = SpilledPairs::default();
-            q.extend([(5, -5)], &mut other_spill);
-            q.append(&p, &spill, &mut other_spill);
-            prop_assert_eq!(q.iter(&other_spill).skip(1).collect::<Vec<_>>(), all);
-            prop_assert_eq!(spill.lost() + other_spill.lost(), 0);
+            q.extend([(5, -5)], &spill);
+            q.append(p, &spill);
+            prop_assert_eq!(q.iter(&spill).skip(1).collect::<Vec<_>>(), all.clone());
+            prop_assert_eq!(q.len(), all.len() + 1);
+            let mut r = SpilledPairs::default();
+            r.append(q, &spill);
+            prop_assert_eq!(r.len(), all.len() + 1);
+            prop_assert_eq!(spill.lost(), 0);
         }
     }
 }

@@ -304,7 +304,7 @@ pub fn analyse(
 ) -> Result<(Outcome, Analyzer), RunError> {
     let front_an = Analyzer::front(cfg)?;
     let shards = (0..workers.max(1))
-        .map(|_| Analyzer::shard(cfg))
+        .map(|_| Analyzer::shard(cfg, &front_an))
         .collect::<Result<Vec<_>, _>>()?;
     let mut rec = Recorder::new(sink);
     let mut flows = Flows {

@@ -12,11 +12,11 @@
 //! bench/pcap.sh's 100,000-connection capture held 7 MiB of such bytes at its peak, most of
 //! what its peak heap had more than the 1,000-connection capture's.
 
-use std::borrow::Cow;
-use std::cell::Cell;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// Bytes buffered before a write: writes of a few hundred bytes each would be a system call
 /// each.
@@ -36,34 +36,42 @@ pub enum Spilled {
     Mem(Box<[u8]>),
 }
 
-/// The scratch file of one analyzer.
+/// The scratch file of one pass, shared by a sharded pass's threads (behind a lock: they
+/// write a piece at a sweep or a few hundred bytes of bins, not per packet), so that what a
+/// worker spilled is read back after the workers are joined.
 #[derive(Debug, Default)]
 pub struct Spill {
+    file: Mutex<Writer>,
+    /// Reads that failed.
+    lost: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Writer {
     file: Option<File>,
     /// Bytes not yet written; they start at `written`.
     buf: Vec<u8>,
     written: u64,
     /// Writing failed once: everything since stays in memory.
     failed: bool,
-    /// Reads that failed.
-    lost: Cell<u64>,
 }
 
 impl Spill {
     /// Keeps `data` until the end of the pass.
-    pub fn put(&mut self, data: &[u8]) -> Spilled {
-        if self.failed || data.len() > u32::MAX as usize {
+    pub fn put(&self, data: &[u8]) -> Spilled {
+        let mut w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if w.failed || data.len() > u32::MAX as usize {
             return Spilled::Mem(data.into());
         }
-        if self.buf.len() + data.len() > WRITE_BUFFER && self.flush().is_err() {
-            self.failed = true;
+        if w.buf.len() + data.len() > WRITE_BUFFER && w.flush().is_err() {
+            w.failed = true;
             return Spilled::Mem(data.into());
         }
-        if self.buf.capacity() == 0 {
-            self.buf.reserve_exact(WRITE_BUFFER);
+        if w.buf.capacity() == 0 {
+            w.buf.reserve_exact(WRITE_BUFFER);
         }
-        let offset = self.written + self.buf.len() as u64;
-        self.buf.extend_from_slice(data);
+        let offset = w.written + w.buf.len() as u64;
+        w.buf.extend_from_slice(data);
         Spilled::File {
             offset,
             len: data.len() as u32,
@@ -71,37 +79,41 @@ impl Spill {
     }
 
     /// The bytes of `at`; empty when reading them back failed (counted in [`Spill::lost`]).
-    pub fn get<'a>(&'a self, at: &'a Spilled) -> Cow<'a, [u8]> {
+    pub fn get(&self, at: &Spilled) -> Vec<u8> {
         let (offset, len) = match at {
-            Spilled::Mem(b) => return Cow::Borrowed(b),
+            Spilled::Mem(b) => return b.to_vec(),
             Spilled::File { offset, len } => (*offset, *len as usize),
         };
-        if offset >= self.written {
-            let from = (offset - self.written) as usize;
-            if let Some(b) = self.buf.get(from..from + len) {
-                return Cow::Borrowed(b);
+        let w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if offset >= w.written {
+            let from = (offset - w.written) as usize;
+            if let Some(b) = w.buf.get(from..from + len) {
+                return b.to_vec();
             }
         }
         let mut out = vec![0; len];
-        match &self.file {
-            Some(f) if f.read_exact_at(&mut out, offset).is_ok() => Cow::Owned(out),
+        match &w.file {
+            Some(f) if f.read_exact_at(&mut out, offset).is_ok() => out,
             _ => {
-                self.lost.set(self.lost.get() + 1);
-                Cow::Owned(Vec::new())
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                Vec::new()
             }
         }
     }
 
     /// Byte strings that could not be read back.
     pub fn lost(&self) -> u64 {
-        self.lost.get()
+        self.lost.load(Ordering::Relaxed)
     }
 
     /// Bytes written to the file or waiting to be.
     pub fn bytes(&self) -> u64 {
-        self.written + self.buf.len() as u64
+        let w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        w.written + w.buf.len() as u64
     }
+}
 
+impl Writer {
     fn flush(&mut self) -> std::io::Result<()> {
         if self.buf.is_empty() {
             return Ok(());
@@ -126,15 +138,19 @@ mod tests {
     /// file is written in buffer-sized pieces.
     #[test]
     fn what_goes_in_comes_back() {
-        let mut s = Spill::default();
+        let s = Spill::default();
         let strings: Vec<Vec<u8>> = (0..2_000u32)
             .map(|i| (0..(i % 700)).map(|j| (i ^ j) as u8).collect())
             .collect();
         let at: Vec<Spilled> = strings.iter().map(|b| s.put(b)).collect();
-        assert!(s.file.is_some(), "{} bytes went to a file", s.bytes());
+        assert!(
+            s.file.lock().unwrap().file.is_some(),
+            "{} bytes went to a file",
+            s.bytes()
+        );
         assert!(at.iter().all(|a| matches!(a, Spilled::File { .. })));
         for (b, a) in strings.iter().zip(&at) {
-            assert_eq!(s.get(a).as_ref(), b.as_slice());
+            assert_eq!(s.get(a), *b);
         }
         assert_eq!(s.lost(), 0);
     }
@@ -143,19 +159,19 @@ mod tests {
     /// failed, pieces stay in memory and come back from there.
     #[test]
     fn what_cannot_be_read_back_is_counted() {
-        let mut s = Spill::default();
+        let s = Spill::default();
         let big = vec![7u8; WRITE_BUFFER];
         let first = s.put(&big);
         let second = s.put(&big);
-        assert!(s.file.is_some());
+        assert!(s.file.lock().unwrap().file.is_some());
         // The file replaced by an empty one: the written piece is gone, the buffered one not.
-        s.file = Some(File::open("/dev/null").unwrap());
+        s.file.lock().unwrap().file = Some(File::open("/dev/null").unwrap());
         assert!(s.get(&first).is_empty());
-        assert_eq!(s.get(&second).as_ref(), big.as_slice());
+        assert_eq!(s.get(&second), big);
         assert_eq!(s.lost(), 1);
-        s.failed = true;
+        s.file.lock().unwrap().failed = true;
         let kept = s.put(b"abc");
         assert!(matches!(kept, Spilled::Mem(_)));
-        assert_eq!(s.get(&kept).as_ref(), b"abc");
+        assert_eq!(s.get(&kept), b"abc");
     }
 }

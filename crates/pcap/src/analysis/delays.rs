@@ -35,7 +35,7 @@ impl Analyzer {
             if track.is_empty() {
                 continue;
             }
-            let check = track.clock_check(self.cfg.bin_ns);
+            let check = track.clock_check(self.cfg.bin_ns, &self.spill);
             let sender = key.endpoint(side);
             let mark = self.retired.clock_hosts.entry(sender.ip()).or_default();
             mark.0 |= check == ClockCheck::Passed;
@@ -43,7 +43,7 @@ impl Analyzer {
             if check == ClockCheck::Failed {
                 continue;
             }
-            let delays = track.delays();
+            let delays = track.delays(&self.spill);
             if may_be_source[side] || self.cfg.keep_flow_bins {
                 self.retired.delays.push(KeptDelays {
                     name: name(),
@@ -54,8 +54,8 @@ impl Analyzer {
             } else {
                 let host = self.retired.host_delays.entry(sender.ip()).or_default();
                 match check {
-                    ClockCheck::Passed => host.passed.extend(delays, &mut self.spill),
-                    _ => host.short.extend(delays, &mut self.spill),
+                    ClockCheck::Passed => host.passed.extend(delays, &self.spill),
+                    _ => host.short.extend(delays, &self.spill),
                 }
             }
         }
@@ -96,7 +96,7 @@ impl Analyzer {
                     .enumerate()
                     .filter(|(_, t)| !t.is_empty())
                     .map(move |(side, t)| {
-                        let check = t.clock_check(bin_ns);
+                        let check = t.clock_check(bin_ns, &self.spill);
                         (f.name().to_string(), f.key().endpoint(side), check, t)
                     })
             })
@@ -141,7 +141,12 @@ impl Analyzer {
             keep(&d.name, d.sender, d.check, &mut d.delays.iter().copied());
         }
         for (name, sender, check, track) in &live {
-            keep(name, *sender, *check, &mut track.delays().into_iter());
+            keep(
+                name,
+                *sender,
+                *check,
+                &mut track.delays(&self.spill).into_iter(),
+            );
         }
         for (host, d) in &self.retired.host_delays {
             let at_of = |(at, delay): (i64, i64)| (at - delay, at);

@@ -84,9 +84,15 @@ impl Analyzer {
     /// A shard's analyzer: like a whole pass's, but a flow that finishes is handed out
     /// with its ordinal for an id and none is chosen for the report (the reader's side
     /// knows every flow's id and chooses).
-    pub(crate) fn shard(cfg: super::AnalysisConfig) -> Result<Analyzer, super::ConfigError> {
+    /// It writes to `front`'s scratch file, so that what it spilled is read back after the
+    /// join.
+    pub(crate) fn shard(
+        cfg: super::AnalysisConfig,
+        front: &Analyzer,
+    ) -> Result<Analyzer, super::ConfigError> {
         let mut an = Analyzer::new(cfg)?;
         an.retired.kept = None;
+        an.spill = front.spill.clone();
         Ok(an)
     }
 
@@ -142,8 +148,8 @@ impl Analyzer {
             }
             for (host, d) in std::mem::take(&mut s.retired.host_delays) {
                 let h = front.retired.host_delays.entry(host).or_default();
-                h.passed.append(&d.passed, &s.spill, &mut front.spill);
-                h.short.append(&d.short, &s.spill, &mut front.spill);
+                h.passed.append(d.passed, &front.spill);
+                h.short.append(d.short, &front.spill);
             }
             points.extend(s.retired.points.drain(..).map(|(b, id, p)| (b, new(id), p)));
             for (at, mut stall) in s.stall_at.iter().zip(s.stalls.drain(..)) {
@@ -245,7 +251,9 @@ mod tests {
         let cfg = AnalysisConfig::default();
         let mut whole = Analyzer::new(cfg).unwrap();
         let mut front = Analyzer::front(cfg).unwrap();
-        let mut shards: Vec<Analyzer> = (0..3).map(|_| Analyzer::shard(cfg).unwrap()).collect();
+        let mut shards: Vec<Analyzer> = (0..3)
+            .map(|_| Analyzer::shard(cfg, &front).unwrap())
+            .collect();
         let mut sweeps = 0;
         for (t, data) in frames() {
             let raw = RawPacket {

@@ -29,15 +29,14 @@ pub const BLOCK_BINS: usize = 32;
 /// interleave per-CPU buffers by a few milliseconds, so a packet this late is rare.
 pub const HORIZON_NS: i64 = 100_000_000;
 
-/// A run of packed bins, `first..=last` by index, in index order (also the blocks of a
-/// [`crate::delay::DelayTrack`], whose records are its own and stay in memory); a channel's
-/// are in the pass's scratch file ([`Spill`]).
+/// A run of packed bins, `first..=last` by index, in index order, in the pass's scratch file
+/// ([`Spill`]); also the blocks of a [`crate::delay::DelayTrack`], whose records are its own.
 #[derive(Debug, Clone)]
-pub(crate) struct Block<D = Box<[u8]>> {
+pub(crate) struct Block {
     pub(crate) first: i64,
     pub(crate) last: i64,
     pub(crate) bins: u32,
-    pub(crate) data: D,
+    pub(crate) data: Spilled,
 }
 
 /// The bins of one channel: the newest as a [`SparseBins`], the older ones packed into the
@@ -46,7 +45,7 @@ pub(crate) struct Block<D = Box<[u8]>> {
 #[derive(Debug, Clone)]
 pub struct PackedBins {
     recent: SparseBins,
-    blocks: Vec<Block<Spilled>>,
+    blocks: Vec<Block>,
     bin_ns: i64,
     /// [`HORIZON_NS`] in bins.
     horizon: i64,
@@ -67,7 +66,7 @@ impl PackedBins {
     /// the bin's bytes with it, as [`SparseBins::add`].
     /// Blocks packed go to `spill`.
     #[inline]
-    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &mut Spill) -> u64 {
+    pub fn add(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &Spill) -> u64 {
         if index < self.packed_end() {
             return self.add_late(index, bytes, ts_ns, spill);
         }
@@ -112,11 +111,11 @@ impl PackedBins {
     /// Heap bytes held (the blocks' records, any block kept in memory and the recent bins'
     /// capacity).
     pub fn heap_bytes(&self) -> usize {
-        let kept = |b: &Block<Spilled>| match &b.data {
+        let kept = |b: &Block| match &b.data {
             Spilled::Mem(d) => d.len(),
             Spilled::File { .. } => 0,
         };
-        self.blocks.capacity() * std::mem::size_of::<Block<Spilled>>()
+        self.blocks.capacity() * std::mem::size_of::<Block>()
             + self.blocks.iter().map(kept).sum::<usize>()
             + self.recent.capacity() * std::mem::size_of::<Bin>()
     }
@@ -127,7 +126,7 @@ impl PackedBins {
     }
 
     /// Packs the oldest [`BLOCK_BINS`] recent bins when that many are past the horizon.
-    fn pack_old(&mut self, spill: &mut Spill) {
+    fn pack_old(&mut self, spill: &Spill) {
         let newest = self.recent.bins().last().map_or(i64::MIN, |b| b.index);
         let old = self
             .recent
@@ -144,7 +143,7 @@ impl PackedBins {
     /// would hold) its index.
     /// The block is read back and written anew (its old bytes stay in the file, unused).
     #[cold]
-    fn add_late(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &mut Spill) -> u64 {
+    fn add_late(&mut self, index: i64, bytes: u64, ts_ns: i64, spill: &Spill) -> u64 {
         let k = self
             .blocks
             .partition_point(|b| b.first <= index)
@@ -162,7 +161,7 @@ impl PackedBins {
 /// Packs `bins` (sorted, at least one) into a block in `spill`. Offsets use wrapping
 /// arithmetic, so any bin (even one whose times lie outside its index's interval) comes back
 /// exactly.
-fn pack_block(bins: &[Bin], bin_ns: i64, spill: &mut Spill) -> Block<Spilled> {
+fn pack_block(bins: &[Bin], bin_ns: i64, spill: &Spill) -> Block {
     let mut data = Vec::with_capacity(bins.len() * 10);
     let first = bins[0].index;
     let mut prev = first;
@@ -184,7 +183,7 @@ fn pack_block(bins: &[Bin], bin_ns: i64, spill: &mut Spill) -> Block<Spilled> {
 }
 
 /// Unpacks `data`, the bytes of `block`, onto `out`.
-fn unpack_block<D>(block: &Block<D>, mut data: &[u8], bin_ns: i64, out: &mut Vec<Bin>) {
+fn unpack_block(block: &Block, mut data: &[u8], bin_ns: i64, out: &mut Vec<Bin>) {
     let mut index = block.first;
     // The block was written by `pack_block`: every varint is whole.
     let mut next = || decode_varint(&mut data).unwrap_or(0);
@@ -216,7 +215,7 @@ mod tests {
     #[test]
     fn a_sparse_channel_packs_to_a_fraction_of_its_bins() {
         let mut p = PackedBins::new(MS);
-        let mut spill = Spill::default();
+        let spill = Spill::default();
         let mut plain = SparseBins::default();
         let mut t = 1_700_000_000_000 * MS;
         let mut seed = 3u64;
@@ -224,7 +223,7 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
             t += ((seed >> 40) % 2_000_000) as i64;
             let bytes = 66 + (seed >> 20) % 1500;
-            p.add(t / MS, bytes, t, &mut spill);
+            p.add(t / MS, bytes, t, &spill);
             plain.add(t / MS, bytes, t);
         }
         assert_eq!(p.unpack(&spill).bins(), plain.bins());
@@ -247,7 +246,7 @@ mod tests {
         ) {
             let bin_ns = bin_ms * MS;
             let mut p = PackedBins::new(bin_ns);
-            let mut spill = Spill::default();
+            let spill = Spill::default();
             let mut plain = SparseBins::default();
             let mut newest = 1_000_000i64;
             for (ahead, back, bytes, within) in steps {
@@ -255,7 +254,7 @@ mod tests {
                 newest += ahead;
                 let index = if back < 0 { newest + back } else { newest };
                 let ts = index * bin_ns + within % bin_ns;
-                prop_assert_eq!(p.add(index, bytes, ts, &mut spill), plain.add(index, bytes, ts));
+                prop_assert_eq!(p.add(index, bytes, ts, &spill), plain.add(index, bytes, ts));
             }
             let unpacked = p.unpack(&spill);
             prop_assert_eq!(unpacked.bins(), plain.bins());
