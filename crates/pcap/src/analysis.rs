@@ -26,7 +26,7 @@ use crate::flowkey::FlowKey;
 use crate::fxhash::FxHashMap;
 use crate::retired::{HotBins, KeptBins, Retired, BURST_REACH_BINS};
 use crate::spill::Spill;
-use crate::tcp::{FlowEvents, TcpFlow, WindowPoint};
+use crate::tcp::{FlowEvents, TcpFlow, WindowPoint, WindowPoints};
 
 mod delays;
 pub use delays::queue_delay_sample;
@@ -496,7 +496,7 @@ impl Analyzer {
     /// Forgets the retired connections' keys a second after their last packet, and retires
     /// the connections that closed and have been quiet long enough ([`TcpFlow::can_compact`]):
     /// their live state is freed and what the end of the pass needs is kept
-    /// ([`crate::retired`]).
+    /// ([`crate::retired`]). The open ones' older bins and time-sequence points go too.
     fn compact_closed(&mut self, now: i64) {
         self.graves.retain(|_, until| *until > now);
         let mut done: Vec<usize> = self
@@ -510,6 +510,14 @@ impl Analyzer {
             self.retire(i);
         }
         self.prune_live_bins(now);
+        // A long connection's time-sequence points go to the scratch file as they age.
+        for f in self.flows.values_mut() {
+            if let Flow::Tcp(t) = f {
+                t.window_points
+                    .iter_mut()
+                    .for_each(|p| p.spill_old(&self.spill));
+            }
+        }
     }
 
     /// Drops the live flows' bins that no burst can claim, once they are old enough for their
@@ -665,12 +673,16 @@ impl Analyzer {
     /// The time-sequence points (sequence, ACK, bytes in flight, window) of a TCP flow's main
     /// sender, at most one per bin (a retired flow keeps them only when it is among the
     /// largest).
-    pub fn window_points(&self, flow: usize) -> Option<&[WindowPoint]> {
-        match self.flows.get(&flow) {
+    pub fn window_points(&self, flow: usize) -> Option<Points<'_>> {
+        let points = match self.flows.get(&flow) {
             Some(Flow::Tcp(f)) => Some(&f.window_points[main_sender(f)]),
             Some(Flow::Udp(_)) => None,
             None => self.retired.points(flow),
-        }
+        }?;
+        Some(Points {
+            points,
+            spill: &self.spill,
+        })
     }
 
     /// Last packet of flow `i` (epoch ns).
@@ -684,6 +696,36 @@ impl Analyzer {
                 .find(|(id, _)| *id == i)
                 .map_or(0, |(_, t)| *t),
         }
+    }
+}
+
+/// A flow's time-sequence points as [`Analyzer::window_points`] gives them: the older ones are
+/// read back from the pass's scratch file as they are iterated.
+#[derive(Clone, Copy)]
+pub struct Points<'a> {
+    points: &'a WindowPoints,
+    spill: &'a Spill,
+}
+
+impl<'a> Points<'a> {
+    /// Points held.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// Every point, in order.
+    pub fn iter(&self) -> impl Iterator<Item = WindowPoint> + 'a {
+        self.points.iter(self.spill)
+    }
+
+    /// Every point, in order, at once.
+    pub fn to_vec(&self) -> Vec<WindowPoint> {
+        self.iter().collect()
     }
 }
 

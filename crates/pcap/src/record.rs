@@ -209,15 +209,20 @@ impl<'a> Recorder<'a> {
                 .map(|(name, _)| self.open_values(name, &label))
                 .collect::<Result<Vec<_>, _>>()?;
             for (h, (_, value)) in handles.into_iter().zip(TIME_SEQUENCE) {
-                // A chunk at a time: a long bulk flow has a point per ACK.
-                for chunk in pts.chunks(BATCH) {
-                    let points: Vec<Point> = chunk
-                        .iter()
-                        .map(|p| Point {
-                            t_ns: p.ts_ns,
-                            value: value(p),
-                        })
-                        .collect();
+                // A chunk at a time: a long bulk flow has a point per bin, most of them in the
+                // scratch file.
+                let mut points = Vec::with_capacity(BATCH);
+                for p in pts.iter() {
+                    points.push(Point {
+                        t_ns: p.ts_ns,
+                        value: value(&p),
+                    });
+                    if points.len() == BATCH {
+                        self.sink.push_values(h, &points)?;
+                        points.clear();
+                    }
+                }
+                if !points.is_empty() {
                     self.sink.push_values(h, &points)?;
                 }
             }

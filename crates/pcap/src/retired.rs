@@ -17,7 +17,7 @@ use tailhunt_model::evidence::capture::{CaptureReport, Dir, FlowSummary};
 use crate::bins::SparseBins;
 use crate::delay::ClockCheck;
 use crate::flowkey::FlowKey;
-use crate::tcp::WindowPoint;
+use crate::tcp::WindowPoints;
 
 /// How far (bins) from a bin at or above the threshold a burst episode can reach: gaps of
 /// `MAX_GAP_BINS` (2) are bridged and the partial edge bin is looked for up to 3 bins out
@@ -145,12 +145,12 @@ pub struct Retired {
     pub host_delays: std::collections::BTreeMap<IpAddr, HostDelays>,
     /// The window points of the largest retired flows: `(payload bytes, id, points)`, largest
     /// first (ties: lower id first, as the recorder picks them).
-    pub points: Vec<(u64, usize, Vec<WindowPoint>)>,
+    pub points: Vec<(u64, usize, WindowPoints)>,
 }
 
 impl Retired {
     /// Keeps `points` if flow `id` is among the [`MAX_KEPT_POINTS`] largest retired so far.
-    pub fn offer_points(&mut self, bytes: u64, id: usize, points: Vec<WindowPoint>) {
+    pub fn offer_points(&mut self, bytes: u64, id: usize, points: WindowPoints) {
         if points.is_empty() {
             return;
         }
@@ -165,11 +165,11 @@ impl Retired {
     }
 
     /// The kept window points of retired flow `id`.
-    pub fn points(&self, id: usize) -> Option<&[WindowPoint]> {
+    pub fn points(&self, id: usize) -> Option<&WindowPoints> {
         self.points
             .iter()
             .find(|(_, i, _)| *i == id)
-            .map(|(_, _, p)| p.as_slice())
+            .map(|(_, _, p)| p)
     }
 }
 

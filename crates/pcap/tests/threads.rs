@@ -269,7 +269,10 @@ fn seen(outcome: Outcome, an: &Analyzer, series: Vec<Series>) -> Seen {
         .report
         .flows
         .iter()
-        .filter_map(|f| an.window_points(f.id).map(|p| (f.id, format!("{p:?}"))))
+        .filter_map(|f| {
+            an.window_points(f.id)
+                .map(|p| (f.id, format!("{:?}", p.to_vec())))
+        })
         .collect();
     Seen {
         report: serde_json::to_string(&outcome.report).unwrap(),

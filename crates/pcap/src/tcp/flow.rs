@@ -16,8 +16,8 @@ use crate::flowkey::FlowKey;
 use super::close::CloseTrack;
 use super::events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 use super::half::{Half, SegmentKind};
+use super::points::WindowPoints;
 use super::rtt::{ByteWeighted, Echo, EchoFilter, RttStats, Source};
-use super::sending::WindowPoint;
 use super::seq::{after, distance, later, Unwrapped};
 use super::states::StateTimes;
 use super::view::SenderView;
@@ -110,7 +110,7 @@ pub struct TcpFlow {
     /// How it ended: the first FIN or RST and what led up to it.
     pub close: CloseTrack,
     /// The sender's time-sequence picture per sending side, at most one point per bin.
-    pub window_points: [Vec<WindowPoint>; 2],
+    pub window_points: [WindowPoints; 2],
     /// Per sending side: the receiver's ACKs as they reached the sender.
     pub(super) views: [SenderView; 2],
     /// Its live-connection state was freed ([`TcpFlow::compact`]).
@@ -545,7 +545,7 @@ impl TcpFlow {
         } else {
             self.window_points
                 .iter_mut()
-                .for_each(|p| p.shrink_to_fit());
+                .for_each(WindowPoints::shrink_to_fit);
         }
         self.bins.iter_mut().for_each(SparseBins::shrink);
         self.compacted = true;

@@ -10,6 +10,7 @@ pub mod close;
 pub mod events;
 pub mod flow;
 pub mod half;
+pub mod points;
 pub mod rtt;
 pub mod sending;
 pub mod seq;
@@ -19,5 +20,6 @@ pub mod view;
 
 pub use events::{Exchange, FlowEvents, Leg, RttMethod, RttSample};
 pub use flow::{TcpFlow, QUIET_AFTER_CLEAN_CLOSE_NS, QUIET_AFTER_CLOSE_NS};
+pub use points::WindowPoints;
 pub use sending::WindowPoint;
 pub use states::{SenderState, StateTimes};

@@ -51,10 +51,7 @@ impl TcpFlow {
         let busy = self.states[main].busy_ns();
         let throughput = (busy > 0 && self.halves[main].payload_bytes > 0)
             .then(|| self.halves[main].payload_bytes as f64 * 8.0 / (busy as f64 / 1e9));
-        let pts = &self.window_points[main];
-        let busy_pts: Vec<_> = pts.iter().filter(|p| p.inflight > 0).collect();
-        let mean_window = (!busy_pts.is_empty())
-            .then(|| busy_pts.iter().map(|p| p.window as f64).sum::<f64>() / busy_pts.len() as f64);
+        let mean_window = self.window_points[main].busy_mean_window();
         let path_rtt = self.path_rtt_ns(main);
         let window_bound = match (mean_window, path_rtt) {
             (Some(w), Some(r)) if r > 0 => Some(w * 8.0 / (r as f64 / 1e9)),
