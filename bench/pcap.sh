@@ -330,8 +330,9 @@ prio_text="this session ran at nice -20 (autogroup)"
         echo "  close) and stores its summary then; what stays per connection is its upstream delays"
         echo "  (packed, about 6 bytes a bin and direction, made into \`queue_delay\` samples at the"
         echo "  end) and its share of its hosts' channel bins (packed once 100 ms old, about 8-10"
-        echo "  bytes a bin), and the report keeps the first 1,000 flows. More bytes on the same"
-        echo "  connections need hardly more memory; more connections at once still do."
+        echo "  bytes a bin), both in the pass's scratch file on disk, and the report keeps the first"
+        echo "  1,000 flows. More bytes on the same connections need hardly more memory; more"
+        echo "  connections at once still do."
     fi
     b_cpu="$(median_of th_bulk_cpu)"
     if [[ "$b_cpu" != 0 ]]; then

@@ -201,8 +201,9 @@ pub struct Analyzer {
     channels: FxHashMap<(Dir, IpAddr), usize>,
     /// Each channel's bins, the older ones packed ([`PackedBins`]) into `spill`.
     channel_bins: Vec<PackedBins>,
-    /// What the pass keeps to its end but no longer changes: the channels' older bins and
-    /// the bystanders' delays per host.
+    /// What the pass keeps to its end but no longer changes ([`crate::spill`]): the channels'
+    /// older bins, the bystanders' delays per host, the TCP directions' older timestamp bins
+    /// and time-sequence points. A sharded pass's threads share it.
     spill: std::sync::Arc<Spill>,
     /// The channel of each direction (to, from) that the last frame went to: consecutive
     /// frames mostly share their hosts, so most find theirs without hashing (the two lookups

@@ -1,6 +1,7 @@
 //! A scratch file for what a pass keeps to its end but no longer changes: the channels'
-//! packed bins and the bystanders' upstream delays, written once and read back once at the
-//! end of the pass, so that they cost disk rather than memory.
+//! packed bins, the bystanders' upstream delays, a TCP direction's older timestamp bins and
+//! time-sequence points, written once and read back once at the end of the pass, so that they
+//! cost disk rather than memory.
 //!
 //! In: byte strings ([`Spill::put`]). Out: a [`Spilled`] handle for each, and its bytes again
 //! ([`Spill::get`]). The file is created unnamed in the temporary directory (`TMPDIR`, else
