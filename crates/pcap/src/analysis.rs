@@ -662,6 +662,11 @@ impl Analyzer {
         self.spill.lost()
     }
 
+    /// Why the scratch file could not be created or written, when it could not.
+    pub fn scratch_unwritable(&self) -> Option<String> {
+        self.spill.unwritable()
+    }
+
     /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.
     /// A connection that closed and went quiet keeps only the bins a burst could claim,
     /// unless the analysis was set up with [`AnalysisConfig::keep_flow_bins`].

@@ -61,6 +61,9 @@ pub struct Outcome {
     /// Pieces of the pass's scratch file ([`crate::spill`]) that could not be read back:
     /// channels' bins or bystanders' delays missing from the report and series.
     pub scratch_lost: u64,
+    /// Why the scratch file could not be created or written, when it could not: the pass kept
+    /// those bytes in memory instead (the same results, more memory).
+    pub scratch_unwritable: Option<String>,
 }
 
 impl Outcome {
@@ -208,6 +211,7 @@ pub(crate) fn finish_pass(
             inputs,
             stopped,
             scratch_lost: an.scratch_lost(),
+            scratch_unwritable: an.scratch_unwritable(),
         },
         an,
     ))

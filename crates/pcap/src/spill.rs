@@ -53,20 +53,22 @@ struct Writer {
     /// Bytes not yet written; they start at `written`.
     buf: Vec<u8>,
     written: u64,
-    /// Writing failed once: everything since stays in memory.
-    failed: bool,
+    /// Why writing failed, once it did: everything since stays in memory.
+    failed: Option<String>,
 }
 
 impl Spill {
     /// Keeps `data` until the end of the pass.
     pub fn put(&self, data: &[u8]) -> Spilled {
         let mut w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
-        if w.failed || data.len() > u32::MAX as usize {
+        if w.failed.is_some() || data.len() > u32::MAX as usize {
             return Spilled::Mem(data.into());
         }
-        if w.buf.len() + data.len() > WRITE_BUFFER && w.flush().is_err() {
-            w.failed = true;
-            return Spilled::Mem(data.into());
+        if w.buf.len() + data.len() > WRITE_BUFFER {
+            if let Err(e) = w.flush() {
+                w.failed = Some(e.to_string());
+                return Spilled::Mem(data.into());
+            }
         }
         if w.buf.capacity() == 0 {
             w.buf.reserve_exact(WRITE_BUFFER);
@@ -105,6 +107,13 @@ impl Spill {
     /// Byte strings that could not be read back.
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Why the file could not be created or written, when it could not (what came after
+    /// stayed in memory).
+    pub fn unwritable(&self) -> Option<String> {
+        let w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        w.failed.clone()
     }
 
     /// Bytes written to the file or waiting to be.
@@ -170,9 +179,10 @@ mod tests {
         assert!(s.get(&first).is_empty());
         assert_eq!(s.get(&second), big);
         assert_eq!(s.lost(), 1);
-        s.file.lock().unwrap().failed = true;
+        s.file.lock().unwrap().failed = Some("disk full".into());
         let kept = s.put(b"abc");
         assert!(matches!(kept, Spilled::Mem(_)));
         assert_eq!(s.get(&kept), b"abc");
+        assert_eq!(s.unwritable().as_deref(), Some("disk full"));
     }
 }

@@ -371,3 +371,45 @@ fn every_connection_is_counted_printed_and_stored() {
 fn zstd_decode(data: &[u8]) -> Vec<u8> {
     zstd::decode_all(data).expect("the stored document is zstd")
 }
+
+/// Without a writable `TMPDIR` the pass keeps what it would have put in its scratch file in
+/// memory: the same report, and a note on stderr that says why.
+#[test]
+fn without_a_scratch_file_the_pass_reports_the_same_and_says_so() {
+    let env = Env::new();
+    let file = env.path("long.pcap");
+    // One connection, a frame a millisecond for 40 s: about 1.4 MB of packed channel bins,
+    // more than the scratch file's write buffer.
+    std::fs::write(
+        &file,
+        odd::ethernet_capture(40_000, 1_795_168_800_000_000_000),
+    )
+    .unwrap();
+    let tmp = env.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |tmpdir: &Path| {
+        let out = env
+            .cmd()
+            .args(["pcap", file.to_str().unwrap(), "--json"])
+            .env("TMPDIR", tmpdir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (doc["report"].clone(), stderr)
+    };
+    let (spilled, quiet) = run(&tmp);
+    assert!(quiet.is_empty(), "{quiet}");
+    // The file is unnamed: nothing is left behind.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    let missing = env.path("no-such-dir");
+    let (kept, note) = run(&missing);
+    assert!(
+        note.contains(&format!("no scratch file in {}", missing.display()))
+            && note.contains("in memory instead"),
+        "{note}"
+    );
+    assert_eq!(spilled["packets"], 40_000);
+    assert_eq!(spilled, kept);
+}

@@ -160,6 +160,14 @@ fn execute(
     }
     let stopped = outcome.stopped.clone();
     let problems = outcome.problems();
+    if let Some(why) = &outcome.scratch_unwritable {
+        eprintln!(
+            "tailhunt: no scratch file in {} ({why}): the pass kept its older bins, delays and \
+             time-sequence points in memory instead (same results; point TMPDIR at a writable \
+             disk to bound the memory)",
+            std::env::temp_dir().display()
+        );
+    }
     write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);
     // The report (every flow) goes into the run as a compressed document, not into its
