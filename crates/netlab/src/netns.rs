@@ -2,7 +2,9 @@
 //!
 //! In: names and addresses. Out: [`Netns`] handles that run commands inside the namespace and
 //! delete it on drop (also when a test panics), and [`veth`] links between two of them with
-//! segmentation offloads off, so captures hold wire-sized packets.
+//! segmentation offloads off, so captures hold wire-sized packets. A process killed outright
+//! (SIGKILL, a CI time limit) runs no drop: the first namespace a later process makes deletes
+//! those whose process is gone.
 //!
 //! Addresses come from 198.18.0.0/15, the block RFC 2544 reserves for benchmarking test
 //! networks: it is never anybody's real host, and the lab's hosts live only inside namespaces
@@ -10,6 +12,7 @@
 
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Once;
 
 /// Errors building the lab's network.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +39,7 @@ pub enum NetnsError {
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+static REAPED: Once = Once::new();
 
 /// A network namespace, deleted (with the veth ends inside it) when dropped.
 #[derive(Debug)]
@@ -49,6 +53,7 @@ impl Netns {
         if !is_root() {
             return Err(NetnsError::NotPermitted);
         }
+        REAPED.call_once(reap_orphans);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("th-{role}-{}-{n}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &name]))?;
@@ -83,6 +88,33 @@ impl Drop for Netns {
             .args(["netns", "delete", &self.name])
             .output();
     }
+}
+
+/// Deletes the namespaces [`Netns::new`] made in a process that no longer runs (its drops never
+/// ran). A namespace whose process lives is left alone, whoever made it.
+fn reap_orphans() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let gone = owner_pid(&name)
+            .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if gone {
+            let _ = Command::new("ip").args(["netns", "delete", &name]).output();
+        }
+    }
+}
+
+/// The process id in a name [`Netns::new`] gives, `th-<role>-<pid>-<n>` (a role may hold
+/// dashes); `None` for any other name.
+fn owner_pid(name: &str) -> Option<u32> {
+    let mut parts = name.strip_prefix("th-")?.rsplitn(3, '-');
+    let (n, pid, role) = (parts.next()?, parts.next()?, parts.next()?);
+    if role.is_empty() || n.parse::<u32>().is_err() {
+        return None;
+    }
+    pid.parse().ok()
 }
 
 /// One end of a veth link.
@@ -183,5 +215,44 @@ mod tests {
         for n in names {
             assert!(!list.contains(&n), "{n} still exists: {list}");
         }
+    }
+
+    #[test]
+    fn only_names_netns_gives_have_an_owner() {
+        assert_eq!(owner_pid("th-mb-cache-5285-48"), Some(5285));
+        assert_eq!(owner_pid("th-sw-5285-49"), Some(5285));
+        assert_eq!(owner_pid("th-h1-live-5285"), None);
+        assert_eq!(owner_pid("th--5285-1"), None);
+        assert_eq!(owner_pid("lab-5285-1"), None);
+        assert_eq!(owner_pid("th-x-y-1"), None);
+    }
+
+    /// Needs root: a namespace named for a process that has exited is deleted by the next
+    /// process's first namespace; one of a living process is kept.
+    #[test]
+    fn namespaces_of_a_process_that_is_gone_are_deleted_root() {
+        if !is_root() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let orphan = format!("th-orphan-{dead}-0");
+        let alive = format!("th-alive-{}-999", std::process::id());
+        for n in [&orphan, &alive] {
+            run(Command::new("ip").args(["netns", "add", n])).unwrap();
+        }
+        reap_orphans();
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&list.stdout).into_owned();
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &alive])
+            .output();
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &orphan])
+            .output();
+        assert!(!list.contains(&orphan), "{orphan} still exists: {list}");
+        assert!(list.contains(&alive), "{alive} was deleted: {list}");
     }
 }
