@@ -103,12 +103,17 @@ impl SpilledPairs {
             }
             self.tail.push(a, b);
             if self.tail.data.len() >= CHUNK_BYTES {
-                self.chunks.push(spill.put(&self.tail.data));
-                self.spilled += self.tail.len;
-                self.tail.data.clear();
-                (self.tail.len, self.tail.last_a) = (0, 0);
+                self.seal(spill);
             }
         }
+    }
+
+    /// Writes the chunk in the making out (its buffer is kept for the next).
+    fn seal(&mut self, spill: &Spill) {
+        self.chunks.push(spill.put(&self.tail.data));
+        self.spilled += self.tail.len;
+        self.tail.data.clear();
+        (self.tail.len, self.tail.last_a) = (0, 0);
     }
 
     /// Appends every pair of `other` (kept in the same scratch file).
@@ -116,10 +121,7 @@ impl SpilledPairs {
         // Its chunks stay where they are; only the pairs in the making are copied, after the
         // last of `self`'s own chunks so that the order holds.
         if !self.tail.is_empty() {
-            self.chunks.push(spill.put(&self.tail.data));
-            self.spilled += self.tail.len;
-            self.tail.data.clear();
-            (self.tail.len, self.tail.last_a) = (0, 0);
+            self.seal(spill);
         }
         self.chunks.extend(other.chunks);
         self.spilled += other.spilled;
