@@ -146,14 +146,34 @@ pub fn parse_response_body(body: &[u8]) -> Option<(u64, ServerTimes)> {
     ))
 }
 
+/// `s` without the spaces and tabs at either end (HTTP's optional white space).
+pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// A decimal number made of digits only (at most 19, so it fits).
+pub(crate) fn decimal(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() || bytes.len() > 19 || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(bytes.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
 /// Formats the HTTP timestamp header value.
 pub fn format_timestamp_header(t: ServerTimes) -> String {
     format!("{},{},{}", t.rx_kernel_ns, t.app_recv_ns, t.app_send_ns)
 }
 
-/// Parses the HTTP timestamp header value.
-pub fn parse_timestamp_header(v: &str) -> Option<ServerTimes> {
-    let mut it = v.trim().split(',').map(|x| x.trim().parse::<u64>().ok());
+/// Parses the HTTP timestamp header value (bytes: the client reads it off every reply, so it
+/// is parsed where it lies, without a UTF-8 check or a string).
+pub fn parse_timestamp_header(v: impl AsRef<[u8]>) -> Option<ServerTimes> {
+    let mut it = v.as_ref().split(|&b| b == b',').map(|x| decimal(trim(x)));
     let t = ServerTimes {
         rx_kernel_ns: it.next()??,
         app_recv_ns: it.next()??,
@@ -185,7 +205,7 @@ mod tests {
         assert_eq!(parse_response_body(&r[4..]), Some((42, t)));
         assert!(frame_len(&[0, 0, 0, 1], REQUEST_MIN_BODY).is_err());
         assert!(frame_len(&[0xff, 0, 0, 0], REQUEST_MIN_BODY).is_err());
-        assert_eq!(parse_timestamp_header(&format_timestamp_header(t)), Some(t));
+        assert_eq!(parse_timestamp_header(format_timestamp_header(t)), Some(t));
         assert_eq!(parse_timestamp_header("1,2"), None);
     }
 }

@@ -135,6 +135,21 @@ impl Worker {
     }
 }
 
+/// What a connection waits for: replies, and room in the socket while requests wait in its
+/// write buffer. Edge-triggered: each read takes everything the socket holds (a short read
+/// of a plain socket means it is empty; TLS reads until `WouldBlock`) and a write that did not
+/// take everything leaves the socket full, so every later event comes with new bytes or new
+/// room. Level-triggered, epoll put each reported socket back on its ready list and polled it
+/// again at the next wait only to find it empty: one more `tcp_poll` per reply.
+fn interest_flags(write: bool) -> epoll::EventFlags {
+    let base = epoll::EventFlags::IN | epoll::EventFlags::ET;
+    if write {
+        base | epoll::EventFlags::OUT
+    } else {
+        base
+    }
+}
+
 struct Loop<'a> {
     cfg: &'a StepConfig,
     /// `https://`: the sessions' configuration (for reconnects).
@@ -186,7 +201,7 @@ impl<'a> Loop<'a> {
                     &epoll,
                     s.as_fd(),
                     epoll::EventData::new_u64(i as u64),
-                    epoll::EventFlags::IN,
+                    interest_flags(false),
                 )?;
             }
         }
@@ -412,16 +427,11 @@ impl<'a> Loop<'a> {
 
     fn interest(&self, i: usize, write: bool) {
         if let Some(s) = &self.conns[i].sock {
-            let flags = if write {
-                epoll::EventFlags::IN | epoll::EventFlags::OUT
-            } else {
-                epoll::EventFlags::IN
-            };
             let _ = epoll::modify(
                 &self.epoll,
                 s.as_fd(),
                 epoll::EventData::new_u64(i as u64),
-                flags,
+                interest_flags(write),
             );
         }
     }
@@ -621,7 +631,7 @@ impl<'a> Loop<'a> {
                     &self.epoll,
                     s.as_fd(),
                     epoll::EventData::new_u64(i as u64),
-                    epoll::EventFlags::IN,
+                    interest_flags(false),
                 )
                 .is_ok()
                 {

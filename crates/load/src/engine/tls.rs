@@ -182,12 +182,28 @@ impl Link {
     }
 }
 
+/// One `recv` on a plain socket. Through rustix's direct system call rather than the standard
+/// library's libc wrapper: libc's marks each call a thread-cancellation point (two calls to
+/// enable and disable it around the syscall), 1.7% of a saturated client's `perf` samples.
+fn plain_recv(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    match rustix::net::recv(s, buf, rustix::net::RecvFlags::empty()) {
+        Ok((n, _)) => Ok(n),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One `send` on a plain socket, as [`plain_recv`]; `NOSIGNAL` as the standard library's (a
+/// peer that closed gives `EPIPE`, not a `SIGPIPE` that would end the process).
+fn plain_send(s: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    rustix::net::send(s, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
+}
+
 impl Read for Link {
     /// Plain: the socket's own read. TLS: plaintext the session holds, else one read of the
     /// socket and its records decrypted; `WouldBlock` when neither has any; 0 at the end.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let t = match self {
-            Link::Plain(s) => return s.read(buf),
+            Link::Plain(s) => return plain_recv(s, buf),
             Link::Tls(t) => t,
         };
         loop {
@@ -210,7 +226,7 @@ impl Write for Link {
     /// and as much as the socket accepts is sent; the rest waits ([`Link::pending_write`]).
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Link::Plain(s) => s.write(buf),
+            Link::Plain(s) => plain_send(s, buf),
             Link::Tls(t) => {
                 let n = t.conn.writer().write(buf)?;
                 match self.flush_tls() {

@@ -1,7 +1,7 @@
 //! HTTP/1.1 keep-alive requests: GET by default, or any method with headers and a body.
 
 use super::{find_crlf, ProtoError, Response, StreamProtocol};
-use crate::wire;
+use crate::wire::{self, decimal, trim};
 
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -75,28 +75,6 @@ fn status_code(line: &[u8]) -> Option<u16> {
     Some(code.iter().fold(0, |n, d| n * 10 + u16::from(d - b'0')))
 }
 
-/// `bytes` without leading and trailing spaces and tabs.
-fn trim(bytes: &[u8]) -> &[u8] {
-    let is_space = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes
-        .iter()
-        .position(|b| !is_space(b))
-        .unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| !is_space(b))
-        .map_or(start, |e| e + 1);
-    &bytes[start..end]
-}
-
-/// A decimal number made of digits only.
-fn decimal(bytes: &[u8]) -> Option<u64> {
-    if bytes.is_empty() || bytes.len() > 19 || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(bytes.iter().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
-}
-
 /// What a response head says about its body and the server's timestamps.
 struct Head {
     status: u16,
@@ -151,9 +129,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtoError> {
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             head.chunked = value.eq_ignore_ascii_case(b"chunked");
         } else if name.eq_ignore_ascii_case(wire::TIMESTAMP_HEADER.as_bytes()) {
-            head.server = std::str::from_utf8(value)
-                .ok()
-                .and_then(wire::parse_timestamp_header);
+            head.server = wire::parse_timestamp_header(value);
         }
     }
 }

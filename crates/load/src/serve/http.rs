@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use super::conn::{Request, Step, StreamProto};
-use crate::wire::{ServerTimes, TIMESTAMP_HEADER};
+use crate::wire::{trim, ServerTimes, TIMESTAMP_HEADER};
 
 /// Largest request head (request line and headers) accepted.
 pub(crate) const MAX_HEAD: usize = 64 << 10;
@@ -161,16 +161,6 @@ fn is_token(s: &[u8]) -> bool {
     !s.is_empty()
         && s.iter()
             .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-fn trim(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 /// Parses a complete head; returns the request and its body length, or the error status.
