@@ -330,15 +330,15 @@ mod tests {
         let p = HttpProto::new(3);
         let mut out = Vec::new();
         let t = ServerTimes {
-            rx_kernel_ns: 1,
-            app_recv_ns: 2,
-            app_send_ns: 3,
+            rx_kernel_ns: 0,
+            app_recv_ns: 23,
+            app_send_ns: u64::MAX,
         };
         let at = p.put_reply(&Request::default(), t, &mut out);
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(
             text,
-            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Tailhunt-Timestamps: 1,2,3\r\n\r\nxxx"
+            "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Tailhunt-Timestamps: 0,23,18446744073709551615\r\n\r\nxxx"
         );
         assert_eq!(at, text.len() - 3);
         out.clear();
