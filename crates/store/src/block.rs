@@ -76,8 +76,8 @@ fn put_column(out: &mut Vec<u8>, values: &[u64]) {
             // numbers, so its divisor stays 2, and Euclid's divisions for every value were
             // most of a load recorder's block encoding.
             g = 1 << g.trailing_zeros().min(v.trailing_zeros());
-        } else if g != 1 {
-            g = gcd(g, v);
+        } else {
+            g = gcd(g, v); // 0 (no value yet, or only zeros) or a divisor with an odd factor
         }
         max = max.max(v);
     }
@@ -86,17 +86,12 @@ fn put_column(out: &mut Vec<u8>, values: &[u64]) {
     put_varint(out, g);
     put_varint(out, width as u64);
     // Scaled once, not once per plane, and by a shift where the divisor is a power of two.
+    let (pow2, shift) = (g.is_power_of_two(), g.trailing_zeros());
     let scaled: std::borrow::Cow<[u64]> = if g == 1 {
         values.into()
-    } else if g.is_power_of_two() {
-        let shift = g.trailing_zeros();
-        values
-            .iter()
-            .map(|&v| v >> shift)
-            .collect::<Vec<_>>()
-            .into()
     } else {
-        values.iter().map(|&v| v / g).collect::<Vec<_>>().into()
+        let scale = |&v: &u64| if pow2 { v >> shift } else { v / g };
+        values.iter().map(scale).collect::<Vec<_>>().into()
     };
     for plane in 0..width {
         let shift = plane * 8;

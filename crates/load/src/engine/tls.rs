@@ -186,10 +186,9 @@ impl Link {
 /// library's libc wrapper: libc's marks each call a thread-cancellation point (two calls to
 /// enable and disable it around the syscall), 1.7% of a saturated client's `perf` samples.
 fn plain_recv(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-    match rustix::net::recv(s, buf, rustix::net::RecvFlags::empty()) {
-        Ok((n, _)) => Ok(n),
-        Err(e) => Err(e.into()),
-    }
+    rustix::net::recv(s, buf, rustix::net::RecvFlags::empty())
+        .map(|(n, _)| n)
+        .map_err(io::Error::from)
 }
 
 /// One `send` on a plain socket, as [`plain_recv`]; `NOSIGNAL` as the standard library's (a
