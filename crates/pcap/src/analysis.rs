@@ -41,7 +41,7 @@ const COMPACT_EVERY: u64 = 1 << 16;
 /// least [`SWEEP_MIN_FRAMES`] packets: at 10,000 new connections a second, 65,536 packets
 /// are most of a second, so the connections waiting for the next sweep had outnumbered those
 /// held for their quiet second; and with a sweep every 100 ms, a cleanly closed connection
-/// waited up to 100 ms past its own 100 ms (bench/pcap.sh's 100,000-connection capture:
+/// waited up to 100 ms past its own quiet time (then 100 ms; bench/pcap.sh's 100,000-connection capture:
 /// 2.8 MiB more peak memory than with 10 ms, for no less CPU).
 const SWEEP_AFTER_NS: i64 = 10_000_000;
 /// Packets between sweeps, at least (a sweep visits every flow held).
@@ -326,7 +326,7 @@ impl Analyzer {
         self.packets
     }
 
-    /// Flows whose state is held whole: the open ones and those closed less than 100 ms (a
+    /// Flows whose state is held whole: the open ones and those closed less than 20 ms (a
     /// second when they did not end cleanly) and one sweep ago; the others are retired
     /// ([`crate::retired`]).
     pub fn open_flows(&self) -> usize {

@@ -75,6 +75,9 @@ pub struct Recorder<'a> {
     /// Each sample series' handle and the samples waiting for it (pushed in batches: one sink
     /// call per sample costs more than the analysis of the packet).
     samples: HashMap<SampleSeries, (usize, Vec<Sample>)>,
+    /// The flow rows' batch buffer, kept from batch to batch
+    /// ([`tailhunt_model::evidence::put_rows_in`]).
+    rows: Vec<u8>,
 }
 
 impl<'a> Recorder<'a> {
@@ -83,6 +86,7 @@ impl<'a> Recorder<'a> {
         Recorder {
             sink,
             samples: HashMap::new(),
+            rows: Vec::new(),
         }
     }
 
@@ -131,7 +135,7 @@ impl<'a> Recorder<'a> {
     /// `flows`.
     pub fn flows(&mut self, flows: &mut Vec<FlowSummary>) -> Result<(), SinkError> {
         for chunk in flows.chunks(FLOW_BATCH) {
-            tailhunt_model::evidence::put_rows(self.sink, chunk)?;
+            tailhunt_model::evidence::put_rows_in(self.sink, chunk, &mut self.rows)?;
         }
         flows.clear();
         Ok(())

@@ -117,7 +117,7 @@ fn closed_connections_leave_memory_and_stay_in_the_report() {
     );
     // A sweep runs every 1,024 packets here (9 packets a connection, one a millisecond, so
     // more than 10 ms between them): at most the ~114 connections since the last sweep plus
-    // the last 100 ms's ~11 are still held, as they ended cleanly (every 65,536 packets alone
+    // the last 20 ms's ~3 are still held, as they ended cleanly (every 65,536 packets alone
     // would leave ~8,300; a second's hold ~1,900).
     assert!(open < 200, "{open} of {n} flows still held");
     // The channels' bins (a minute of them, both ways, both hosts) are packed into the
@@ -312,7 +312,7 @@ fn a_retired_flow_keeps_its_mean_window() {
 }
 
 /// A connection whose last FIN is not acknowledged has not ended cleanly: it is held for a
-/// second after its last packet, not for 100 ms, so that the FIN sent again still finds it.
+/// second after its last packet, not for 20 ms, so that the FIN sent again still finds it.
 #[test]
 fn connections_that_did_not_end_cleanly_are_held_for_a_second() {
     let held = |last_ack: bool| {

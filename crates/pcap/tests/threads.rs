@@ -40,7 +40,9 @@ fn udp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, len: usize) -> Vec<u8
 }
 
 /// One short connection of `client` from `port` at `t`: handshake, a 100 B request,
-/// `segments` reply segments `gap` apart (none: the request goes unanswered), FINs.
+/// `segments` reply segments `gap` apart, FINs and the last ACK. None: the request goes
+/// unanswered and the server's FIN is never acknowledged (the connection did not end
+/// cleanly, so it is held a second after its close).
 fn connection(
     out: &mut Vec<(i64, Vec<u8>)>,
     client: [u8; 4],
@@ -144,6 +146,9 @@ fn connection(
             0,
         ),
     );
+    if segments == 0 {
+        return;
+    }
     p(
         at + 40_000,
         packet(

@@ -127,68 +127,104 @@ fn get_column(r: &mut &[u8], n: usize) -> Result<Vec<u64>, BlockError> {
 
 /// Encodes and compresses a block of samples.
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
-    let n = samples.len();
-    let mut raw = Vec::with_capacity(n * 8 + 32);
-    put_varint(&mut raw, n as u64);
-    let mut col = Vec::with_capacity(n);
-    let (mut prev, mut prev_delta) = (0i64, 0i64);
-    for (i, s) in samples.iter().enumerate() {
-        let delta = s.intended_ns.wrapping_sub(prev);
-        col.push(zigzag(if i == 0 {
-            s.intended_ns
-        } else {
-            delta.wrapping_sub(prev_delta)
-        }));
-        if i > 0 {
-            prev_delta = delta;
-        }
-        prev = s.intended_ns;
-    }
-    put_column(&mut raw, &col);
-    col.clear();
-    col.extend(
-        samples
-            .iter()
-            .map(|s| zigzag(s.start_ns.wrapping_sub(s.intended_ns))),
-    );
-    put_column(&mut raw, &col);
-    col.clear();
-    col.extend(
-        samples
-            .iter()
-            .map(|s| zigzag(s.end_ns.wrapping_sub(s.start_ns))),
-    );
-    put_column(&mut raw, &col);
-    let mut i = 0;
-    while i < n {
-        let code = samples[i].outcome.code();
-        let run = samples[i..]
-            .iter()
-            .take_while(|s| s.outcome.code() == code)
-            .count();
-        put_varint(&mut raw, run as u64);
-        raw.push(code);
-        i += run;
-    }
-    compress(&raw).unwrap_or(raw)
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => s.encode(samples),
+        Err(_) => Scratch::new().encode(samples),
+    })
+}
+
+/// The buffers and zstd context of [`encode`], one set per thread, reused from block to block.
+/// A context per block (`zstd::bulk::compress`) was a tenth of a load recorder's block
+/// encoding. Buffers made and freed per block (the compressed output alone is sized for the
+/// worst case, 130 kB at 8,192 samples) made glibc raise its mmap threshold to their size,
+/// after which the memory a pass freed stayed resident (`bench/pcap.sh`'s 100,000-connection
+/// capture).
+struct Scratch {
+    raw: Vec<u8>,
+    col: Vec<u64>,
+    out: Vec<u8>,
+    zstd: Option<zstd::bulk::Compressor<'static>>,
 }
 
 thread_local! {
-    /// One compression context per thread, reused: making one per block (`zstd::bulk::compress`)
-    /// was a tenth of a load recorder's block encoding.
-    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    static SCRATCH: std::cell::RefCell<Scratch> = const { std::cell::RefCell::new(Scratch::new()) };
 }
 
-/// `raw` compressed at level 1 (`None`: zstd failed; the block is then stored raw).
-fn compress(raw: &[u8]) -> Option<Vec<u8>> {
-    COMPRESSOR.with(|c| {
-        let mut c = c.try_borrow_mut().ok()?;
-        if c.is_none() {
-            *c = zstd::bulk::Compressor::new(1).ok();
+impl Scratch {
+    const fn new() -> Scratch {
+        Scratch {
+            raw: Vec::new(),
+            col: Vec::new(),
+            out: Vec::new(),
+            zstd: None,
         }
-        c.as_mut()?.compress(raw).ok()
-    })
+    }
+
+    fn encode(&mut self, samples: &[Sample]) -> Vec<u8> {
+        let n = samples.len();
+        let (raw, col) = (&mut self.raw, &mut self.col);
+        raw.clear();
+        raw.reserve(n * 8 + 32);
+        put_varint(raw, n as u64);
+        col.clear();
+        let (mut prev, mut prev_delta) = (0i64, 0i64);
+        for (i, s) in samples.iter().enumerate() {
+            let delta = s.intended_ns.wrapping_sub(prev);
+            col.push(zigzag(if i == 0 {
+                s.intended_ns
+            } else {
+                delta.wrapping_sub(prev_delta)
+            }));
+            if i > 0 {
+                prev_delta = delta;
+            }
+            prev = s.intended_ns;
+        }
+        put_column(raw, col);
+        col.clear();
+        col.extend(
+            samples
+                .iter()
+                .map(|s| zigzag(s.start_ns.wrapping_sub(s.intended_ns))),
+        );
+        put_column(raw, col);
+        col.clear();
+        col.extend(
+            samples
+                .iter()
+                .map(|s| zigzag(s.end_ns.wrapping_sub(s.start_ns))),
+        );
+        put_column(raw, col);
+        let mut i = 0;
+        while i < n {
+            let code = samples[i].outcome.code();
+            let run = samples[i..]
+                .iter()
+                .take_while(|s| s.outcome.code() == code)
+                .count();
+            put_varint(raw, run as u64);
+            raw.push(code);
+            i += run;
+        }
+        let raw = std::mem::take(&mut self.raw);
+        let block = self.compress(&raw).unwrap_or_else(|| raw.clone());
+        self.raw = raw;
+        block
+    }
+
+    /// `raw` compressed at level 1 (`None`: zstd failed; the block is then stored raw).
+    fn compress(&mut self, raw: &[u8]) -> Option<Vec<u8>> {
+        if self.zstd.is_none() {
+            self.zstd = zstd::bulk::Compressor::new(1).ok();
+        }
+        self.out.clear();
+        self.out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        self.zstd
+            .as_mut()?
+            .compress_to_buffer(raw, &mut self.out)
+            .ok()?;
+        Some(self.out.clone())
+    }
 }
 
 /// Decompresses and decodes a block; never panics on corrupt input.
@@ -288,7 +324,7 @@ mod tests {
             let lat = tailhunt_synth::lognormal(n, 500e3, 0.5, seed).unwrap();
             let raw: Vec<u8> = lat.iter().flat_map(|v| v.to_le_bytes()).collect();
             assert_eq!(
-                compress(&raw).unwrap(),
+                SCRATCH.with_borrow_mut(|s| s.compress(&raw)).unwrap(),
                 zstd::bulk::compress(&raw, 1).unwrap()
             );
         }

@@ -58,6 +58,9 @@ pub struct RunWriter<'a> {
     row_chunks: std::collections::HashMap<String, i64>,
     /// The compressor of [`RunWriter::put_rows`], made at the first batch.
     rows_zstd: Option<zstd::bulk::Compressor<'static>>,
+    /// Its output, kept from batch to batch like the rows' own buffer
+    /// (`tailhunt_model::evidence::put_rows_in` says why).
+    rows_out: Vec<u8>,
     last_commit: Instant,
 }
 
@@ -101,6 +104,7 @@ impl Store {
             last_commit: Instant::now(),
             row_chunks: std::collections::HashMap::new(),
             rows_zstd: None,
+            rows_out: Vec::new(),
         })
     }
 }
@@ -288,7 +292,11 @@ impl RunWriter<'_> {
             Some(z) => z,
             empty => empty.insert(zstd::bulk::Compressor::new(1).map_err(corrupt)?),
         };
-        let data = zstd.compress(&rows.jsonl).map_err(corrupt)?;
+        let mut data = std::mem::take(&mut self.rows_out);
+        data.clear();
+        data.reserve(zstd::zstd_safe::compress_bound(rows.jsonl.len()));
+        zstd.compress_to_buffer(&rows.jsonl, &mut data)
+            .map_err(corrupt)?;
         let (first, last) = (rows.first_key, rows.last_key);
         let seq = self.row_chunks.entry(name.to_string()).or_insert(0);
         let this = *seq;
@@ -309,8 +317,9 @@ impl RunWriter<'_> {
                 last,
                 rows.rows as i64,
                 version,
-                data
+                &data[..]
             ])?;
+        self.rows_out = data;
         // A chunk counts as one block towards the next commit.
         self.blocks_since_commit += 1;
         if self.blocks_since_commit >= BLOCKS_PER_COMMIT {

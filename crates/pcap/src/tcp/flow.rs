@@ -35,11 +35,13 @@ const DELAYED_ACK_MAX_NS: i64 = 500_000_000;
 pub const QUIET_AFTER_CLOSE_NS: i64 = 1_000_000_000;
 /// The same after a clean end ([`TcpFlow::ended_cleanly`]). Long enough for every packet of
 /// the connection's last bins (and a burst within reach of them, [`crate::retired`]) to have
-/// been read even from a capture whose per-CPU buffers interleave out of order; short enough
-/// that a host opening 10,000 connections a second holds about 2,000 of them closed, not
-/// 10,000 (bench/pcap.sh's 100,000-connection capture). A packet arriving later still is
+/// been read even from a capture whose per-CPU buffers interleave out of order (by a few
+/// milliseconds, see [`crate::bins::packed::HORIZON_NS`]; with wide bins it is longer,
+/// [`TcpFlow::can_compact`]); short enough that a host opening 10,000 connections a second
+/// holds about 300 of them closed (with the sweep's 10 ms), not 1,100 as with 100 ms: 3 MiB of
+/// the peak of bench/pcap.sh's 100,000-connection capture. A packet arriving later still is
 /// counted as `after-close` ([`crate::Analyzer`]).
-pub const QUIET_AFTER_CLEAN_CLOSE_NS: i64 = 100_000_000;
+pub const QUIET_AFTER_CLEAN_CLOSE_NS: i64 = 20_000_000;
 
 /// Closed flows smaller than this drop their window points when compacted: the window series
 /// are stored for the largest flows only.
