@@ -125,8 +125,9 @@ fn get_column(r: &mut &[u8], n: usize) -> Result<Vec<u64>, BlockError> {
     Ok(values)
 }
 
-/// Encodes and compresses a block of samples.
-pub fn encode(samples: &[Sample]) -> Vec<u8> {
+/// Encodes and compresses a block of samples (an error only when zstd fails: no block is
+/// stored rather than one that does not read back).
+pub fn encode(samples: &[Sample]) -> std::io::Result<Vec<u8>> {
     SCRATCH.with(|s| match s.try_borrow_mut() {
         Ok(mut s) => s.encode(samples),
         Err(_) => Scratch::new().encode(samples),
@@ -160,7 +161,7 @@ impl Scratch {
         }
     }
 
-    fn encode(&mut self, samples: &[Sample]) -> Vec<u8> {
+    fn encode(&mut self, samples: &[Sample]) -> std::io::Result<Vec<u8>> {
         let n = samples.len();
         let (raw, col) = (&mut self.raw, &mut self.col);
         raw.clear();
@@ -207,23 +208,21 @@ impl Scratch {
             i += run;
         }
         let raw = std::mem::take(&mut self.raw);
-        let block = self.compress(&raw).unwrap_or_else(|| raw.clone());
+        let block = self.compress(&raw);
         self.raw = raw;
         block
     }
 
-    /// `raw` compressed at level 1 (`None`: zstd failed; the block is then stored raw).
-    fn compress(&mut self, raw: &[u8]) -> Option<Vec<u8>> {
-        if self.zstd.is_none() {
-            self.zstd = zstd::bulk::Compressor::new(1).ok();
-        }
+    /// `raw` compressed at level 1.
+    fn compress(&mut self, raw: &[u8]) -> std::io::Result<Vec<u8>> {
+        let zstd = match &mut self.zstd {
+            Some(z) => z,
+            empty => empty.insert(zstd::bulk::Compressor::new(1)?),
+        };
         self.out.clear();
         self.out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
-        self.zstd
-            .as_mut()?
-            .compress_to_buffer(raw, &mut self.out)
-            .ok()?;
-        Some(self.out.clone())
+        zstd.compress_to_buffer(raw, &mut self.out)?;
+        Ok(self.out.clone())
     }
 }
 
@@ -293,7 +292,7 @@ mod tests {
     fn round_trips_and_is_small_for_latency_data() {
         let lat = tailhunt_synth::lognormal(BLOCK_SAMPLES, 500e3, 0.5, 9).unwrap();
         let s = samples(&lat, 1_000_000);
-        let enc = encode(&s);
+        let enc = encode(&s).unwrap();
         assert_eq!(decode(CODEC_PLANES_ZSTD, &enc).unwrap(), s);
         let per = enc.len() as f64 / s.len() as f64;
         assert!(per < 4.0, "{per} bytes per sample");
@@ -311,7 +310,7 @@ mod tests {
             .enumerate()
             .map(|(i, &l)| Sample::from_latency(i as i64, l as i64, Outcome::Ok))
             .collect();
-        let enc = encode(&s);
+        let enc = encode(&s).unwrap();
         assert_eq!(decode(CODEC_PLANES_ZSTD, &enc).unwrap(), s);
         assert!(enc.len() < s.len() * 2, "{} bytes", enc.len());
     }
@@ -362,7 +361,7 @@ mod tests {
         #[test]
         fn any_samples_round_trip(raw in proptest::collection::vec((any::<i64>(), any::<i64>(), any::<i64>(), 0u8..3), 0..300)) {
             let s: Vec<Sample> = raw.iter().map(|&(a, b, c, o)| Sample::new(a, b, c, Outcome::from_code(o).unwrap())).collect();
-            prop_assert_eq!(decode(CODEC_PLANES_ZSTD, &encode(&s)).unwrap(), s);
+            prop_assert_eq!(decode(CODEC_PLANES_ZSTD, &encode(&s).unwrap()).unwrap(), s);
         }
 
         #[test]

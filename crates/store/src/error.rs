@@ -53,6 +53,15 @@ pub enum StoreError {
         /// What failed.
         reason: String,
     },
+    /// A block could not be compressed (zstd failed, out of memory): it is not stored, and
+    /// the samples it held stay unwritten rather than stored in a form that does not read back.
+    #[error("cannot compress a block of series {series}: {reason}")]
+    Compress {
+        /// Series id.
+        series: i64,
+        /// What failed.
+        reason: String,
+    },
     /// A run's evidence document that does not read back.
     #[error("run {run}'s stored '{name}' evidence does not read back: {reason}")]
     Document {

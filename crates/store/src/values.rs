@@ -13,8 +13,8 @@ use tailhunt_histogram::varint::put as put_varint;
 /// Points per block.
 pub const BLOCK_POINTS: usize = 8192;
 
-/// Encodes points.
-pub fn encode(points: &[Point]) -> Vec<u8> {
+/// Encodes points (an error only when zstd fails: no block is stored rather than an empty one).
+pub fn encode(points: &[Point]) -> std::io::Result<Vec<u8>> {
     let mut raw = Vec::with_capacity(points.len() * 4 + 4);
     put_varint(&mut raw, points.len() as u64);
     let mut prev = 0i64;
@@ -23,7 +23,7 @@ pub fn encode(points: &[Point]) -> Vec<u8> {
         put_varint(&mut raw, zigzag(p.value));
         prev = p.t_ns;
     }
-    zstd::bulk::compress(&raw, 3).unwrap_or_default()
+    zstd::bulk::compress(&raw, 3)
 }
 
 /// Decodes what [`encode`] wrote.
@@ -57,7 +57,7 @@ mod tests {
                 value: (i * 7919) % 125_000 - 3,
             })
             .collect();
-        let enc = encode(&pts);
+        let enc = encode(&pts).unwrap();
         assert_eq!(decode(&enc).unwrap(), pts);
         assert!(enc.len() < pts.len() * 4, "{} bytes", enc.len());
         assert!(decode(&enc[..enc.len() / 2]).is_err());

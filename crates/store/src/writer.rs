@@ -155,7 +155,10 @@ impl RunWriter<'_> {
         if s.points.len() == s.stored {
             return Ok(());
         }
-        let data = values::encode(&s.points);
+        let data = values::encode(&s.points).map_err(|e| StoreError::Compress {
+            series: s.id,
+            reason: e.to_string(),
+        })?;
         let lo = s.points.iter().map(|p| p.value).min().unwrap_or(0);
         let hi = s.points.iter().map(|p| p.value).max().unwrap_or(0);
         let (first, last) = (s.points[0].t_ns, s.points[s.points.len() - 1].t_ns);
@@ -197,7 +200,10 @@ impl RunWriter<'_> {
         if s.buf.len() == s.stored {
             return Ok(());
         }
-        let data = block::encode(&s.buf);
+        let data = block::encode(&s.buf).map_err(|e| StoreError::Compress {
+            series: s.id,
+            reason: e.to_string(),
+        })?;
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         for x in &s.buf {
             let l = x.latency_ns();
