@@ -175,6 +175,11 @@ fn note(c: &CloseSummary) -> String {
         }
     };
     match c.abandoned() {
+        // A server that closes after its response, with no new request begun, is what
+        // `Connection: close` does: said so, not as data the server lacked.
+        Some(Abandoned::NoAnswer) if c.by == Role::Server => {
+            note.push_str(" with no new request begun");
+        }
         Some(Abandoned::NoAnswer) => {
             let _ = write!(note, " with no {answer} byte yet");
         }
@@ -326,6 +331,27 @@ mod tests {
         assert_eq!(c.peer_bytes_after_close, Some(0));
         assert!(!c.peer_sent_after_close);
         assert!(c.note.contains("with no response byte yet"), "{}", c.note);
+    }
+
+    /// `Connection: close`: the server closes right after its response and the client follows.
+    #[test]
+    fn a_server_closing_after_its_response_lacks_no_data() {
+        let c = replay(
+            &[(0, 0, 40), (1, MS, 200)],
+            &[
+                (1, CloseKind::Fin, MS + 12_000),
+                (0, CloseKind::Fin, MS + 30_000),
+            ],
+        );
+        assert_eq!((c.by, c.how), (Role::Server, CloseKind::Fin));
+        assert_eq!(c.abandoned, Some(Abandoned::NoAnswer));
+        assert!(
+            c.note.starts_with(
+                "server closed 12.0us after its last response with no new request begun"
+            ),
+            "{}",
+            c.note
+        );
     }
 
     /// The server thinks 3 s, the client closes (FIN) at 1 s; the late answer meets a RST.
