@@ -41,8 +41,8 @@ const COMPACT_EVERY: u64 = 1 << 16;
 /// least [`SWEEP_MIN_FRAMES`] packets: at 10,000 new connections a second, 65,536 packets
 /// are most of a second, so the connections waiting for the next sweep had outnumbered those
 /// held for their quiet second; and with a sweep every 100 ms, a cleanly closed connection
-/// waited up to 100 ms past its own quiet time (then 100 ms; bench/pcap.sh's 100,000-connection capture:
-/// 2.8 MiB more peak memory than with 10 ms, for no less CPU).
+/// waited up to 100 ms past its own quiet time (then 100 ms; bench/pcap.sh's
+/// 100,000-connection capture: 2.8 MiB more peak memory than with 10 ms, for no less CPU).
 const SWEEP_AFTER_NS: i64 = 10_000_000;
 /// Packets between sweeps, at least (a sweep visits every flow held).
 const SWEEP_MIN_FRAMES: u64 = 1 << 10;

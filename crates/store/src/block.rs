@@ -22,6 +22,7 @@
 //! CPU; blocks written at level 3 before read the same). `tailhunt export` writes samples as CSV
 //! for tools that do not want to decode this.
 
+use crate::level1::Level1;
 use tailhunt_model::{Outcome, Sample};
 
 /// Samples per block: large enough for good compression, small enough that a killed run loses
@@ -134,17 +135,12 @@ pub fn encode(samples: &[Sample]) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// The buffers and zstd context of [`encode`], one set per thread, reused from block to block.
-/// A context per block (`zstd::bulk::compress`) was a tenth of a load recorder's block
-/// encoding. Buffers made and freed per block (the compressed output alone is sized for the
-/// worst case, 130 kB at 8,192 samples) made glibc raise its mmap threshold to their size,
-/// after which the memory a pass freed stayed resident (`bench/pcap.sh`'s 100,000-connection
-/// capture).
+/// The buffers and compressor of [`encode`], one set per thread, reused from block to block
+/// (see [`Level1`] for why).
 struct Scratch {
     raw: Vec<u8>,
     col: Vec<u64>,
-    out: Vec<u8>,
-    zstd: Option<zstd::bulk::Compressor<'static>>,
+    zstd: Level1,
 }
 
 thread_local! {
@@ -156,8 +152,7 @@ impl Scratch {
         Scratch {
             raw: Vec::new(),
             col: Vec::new(),
-            out: Vec::new(),
-            zstd: None,
+            zstd: Level1::new(),
         }
     }
 
@@ -207,22 +202,7 @@ impl Scratch {
             raw.push(code);
             i += run;
         }
-        let raw = std::mem::take(&mut self.raw);
-        let block = self.compress(&raw);
-        self.raw = raw;
-        block
-    }
-
-    /// `raw` compressed at level 1.
-    fn compress(&mut self, raw: &[u8]) -> std::io::Result<Vec<u8>> {
-        let zstd = match &mut self.zstd {
-            Some(z) => z,
-            empty => empty.insert(zstd::bulk::Compressor::new(1)?),
-        };
-        self.out.clear();
-        self.out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
-        zstd.compress_to_buffer(raw, &mut self.out)?;
-        Ok(self.out.clone())
+        self.zstd.compress(raw).map(<[u8]>::to_vec)
     }
 }
 
@@ -323,7 +303,9 @@ mod tests {
             let lat = tailhunt_synth::lognormal(n, 500e3, 0.5, seed).unwrap();
             let raw: Vec<u8> = lat.iter().flat_map(|v| v.to_le_bytes()).collect();
             assert_eq!(
-                SCRATCH.with_borrow_mut(|s| s.compress(&raw)).unwrap(),
+                SCRATCH
+                    .with_borrow_mut(|s| s.zstd.compress(&raw).map(<[u8]>::to_vec))
+                    .unwrap(),
                 zstd::bulk::compress(&raw, 1).unwrap()
             );
         }

@@ -36,6 +36,7 @@
 pub mod block;
 mod documents;
 mod error;
+mod level1;
 mod read;
 pub mod values;
 mod writer;

@@ -20,6 +20,7 @@ use tailhunt_model::{
 };
 
 use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
+use crate::level1::Level1;
 use crate::values::{self, BLOCK_POINTS};
 use crate::{Store, StoreError};
 
@@ -56,11 +57,8 @@ pub struct RunWriter<'a> {
     commit_interval: Option<Duration>,
     /// The next chunk number of each evidence list written ([`RunWriter::put_rows`]).
     row_chunks: std::collections::HashMap<String, i64>,
-    /// The compressor of [`RunWriter::put_rows`], made at the first batch.
-    rows_zstd: Option<zstd::bulk::Compressor<'static>>,
-    /// Its output, kept from batch to batch like the rows' own buffer
-    /// (`tailhunt_model::evidence::put_rows_in` says why).
-    rows_out: Vec<u8>,
+    /// The compressor of [`RunWriter::put_rows`], one for the run's batches.
+    rows_zstd: Level1,
     last_commit: Instant,
 }
 
@@ -103,8 +101,7 @@ impl Store {
             commit_interval: Some(DEFAULT_COMMIT_INTERVAL),
             last_commit: Instant::now(),
             row_chunks: std::collections::HashMap::new(),
-            rows_zstd: None,
-            rows_out: Vec::new(),
+            rows_zstd: Level1::new(),
         })
     }
 }
@@ -293,21 +290,12 @@ impl RunWriter<'_> {
             series: 0,
             reason: format!("compressing '{name}' rows: {e}"),
         };
-        // One compressor for the run's batches: a new one per batch costs its tables again.
-        let zstd = match &mut self.rows_zstd {
-            Some(z) => z,
-            empty => empty.insert(zstd::bulk::Compressor::new(1).map_err(corrupt)?),
-        };
-        let mut data = std::mem::take(&mut self.rows_out);
-        data.clear();
-        data.reserve(zstd::zstd_safe::compress_bound(rows.jsonl.len()));
-        zstd.compress_to_buffer(&rows.jsonl, &mut data)
-            .map_err(corrupt)?;
+        self.begin()?;
+        let data = self.rows_zstd.compress(&rows.jsonl).map_err(corrupt)?;
         let (first, last) = (rows.first_key, rows.last_key);
         let seq = self.row_chunks.entry(name.to_string()).or_insert(0);
         let this = *seq;
         *seq += 1;
-        self.begin()?;
         self.store
             .conn
             .prepare_cached(
@@ -323,9 +311,8 @@ impl RunWriter<'_> {
                 last,
                 rows.rows as i64,
                 version,
-                &data[..]
+                data
             ])?;
-        self.rows_out = data;
         // A chunk counts as one block towards the next commit.
         self.blocks_since_commit += 1;
         if self.blocks_since_commit >= BLOCKS_PER_COMMIT {

@@ -136,9 +136,16 @@ impl CloseTrack {
 /// 100,000-connection capture; written in place, that capture took 7% less CPU.
 fn note(c: &CloseSummary) -> String {
     use std::fmt::Write;
-    let (own, answer) = match c.by {
-        Role::Client => ("its request", "response"),
-        Role::Server => ("its last response", "client's data"),
+    // What the closer had sent, what it was waiting for, and how no answer at all reads: a
+    // server that closes after its response with nothing more from the client is what
+    // `Connection: close` does, not data the server lacked.
+    let (own, answer, none) = match c.by {
+        Role::Client => ("its request", "response", "with no response byte yet"),
+        Role::Server => (
+            "its last response",
+            "client's data",
+            "with no new request begun",
+        ),
     };
     let verb = match c.how {
         CloseKind::Fin => "closed",
@@ -175,13 +182,9 @@ fn note(c: &CloseSummary) -> String {
         }
     };
     match c.abandoned() {
-        // A server that closes after its response, with no new request begun, is what
-        // `Connection: close` does: said so, not as data the server lacked.
-        Some(Abandoned::NoAnswer) if c.by == Role::Server => {
-            note.push_str(" with no new request begun");
-        }
         Some(Abandoned::NoAnswer) => {
-            let _ = write!(note, " with no {answer} byte yet");
+            note.push(' ');
+            note.push_str(none);
         }
         Some(Abandoned::StillArriving) => {
             let _ = write!(note, " while the {answer} was still arriving (");
