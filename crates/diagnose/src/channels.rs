@@ -40,12 +40,25 @@ pub enum RequestKind {
     QueueDelay,
 }
 
+/// An answered request as the detectors read it: `(start_ns, end_ns)`, epoch ns.
+pub type Span = (i64, i64);
+
+/// The answered samples of `samples` (outcome ok), in order, as spans: what a detector
+/// weighs of a request series. 16 bytes a request rather than a [`Sample`]'s 32: a
+/// 100,000-exchange capture's latency series, read whole, was `tailhunt pcap`'s peak memory.
+pub fn answered(samples: &[Sample]) -> impl Iterator<Item = Span> + '_ {
+    samples
+        .iter()
+        .filter(|s| s.outcome == Outcome::Ok)
+        .map(|s| (s.start_ns, s.end_ns))
+}
+
 /// Request latencies of one series.
 pub struct Requests<'a> {
     /// Series display name.
     pub series: String,
-    /// The samples (epoch-ns times).
-    pub samples: &'a [Sample],
+    /// Its answered requests, in the series' order ([`answered`]).
+    pub answered: &'a [Span],
     /// Where they come from.
     pub kind: RequestKind,
 }
@@ -67,10 +80,6 @@ impl Requests<'_> {
 pub struct Prepared<'a> {
     /// The series.
     pub requests: &'a Requests<'a>,
-    /// Where the answered samples are in the series; `None` when every sample was answered.
-    /// Read in place rather than copied: a 30-minute capture's `queue_delay` series has 3.6
-    /// million samples, and a copy of each as three numbers cost 86 MB.
-    answered: Option<Vec<usize>>,
     /// Median service time.
     pub median: i64,
     /// p99.
@@ -82,20 +91,10 @@ pub struct Prepared<'a> {
 impl<'a> Prepared<'a> {
     /// `None` with fewer than [`MIN_SAMPLES`] answered samples.
     pub fn new(r: &'a Requests<'a>) -> Option<Prepared<'a>> {
-        let ok = |s: &Sample| s.outcome == Outcome::Ok;
-        let answered = (!r.samples.iter().all(ok)).then(|| {
-            (0..r.samples.len())
-                .filter(|&i| ok(&r.samples[i]))
-                .collect::<Vec<_>>()
-        });
-        let len = answered.as_ref().map_or(r.samples.len(), Vec::len);
-        if len < MIN_SAMPLES {
+        if r.answered.len() < MIN_SAMPLES {
             return None;
         }
-        let mut lat: Vec<i64> = match &answered {
-            Some(at) => at.iter().map(|&i| r.samples[i].service_ns()).collect(),
-            None => r.samples.iter().map(Sample::service_ns).collect(),
-        };
+        let mut lat: Vec<i64> = r.answered.iter().map(|&(s, e)| service(s, e)).collect();
         lat.sort_unstable();
         let median = of_sorted(&lat, 0.5)?;
         let p99 = of_sorted(&lat, 0.99).unwrap_or(median);
@@ -107,7 +106,6 @@ impl<'a> Prepared<'a> {
         };
         Some(Prepared {
             requests: r,
-            answered,
             median,
             p99,
             slow_at,
@@ -116,9 +114,7 @@ impl<'a> Prepared<'a> {
 
     /// Answered samples.
     pub fn len(&self) -> usize {
-        self.answered
-            .as_ref()
-            .map_or(self.requests.samples.len(), Vec::len)
+        self.requests.answered.len()
     }
 
     /// Whether none is (never: [`Prepared::new`] wants [`MIN_SAMPLES`]).
@@ -128,9 +124,8 @@ impl<'a> Prepared<'a> {
 
     /// `(start_ns, end_ns, service_ns)` of answered sample `i`.
     pub fn sample(&self, i: usize) -> (i64, i64, i64) {
-        let at = self.answered.as_ref().map_or(i, |a| a[i]);
-        let s = &self.requests.samples[at];
-        (s.start_ns, s.end_ns, s.service_ns())
+        let (start, end) = self.requests.answered[i];
+        (start, end, service(start, end))
     }
 
     /// Every answered sample as [`Prepared::sample`] gives it, in order.
@@ -150,6 +145,11 @@ impl<'a> Prepared<'a> {
             _ => "slow requests",
         }
     }
+}
+
+/// A request's service time, as [`Sample::service_ns`] gives it.
+fn service(start_ns: i64, end_ns: i64) -> i64 {
+    end_ns.saturating_sub(start_ns)
 }
 
 /// A source of some bursts: a flow direction and its bytes in them.
@@ -380,6 +380,38 @@ pub fn channel_name(dir: Dir, host: &str) -> String {
 mod tests {
     use super::*;
 
+    /// What a detector weighs of a series: its answered samples' start and end, in order;
+    /// the median and p99 are of those alone.
+    #[test]
+    fn only_answered_samples_are_weighed() {
+        let samples: Vec<Sample> = (0..40)
+            .map(|i| {
+                let outcome = if i % 4 == 3 {
+                    Outcome::Timeout
+                } else {
+                    Outcome::Ok
+                };
+                let latency = if outcome == Outcome::Ok {
+                    1_000
+                } else {
+                    9_000_000
+                };
+                Sample::new(i * 10, i * 10 + 5, i * 10 + 5 + latency, outcome)
+            })
+            .collect();
+        let spans: Vec<Span> = answered(&samples).collect();
+        assert_eq!(spans.len(), 30);
+        assert_eq!(spans[..3], [(5, 1_005), (15, 1_015), (25, 1_025)]);
+        let r = Requests {
+            series: "latency".into(),
+            answered: &spans,
+            kind: RequestKind::External,
+        };
+        let p = Prepared::new(&r).unwrap();
+        assert_eq!((p.median, p.p99, p.len()), (1_000, 1_000, 30));
+        assert_eq!(p.sample(3), (45, 1_045, 1_000));
+    }
+
     #[test]
     fn spans_merge_and_overlap() {
         let s = merged(vec![(10, 20), (0, 5), (15, 30), (40, 50)]);
@@ -400,7 +432,7 @@ mod tests {
         };
         let own = Requests {
             series: "latency{server_port=7100}".into(),
-            samples: &[],
+            answered: &[],
             kind: RequestKind::Exchanges { server_port: 7100 },
         };
         let db = [src("tcp 198.18.0.1:40000 -> 198.18.0.11:7100")];
@@ -416,7 +448,8 @@ pub(crate) mod testkit {
     use std::collections::BTreeMap;
 
     use tailhunt_model::evidence::capture::{Burst, BurstFlow, CaptureReport, Dir};
-    use tailhunt_model::{Outcome, Sample};
+
+    use super::Span;
 
     pub const MS: i64 = 1_000_000;
     /// The capture's first packet.
@@ -480,13 +513,12 @@ pub(crate) mod testkit {
     }
 
     /// A request every `every_ms` over `len_ms`, taking `latency(start_ms)` ms.
-    pub fn requests(len_ms: i64, every_ms: i64, latency: impl Fn(i64) -> f64) -> Vec<Sample> {
+    pub fn requests(len_ms: i64, every_ms: i64, latency: impl Fn(i64) -> f64) -> Vec<Span> {
         (0..len_ms / every_ms)
             .map(|k| {
                 let at = k * every_ms;
                 let start = T0 + at * MS;
-                let end = start + (latency(at) * MS as f64) as i64;
-                Sample::new(start, start, end, Outcome::Ok)
+                (start, start + (latency(at) * MS as f64) as i64)
             })
             .collect()
     }

@@ -119,6 +119,14 @@ pub trait SeriesSink {
         let _ = (version, rows);
         Err(format!("this sink does not store evidence lists ('{name}')").into())
     }
+    /// Says that no more points come for `series` (a capture's pass has ended): a sink that
+    /// holds the series' open block writes it and frees its buffer. Pushing to the series
+    /// afterwards still works (it starts a new block). Sinks that hold nothing per series
+    /// (the default) have nothing to do.
+    fn close_series(&mut self, series: usize) -> Result<(), SinkError> {
+        let _ = series;
+        Ok(())
+    }
     /// Makes what was pushed durable when the sink's commit interval has passed (sources
     /// call it while they wait, so a slow source is committed by time too). In-memory sinks
     /// have nothing to do.

@@ -85,6 +85,13 @@ impl KeptFlows {
     /// Keeps a copy of `f` if the report needs it.
     pub fn offer(&mut self, f: &FlowSummary) {
         if f.id < CaptureReport::FIRST_FLOWS || f.is_evidence() {
+            if self.named.capacity() == 0 {
+                // Room for the largest too, so that `into_flows` adds them in place (a second
+                // list of about 1 kB a flow would be the end of a many-connection pass's
+                // peak).
+                self.named
+                    .reserve_exact(CaptureReport::FIRST_FLOWS + self.cap);
+            }
             self.named.push(f.clone());
             return;
         }
@@ -101,12 +108,11 @@ impl KeptFlows {
 
     /// The kept flows in order of id.
     pub fn into_flows(self) -> Vec<FlowSummary> {
-        // Sized once: growing `named` would hold it twice for a moment, the peak of a
-        // many-connection capture's pass.
-        let mut flows = Vec::with_capacity(self.named.len() + self.largest.len());
-        flows.extend(self.named);
+        let mut flows = self.named;
         flows.extend(self.largest);
-        flows.sort_by_key(|f| f.id);
+        // Ids are unique, so the unstable sort orders as the stable one would, without the
+        // stable sort's scratch copy of the list.
+        flows.sort_unstable_by_key(|f| f.id);
         flows
     }
 }

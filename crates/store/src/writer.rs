@@ -333,6 +333,25 @@ impl RunWriter<'_> {
         self.commit()
     }
 
+    /// Writes series `index`'s open block and frees its buffer (up to 256 kB a sample
+    /// series, held otherwise until the run finishes: a capture's storing and diagnosing come
+    /// after its pass, and 100,000 connections' four sample series held 1 MB then). The
+    /// block is final: later points start the next one.
+    fn close_block(&mut self, index: usize) -> Result<(), StoreError> {
+        match self.series[index].kind {
+            SeriesKind::Samples => self.write_block(index)?,
+            SeriesKind::Values => self.write_values_block(index)?,
+            SeriesKind::Histograms => return Ok(()),
+        }
+        let s = &mut self.series[index];
+        if s.stored > 0 {
+            (s.seq, s.stored) = (s.seq + 1, 0);
+        }
+        s.buf = Vec::new();
+        s.points = Vec::new();
+        Ok(())
+    }
+
     /// Flushes, merges `extra_params` (a JSON object) into the run's parameters and marks the run
     /// `complete`. Returns the run id.
     pub fn finish(self, extra_params: serde_json::Value) -> Result<String, StoreError> {
@@ -502,6 +521,13 @@ impl SeriesSink for RunWriter<'_> {
 
     fn put_rows(&mut self, name: &str, version: u32, rows: &RowChunk) -> Result<(), SinkError> {
         Ok(RunWriter::put_rows(self, name, version, rows)?)
+    }
+
+    fn close_series(&mut self, series: usize) -> Result<(), SinkError> {
+        if series >= self.series.len() {
+            return Err(format!("series handle {series} was never opened").into());
+        }
+        Ok(self.close_block(series)?)
     }
 
     fn commit_if_due(&mut self) -> Result<(), SinkError> {

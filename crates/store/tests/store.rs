@@ -35,6 +35,15 @@ fn samples(n: usize) -> Vec<Sample> {
         .collect()
 }
 
+/// A values series of bytes.
+fn bytes_meta() -> SeriesMeta {
+    SeriesMeta {
+        kind: SeriesKind::Values,
+        unit: Unit::Bytes,
+        ..SeriesMeta::latency("bytes")
+    }
+}
+
 #[test]
 fn samples_round_trip_across_many_blocks() {
     let (_d, mut store) = store();
@@ -58,6 +67,47 @@ fn samples_round_trip_across_many_blocks() {
     let series = store.series(&id).unwrap();
     assert_eq!(series.len(), 1);
     assert_eq!(store.load_samples(series[0].id).unwrap(), data);
+}
+
+/// A closed series' open block is written whole; points pushed after the close start a new
+/// block, and every sample and point reads back in order with the right counts (closing frees
+/// the writer's buffer, so a close that lost its block or rewrote it shorter would show here).
+#[test]
+fn closed_series_keep_every_point_and_take_more_after() {
+    let (_d, mut store) = store();
+    let data = samples(20_000);
+    let mut run = store
+        .begin_run(RunKind::Pcap, json!({}), ClockOrigin::now())
+        .unwrap();
+    let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
+    let v = run.open_series(&bytes_meta()).unwrap();
+    let points: Vec<Point> = (0..10_000)
+        .map(|i| Point {
+            t_ns: i * 1_000_000,
+            value: i % 977,
+        })
+        .collect();
+    // 9,000 samples: one full block and an open one, closed; then the rest.
+    run.push_samples(s, &data[..9_000]).unwrap();
+    run.push_values(v, &points[..100]).unwrap();
+    run.commit_now().unwrap();
+    run.close_series(s).unwrap();
+    run.close_series(v).unwrap();
+    run.close_series(v).unwrap();
+    run.push_samples(s, &data[9_000..]).unwrap();
+    run.push_values(v, &points[100..]).unwrap();
+    assert!(
+        run.close_series(7).is_err(),
+        "an unopened handle is refused"
+    );
+    let id = run.finish(json!({})).unwrap();
+    let series = store.series(&id).unwrap();
+    assert_eq!((series[0].count, series[1].count), (20_000, 10_000));
+    assert_eq!(store.load_samples(series[0].id).unwrap(), data);
+    assert_eq!(
+        store.load_series(&series[1]).unwrap().data,
+        SeriesData::Values(points)
+    );
 }
 
 #[test]
@@ -95,12 +145,7 @@ fn values_round_trip_across_blocks_and_refuse_samples() {
     let mut run = store
         .begin_run(RunKind::Pcap, json!({}), ClockOrigin::now())
         .unwrap();
-    let meta = SeriesMeta {
-        kind: SeriesKind::Values,
-        unit: Unit::Bytes,
-        ..SeriesMeta::latency("bytes")
-    };
-    let s = run.open_series(&meta).unwrap();
+    let s = run.open_series(&bytes_meta()).unwrap();
     let points: Vec<Point> = (0..20_000)
         .map(|i| Point {
             t_ns: 1_700_000_000_000_000_000 + i * 1_000_000,

@@ -1,9 +1,8 @@
 use tailhunt_model::evidence::capture::Dir;
-use tailhunt_model::Sample;
 
 use super::*;
 use crate::channels::testkit::{burst, report, requests};
-use crate::channels::RequestKind;
+use crate::channels::{RequestKind, Span};
 
 const CACHE: &str = "198.18.50.2";
 const DB1: &str = "tcp 198.18.50.2:40001 -> 198.18.51.11:7100";
@@ -54,10 +53,10 @@ fn api_latency(at: i64) -> f64 {
     }
 }
 
-fn series<'a>(name: &str, samples: &'a [Sample], kind: RequestKind) -> Requests<'a> {
+fn series<'a>(name: &str, answered: &'a [Span], kind: RequestKind) -> Requests<'a> {
     Requests {
         series: name.into(),
-        samples,
+        answered,
         kind,
     }
 }
@@ -115,7 +114,8 @@ fn the_bursts_own_exchanges_do_not_explain_them() {
 #[test]
 fn packets_delayed_upstream_name_the_bursts_that_held_them() {
     let r = both_directions();
-    let delays: Vec<Sample> = requests(4000, 1, |at| {
+    // Each sample runs from when the packet would have arrived to when it did.
+    let delays = requests(4000, 1, |at| {
         let k = (at - 100).div_euclid(333);
         let t = 100 + 333 * k;
         if (t..t + 40).contains(&at) {
@@ -123,14 +123,7 @@ fn packets_delayed_upstream_name_the_bursts_that_held_them() {
         } else {
             0.4
         }
-    })
-    .into_iter()
-    .map(|s| {
-        // Arrived at `start + delay`: the sample runs from when it would have arrived.
-        let d = s.end_ns - s.start_ns;
-        Sample::new(s.start_ns, s.start_ns, s.start_ns + d, s.outcome)
-    })
-    .collect();
+    });
     let f = microburst(
         &r,
         &[series("queue_delay", &delays, RequestKind::QueueDelay)],

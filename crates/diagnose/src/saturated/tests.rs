@@ -56,7 +56,7 @@ fn a_link_full_for_seconds_is_named_with_what_filled_it() {
     });
     let reqs = [Requests {
         series: "api".into(),
-        samples: &api,
+        answered: &api,
         kind: RequestKind::External,
     }];
     let f = link_saturated(&r, &reqs);
@@ -79,7 +79,7 @@ fn a_full_link_that_slows_nothing_is_not_a_finding() {
     let api = requests(4000, 2, |_| 0.06);
     let reqs = [Requests {
         series: "api".into(),
-        samples: &api,
+        answered: &api,
         kind: RequestKind::External,
     }];
     assert!(link_saturated(&r, &reqs).is_empty());
@@ -106,7 +106,7 @@ fn packets_that_waited_while_the_link_was_full_name_it() {
     );
     let reqs = [Requests {
         series: "queue_delay".into(),
-        samples: &delays,
+        answered: &delays,
         kind: RequestKind::QueueDelay,
     }];
     let f = link_saturated(&r, &reqs);
@@ -119,7 +119,7 @@ fn packets_that_waited_while_the_link_was_full_name_it() {
     // The same numbers as a request series: its median did not move, no finding.
     let reqs = [Requests {
         series: "api".into(),
-        samples: &delays,
+        answered: &delays,
         kind: RequestKind::External,
     }];
     assert!(link_saturated(&r, &reqs).is_empty());

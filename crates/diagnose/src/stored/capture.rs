@@ -2,11 +2,11 @@
 //! capture paired, plus those of another run named with `--requests RUN[:SERIES]`.
 
 use tailhunt_model::evidence::capture::CaptureReport;
-use tailhunt_model::{Finding, Run, Sample, SeriesData};
-use tailhunt_store::Store;
+use tailhunt_model::{Finding, Run, SeriesKind};
+use tailhunt_store::{SeriesInfo, Store};
 
 use super::DiagnoseError;
-use crate::channels::{RequestKind, Requests};
+use crate::channels::{answered, RequestKind, Requests, Span};
 
 /// Request latencies for the microburst and link-saturated detectors: the capture's own
 /// `latency{server_port}` series, its `queue_delay` series (the upstream wait of packets that
@@ -16,9 +16,18 @@ use crate::channels::{RequestKind, Requests};
 pub fn capture_requests(
     store: &Store,
     run: &Run,
-) -> Result<Vec<(String, Vec<Sample>, RequestKind)>, DiagnoseError> {
+) -> Result<Vec<(String, Vec<Span>, RequestKind)>, DiagnoseError> {
+    requests_of(store, run, true)
+}
+
+/// [`capture_requests`], the capture's own series left out unless `own`.
+fn requests_of(
+    store: &Store,
+    run: &Run,
+    own: bool,
+) -> Result<Vec<(String, Vec<Span>, RequestKind)>, DiagnoseError> {
     let mut out = Vec::new();
-    for info in store.series(&run.id)? {
+    for info in store.series(&run.id)?.into_iter().filter(|_| own) {
         let port = info.labels.get("server_port").map(String::as_str);
         let kind = Requests::kind_of(&info.name, port);
         let own = match kind {
@@ -26,10 +35,9 @@ pub fn capture_requests(
             RequestKind::QueueDelay => info.labels.is_empty(),
             RequestKind::External => false,
         };
-        if own {
-            if let SeriesData::Samples(s) = store.load_series(&info)?.data {
-                out.push((info.display_name.clone(), s, kind));
-            }
+        if own && info.kind == SeriesKind::Samples {
+            let spans = answered_spans(store, &info, |t| t)?;
+            out.push((info.display_name.clone(), spans, kind));
         }
     }
     if let Some(spec) = run.params.get("requests").and_then(|r| r.as_str()) {
@@ -60,7 +68,7 @@ pub fn requests_spec(store: &Store, spec: &str) -> Result<String, DiagnoseError>
 fn external_requests(
     store: &Store,
     spec: &str,
-) -> Result<Vec<(String, Vec<Sample>, RequestKind)>, DiagnoseError> {
+) -> Result<Vec<(String, Vec<Span>, RequestKind)>, DiagnoseError> {
     let (run, series) = spec.split_once(':').unwrap_or((spec, "latency"));
     let reference = |reason: String| DiagnoseError::Reference {
         flag: "--requests",
@@ -73,22 +81,11 @@ fn external_requests(
         if s.name != series && s.display_name != series {
             continue;
         }
-        if let SeriesData::Samples(samples) = store.load_series(&s)?.data {
-            let wall = |t: i64| info.origin.to_wall(t);
-            let moved = samples
-                .iter()
-                .map(|x| {
-                    Sample::new(
-                        wall(x.intended_ns),
-                        wall(x.start_ns),
-                        wall(x.end_ns),
-                        x.outcome,
-                    )
-                })
-                .collect();
+        if s.kind == SeriesKind::Samples {
+            let spans = answered_spans(store, &s, |t| info.origin.to_wall(t))?;
             out.push((
                 format!("{run}:{}", s.display_name),
-                moved,
+                spans,
                 RequestKind::External,
             ));
         }
@@ -99,6 +96,20 @@ fn external_requests(
         )));
     }
     Ok(out)
+}
+
+/// A stored sample series' answered requests ([`answered`]), read a block at a time into one
+/// list sized from the series' count, with `time` applied to each timestamp.
+fn answered_spans(
+    store: &Store,
+    info: &SeriesInfo,
+    time: impl Fn(i64) -> i64,
+) -> Result<Vec<Span>, DiagnoseError> {
+    let mut spans = Vec::with_capacity(usize::try_from(info.count).unwrap_or(0));
+    store.each_sample_block(info.id, &mut |block| {
+        spans.extend(answered(block).map(|(s, e)| (time(s), time(e))));
+    })?;
+    Ok(spans)
 }
 
 pub(super) fn diagnose(store: &Store, run: &Run) -> Result<Vec<Finding>, DiagnoseError> {
@@ -120,12 +131,16 @@ pub(super) fn diagnose_report(
     run: &Run,
     report: &CaptureReport,
 ) -> Result<Vec<Finding>, DiagnoseError> {
-    let owned = capture_requests(store, run)?;
+    // Request latencies are only held against bursts: without any, the two detectors that
+    // read them have nothing to find, and the capture's own series are not read (100,000
+    // exchanges are 1.6 MB). Another run's series (`--requests`) still is, so that a name
+    // it does not hold is still an error.
+    let owned = requests_of(store, run, !report.bursts.is_empty())?;
     let requests: Vec<Requests<'_>> = owned
         .iter()
-        .map(|(series, samples, kind)| Requests {
+        .map(|(series, spans, kind)| Requests {
             series: series.clone(),
-            samples,
+            answered: spans,
             kind: *kind,
         })
         .collect();

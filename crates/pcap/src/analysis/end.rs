@@ -67,7 +67,7 @@ impl Analyzer {
             None => {
                 let mut flows = held;
                 flows.extend(ids.iter().map(|i| summarise(*i, &self.flows[i])));
-                flows.sort_by_key(|f| f.id);
+                flows.sort_unstable_by_key(|f| f.id); // ids are unique
                 let tcp = flows.iter().filter(|f| f.tcp.is_some()).count() as u64;
                 let total = self.next_id.max(flows.len()) as u64;
                 (flows, total, tcp)
