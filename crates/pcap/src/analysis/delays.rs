@@ -43,7 +43,7 @@ impl Analyzer {
             if check == ClockCheck::Failed {
                 continue;
             }
-            let delays = track.delays(&self.spill);
+            let delays: Vec<_> = track.delays(&self.spill).collect();
             if may_be_source[side] || self.cfg.keep_flow_bins {
                 self.retired.delays.push(KeptDelays {
                     name: name(),
@@ -141,12 +141,7 @@ impl Analyzer {
             keep(&d.name, d.sender, d.check, &mut d.delays.iter().copied());
         }
         for (name, sender, check, track) in &live {
-            keep(
-                name,
-                *sender,
-                *check,
-                &mut track.delays(&self.spill).into_iter(),
-            );
+            keep(name, *sender, *check, &mut track.delays(&self.spill));
         }
         for (host, d) in &self.retired.host_delays {
             let at_of = |(at, delay): (i64, i64)| (at - delay, at);
