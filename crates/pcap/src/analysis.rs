@@ -667,6 +667,11 @@ impl Analyzer {
         self.spill.unwritable()
     }
 
+    /// The file system of the scratch file, when that one keeps its files in memory.
+    pub fn scratch_in_memory(&self) -> Option<&'static str> {
+        self.spill.in_memory()
+    }
+
     /// Each flow direction's bins: `(flow id, sending endpoint, receiving endpoint, bins)`.
     /// A connection that closed and went quiet keeps only the bins a burst could claim,
     /// unless the analysis was set up with [`AnalysisConfig::keep_flow_bins`].

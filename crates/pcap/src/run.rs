@@ -64,6 +64,9 @@ pub struct Outcome {
     /// Why the scratch file could not be created or written, when it could not: the pass kept
     /// those bytes in memory instead (the same results, more memory).
     pub scratch_unwritable: Option<String>,
+    /// The file system the scratch file was on, when that one keeps its files in memory
+    /// (tmpfs, ramfs): the bytes it holds counted against memory after all.
+    pub scratch_in_memory: Option<&'static str>,
 }
 
 impl Outcome {
@@ -212,6 +215,7 @@ pub(crate) fn finish_pass(
             stopped,
             scratch_lost: an.scratch_lost(),
             scratch_unwritable: an.scratch_unwritable(),
+            scratch_in_memory: an.scratch_in_memory(),
         },
         an,
     ))

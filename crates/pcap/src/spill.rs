@@ -55,6 +55,22 @@ struct Writer {
     written: u64,
     /// Why writing failed, once it did: everything since stays in memory.
     failed: Option<String>,
+    /// The file system the file is on, when it keeps its files in memory (tmpfs, ramfs):
+    /// then the file bounds nothing.
+    in_memory: Option<&'static str>,
+}
+
+/// The name of the file system `file` is on when that file system keeps its files in memory.
+fn memory_file_system(file: &File) -> Option<&'static str> {
+    // statfs(2) magic numbers (linux/magic.h).
+    const TMPFS_MAGIC: u64 = 0x0102_1994;
+    const RAMFS_MAGIC: u64 = 0x8584_58f6;
+    let kind = rustix::fs::fstatfs(file).ok()?.f_type as u64;
+    match kind {
+        TMPFS_MAGIC => Some("tmpfs"),
+        RAMFS_MAGIC => Some("ramfs"),
+        _ => None,
+    }
 }
 
 impl Spill {
@@ -116,6 +132,13 @@ impl Spill {
         w.failed.clone()
     }
 
+    /// The file system the file went to, when that one keeps its files in memory (a `/tmp`
+    /// on tmpfs): what the file holds then counts against memory after all.
+    pub fn in_memory(&self) -> Option<&'static str> {
+        let w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        w.in_memory
+    }
+
     /// Bytes written to the file or waiting to be.
     pub fn bytes(&self) -> u64 {
         let w = self.file.lock().unwrap_or_else(PoisonError::into_inner);
@@ -129,7 +152,9 @@ impl Writer {
             return Ok(());
         }
         if self.file.is_none() {
-            self.file = Some(tempfile::tempfile()?);
+            let file = tempfile::tempfile()?;
+            self.in_memory = memory_file_system(&file);
+            self.file = Some(file);
         }
         if let Some(f) = &mut self.file {
             f.write_all(&self.buf)?;

@@ -372,35 +372,48 @@ fn zstd_decode(data: &[u8]) -> Vec<u8> {
     zstd::decode_all(data).expect("the stored document is zstd")
 }
 
-/// Without a writable `TMPDIR` the pass keeps what it would have put in its scratch file in
-/// memory: the same report, and a note on stderr that says why.
-#[test]
-fn without_a_scratch_file_the_pass_reports_the_same_and_says_so() {
-    let env = Env::new();
+/// One connection, a frame a millisecond for 40 s: about 1.4 MB of packed channel bins, more
+/// than the scratch file's write buffer.
+fn long_capture(env: &Env) -> PathBuf {
     let file = env.path("long.pcap");
-    // One connection, a frame a millisecond for 40 s: about 1.4 MB of packed channel bins,
-    // more than the scratch file's write buffer.
     std::fs::write(
         &file,
         odd::ethernet_capture(40_000, 1_795_168_800_000_000_000),
     )
     .unwrap();
+    file
+}
+
+/// `tailhunt pcap FILE --json` with `TMPDIR` set: its report and its stderr (exit status 0).
+fn pcap_with_tmpdir(env: &Env, file: &Path, tmpdir: &Path) -> (Value, String) {
+    let out = env
+        .cmd()
+        .args(["pcap", file.to_str().unwrap(), "--json"])
+        .env("TMPDIR", tmpdir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (doc["report"].clone(), stderr)
+}
+
+/// Without a writable `TMPDIR` the pass keeps what it would have put in its scratch file in
+/// memory: the same report, and a note on stderr that says why.
+#[test]
+fn without_a_scratch_file_the_pass_reports_the_same_and_says_so() {
+    let env = Env::new();
+    let file = long_capture(&env);
     let tmp = env.path("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let run = |tmpdir: &Path| {
-        let out = env
-            .cmd()
-            .args(["pcap", file.to_str().unwrap(), "--json"])
-            .env("TMPDIR", tmpdir)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(0), "{stderr}");
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (doc["report"].clone(), stderr)
-    };
+    let run = |tmpdir: &Path| pcap_with_tmpdir(&env, &file, tmpdir);
     let (spilled, quiet) = run(&tmp);
-    assert!(quiet.is_empty(), "{quiet}");
+    // Quiet, but for the note of a_scratch_file_in_memory_is_named where the test's own
+    // directory is on a tmpfs.
+    assert!(
+        quiet.is_empty() || quiet.contains("which keeps files in memory"),
+        "{quiet}"
+    );
     // The file is unnamed: nothing is left behind.
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     let missing = env.path("no-such-dir");
@@ -412,4 +425,40 @@ fn without_a_scratch_file_the_pass_reports_the_same_and_says_so() {
     );
     assert_eq!(spilled["packets"], 40_000);
     assert_eq!(spilled, kept);
+}
+
+/// A scratch file on a file system that keeps its files in memory (a `/tmp` on tmpfs) bounds
+/// nothing: the pass gives the same report and says where the file went and what it held.
+#[test]
+fn a_scratch_file_in_memory_is_named() {
+    let shm = Path::new("/dev/shm");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let tmpfs = mounts.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 2 && f[1] == "/dev/shm" && f[2] == "tmpfs"
+    });
+    if !tmpfs {
+        eprintln!("skipped: /dev/shm is not a tmpfs on this machine");
+        return;
+    }
+    let env = Env::new();
+    let file = long_capture(&env);
+    // Removed when dropped, also when an assertion fails.
+    let in_memory = tempfile::Builder::new()
+        .prefix("tailhunt-test-")
+        .tempdir_in(shm)
+        .unwrap();
+    let run = |tmpdir: &Path| pcap_with_tmpdir(&env, &file, tmpdir);
+    let (report, note) = run(in_memory.path());
+    assert!(
+        note.contains(&format!(
+            "the scratch file is in {}, on tmpfs, which keeps files in memory",
+            in_memory.path().display()
+        )) && note.contains("MiB of older bins"),
+        "{note}"
+    );
+    let disk = env.path("tmp");
+    std::fs::create_dir_all(&disk).unwrap();
+    let (on_disk, _) = run(&disk);
+    assert_eq!(report, on_disk);
 }

@@ -168,6 +168,16 @@ fn execute(
             std::env::temp_dir().display()
         );
     }
+    if let Some(fs) = outcome.scratch_in_memory {
+        eprintln!(
+            "tailhunt: the scratch file is in {}, on {fs}, which keeps files in memory: the \
+             {:.1} MiB of older bins, delays and time-sequence points the pass moved there \
+             counted against memory after all (same results; point TMPDIR at a disk to bound \
+             the memory)",
+            std::env::temp_dir().display(),
+            analyzer.spilled_bytes() as f64 / f64::from(1 << 20)
+        );
+    }
     write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);
     // The report (every flow) goes into the run as a compressed document, not into its
