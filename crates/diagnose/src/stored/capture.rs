@@ -20,22 +20,27 @@ pub fn capture_requests(
     requests_of(store, run, true)
 }
 
-/// [`capture_requests`], the capture's own series left out unless `own`.
+/// [`capture_requests`], the capture's own series left out unless `with_own`.
 fn requests_of(
     store: &Store,
     run: &Run,
-    own: bool,
+    with_own: bool,
 ) -> Result<Vec<(String, Vec<Span>, RequestKind)>, DiagnoseError> {
     let mut out = Vec::new();
-    for info in store.series(&run.id)?.into_iter().filter(|_| own) {
+    let own = if with_own {
+        store.series(&run.id)?
+    } else {
+        Vec::new()
+    };
+    for info in own {
         let port = info.labels.get("server_port").map(String::as_str);
         let kind = Requests::kind_of(&info.name, port);
-        let own = match kind {
+        let requests = match kind {
             RequestKind::Exchanges { .. } => true,
             RequestKind::QueueDelay => info.labels.is_empty(),
             RequestKind::External => false,
         };
-        if own && info.kind == SeriesKind::Samples {
+        if requests && info.kind == SeriesKind::Samples {
             let spans = answered_spans(store, &info, |t| t)?;
             out.push((info.display_name.clone(), spans, kind));
         }
