@@ -4,6 +4,7 @@
 mod cli;
 mod cmd;
 mod flags;
+mod heap;
 mod ingest;
 mod output;
 mod progress;

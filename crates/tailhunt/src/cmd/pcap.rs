@@ -180,6 +180,10 @@ fn execute(
     }
     write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);
+    // What the pass freed (connections, bins, delays, scattered through the heap) is handed
+    // back before the report's compression context and the diagnosis take their own: else
+    // the stages add up (see `heap`).
+    crate::heap::release_free_pages();
     // The report (every flow) goes into the run as a compressed document, not into its
     // params: as a params string it cost as much CPU as the analysis itself and doubled peak
     // memory (escaped, parsed back and rewritten whole when the run finished; bench/pcap.sh).
