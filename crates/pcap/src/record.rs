@@ -168,16 +168,21 @@ impl<'a> Recorder<'a> {
             self.sink.close_series(h)?;
         }
         self.samples = HashMap::new();
-        let delays = an.bystander_delays(report);
-        if !delays.is_empty() {
+        let mut delays = an
+            .bystander_delays(report)
+            .map(crate::analysis::queue_delay_sample)
+            .peekable();
+        if delays.peek().is_some() {
             let h = self
                 .sink
                 .open_series(&SeriesMeta::latency(QUEUE_DELAY_SERIES))?;
-            for chunk in delays.chunks(BATCH) {
-                let samples: Vec<Sample> = chunk
-                    .iter()
-                    .map(|&d| crate::analysis::queue_delay_sample(d))
-                    .collect();
+            let mut samples = Vec::with_capacity(BATCH);
+            loop {
+                samples.clear();
+                samples.extend(delays.by_ref().take(BATCH));
+                if samples.is_empty() {
+                    break;
+                }
                 self.sink.push_samples(h, &samples)?;
             }
             self.sink.close_series(h)?;

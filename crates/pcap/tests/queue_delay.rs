@@ -104,7 +104,6 @@ fn run(api_hz: i64) -> Vec<Sample> {
         20
     );
     an.bystander_delays(&report)
-        .into_iter()
         .map(tailhunt_pcap::analysis::queue_delay_sample)
         .collect()
 }

@@ -14,6 +14,7 @@ use tailhunt_model::evidence::capture::CaptureReport;
 use super::Analyzer;
 use crate::delay::{ClockCheck, DelayTrack};
 use crate::flowkey::FlowKey;
+use crate::pack::SortedPairs;
 use crate::retired::KeptDelays;
 
 impl Analyzer {
@@ -68,7 +69,10 @@ impl Analyzer {
     /// sender's timestamp clock does not tick at 1 kHz ([`crate::delay`]); in time order.
     /// Pairs, not samples, and a live direction's delays made as they are read: a
     /// half-hour stream's 3.6 million took 250 MB at the end of the pass as samples and copies.
-    pub fn bystander_delays(&self, report: &CaptureReport) -> Vec<(i64, i64)> {
+    pub fn bystander_delays(
+        &self,
+        report: &CaptureReport,
+    ) -> impl Iterator<Item = (i64, i64)> + '_ {
         let bin_ns = self.cfg.bin_ns;
         // Where each flow direction was a source: `(flow name, sender) -> busy spans`.
         let mut busy: BTreeMap<(&str, &str), Vec<(i64, i64)>> = BTreeMap::new();
@@ -114,7 +118,9 @@ impl Analyzer {
             h.0 |= check == ClockCheck::Passed;
             h.1 |= check == ClockCheck::Failed;
         }
-        let mut out = Vec::new();
+        // Sorted through the scratch file: a long capture's delays are millions.
+        let mut out = SortedPairs::default();
+        let spill = &self.spill;
         let mut keep = |name: &str,
                         sender: SocketAddr,
                         check,
@@ -134,7 +140,7 @@ impl Analyzer {
                 if spans.is_some_and(|s| s.iter().any(|&(a, b)| (a..=b).contains(&at))) {
                     continue;
                 }
-                out.push((at - delay, at));
+                out.push((at - delay, at), spill);
             }
         };
         for d in &self.retired.delays {
@@ -144,14 +150,15 @@ impl Analyzer {
             keep(name, *sender, *check, &mut track.delays(&self.spill));
         }
         for (host, d) in &self.retired.host_delays {
-            let at_of = |(at, delay): (i64, i64)| (at - delay, at);
-            out.extend(d.passed.iter(&self.spill).map(at_of));
+            let mut lists = vec![&d.passed];
             if hosts.get(host) == Some(&(true, false)) {
-                out.extend(d.short.iter(&self.spill).map(at_of));
+                lists.push(&d.short);
+            }
+            for (at, delay) in lists.into_iter().flat_map(|l| l.iter(spill)) {
+                out.push((at - delay, at), spill);
             }
         }
-        out.sort_unstable();
-        out
+        out.into_sorted(spill)
     }
 }
 
