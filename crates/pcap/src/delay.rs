@@ -22,7 +22,7 @@
 
 use prost::encoding::{decode_varint, encode_varint};
 
-use crate::bins::packed::Block;
+use crate::bins::packed::{block_bins, Block};
 use crate::pack::{unzigzag, zigzag};
 use crate::spill::Spill;
 
@@ -46,8 +46,6 @@ struct OffsetBin {
     max_at: i64,
 }
 
-/// Bins per packed block.
-const BLOCK_BINS: usize = 32;
 /// How far behind the newest packet a bin's most delayed packet must be for the bin to be
 /// packed (as [`crate::bins::packed::HORIZON_NS`]: a packet later than that is rare).
 const HORIZON_NS: i64 = crate::bins::packed::HORIZON_NS;
@@ -147,7 +145,7 @@ impl DelayTrack {
                 .blocks
                 .partition_point(|b| b.first <= index)
                 .saturating_sub(1);
-            let mut bins = Vec::with_capacity(BLOCK_BINS + 1);
+            let mut bins = Vec::with_capacity(self.blocks[k].bins as usize + 1);
             unpack_block(&self.blocks[k], spill, &mut bins);
             match bins.binary_search_by_key(&index, |b| b.index) {
                 Ok(i) => merge(&mut bins[i]),
@@ -166,12 +164,11 @@ impl DelayTrack {
             }
             _ => self.bins.push(new),
         }
-        if self.bins.len() >= 2 * BLOCK_BINS
-            && self.bins[BLOCK_BINS - 1].max_at < ts_ns - HORIZON_NS
-        {
-            self.blocks
-                .push(pack_block(&self.bins[..BLOCK_BINS], spill));
-            self.bins.drain(..BLOCK_BINS);
+        // Blocks grow as the direction's list does (see `block_bins`).
+        let n = block_bins(self.blocks.len());
+        if self.bins.len() >= 2 * n && self.bins[n - 1].max_at < ts_ns - HORIZON_NS {
+            self.blocks.push(pack_block(&self.bins[..n], spill));
+            self.bins.drain(..n);
         }
     }
 
@@ -403,26 +400,38 @@ mod tests {
         }
     }
 
-    /// A long track packs its older bins into the scratch file: a few bytes a bin there,
-    /// under two in memory, and all of them come back.
+    /// A long track packs its older bins into the scratch file, in blocks that grow as the
+    /// track does: a few bytes a bin there, under one in memory (with blocks of 32 bins
+    /// throughout it was 1.5), and all of them come back, also with late packets reaching
+    /// into the large blocks.
     #[test]
     fn a_long_track_packs() {
         let mut t = DelayTrack::default();
         let spill = Spill::default();
+        let mut packets = Vec::new();
+        let mut add = |t: &mut DelayTrack, at: i64, tsval: u32| {
+            t.add(at.div_euclid(MS), at, tsval, &spill);
+            let off = at - (tsval.wrapping_sub(1_000) as i32 as i64) * TICK_NS;
+            packets.push((at.div_euclid(MS), at, off));
+        };
         for k in 0..100_000i64 {
             let at = 1_700_000_000_000 * MS + k * MS + 150_000 + (k * 7919) % 300_000;
-            t.add(at.div_euclid(MS), at, (1_000 + k) as u32, &spill);
+            add(&mut t, at, (1_000 + k) as u32);
+            if k % 5_000 == 4_999 {
+                add(&mut t, at - 3_000 * MS + 7, (1_000 + k - 3_002) as u32);
+            }
         }
         t.shrink();
         let held = t.blocks.capacity() * std::mem::size_of::<Block>()
             + t.bins.capacity() * std::mem::size_of::<OffsetBin>();
         let per_bin = held as f64 / 100_000.0;
-        assert!(per_bin < 2.0, "{per_bin:.1} bytes a bin in memory");
+        assert!(per_bin < 1.0, "{per_bin:.2} bytes a bin in memory");
+        assert!(t.blocks.iter().any(|b| b.bins >= 256), "the blocks grew");
         let spilled = spill.bytes() as f64 / 100_000.0;
         assert!(
             spilled < 12.0,
             "{spilled:.1} bytes a bin in the scratch file"
         );
-        assert_eq!(t.all(&spill).count(), 100_000);
+        assert_eq!(t.all(&spill).collect::<Vec<_>>(), plain(&packets));
     }
 }
