@@ -67,6 +67,8 @@ pub struct Outcome {
     /// The file system the scratch file was on, when that one keeps its files in memory
     /// (tmpfs, ramfs): the bytes it holds counted against memory after all.
     pub scratch_in_memory: Option<&'static str>,
+    /// Bytes the pass moved to its scratch file (or kept in memory in its place).
+    pub scratch_bytes: u64,
 }
 
 impl Outcome {
@@ -90,6 +92,32 @@ impl Outcome {
                 .inputs
                 .iter()
                 .all(|i| i.frames_of_known_link_types() == 0)
+    }
+
+    /// What the user should know about how the pass ran that changes no result, one sentence
+    /// each: where its scratch file could not bound its memory. Empty when all went well.
+    pub fn notes(&self) -> Vec<String> {
+        let dir = std::env::temp_dir();
+        let mut out = Vec::new();
+        if let Some(why) = &self.scratch_unwritable {
+            out.push(format!(
+                "no scratch file in {} ({why}): the pass kept its older bins, delays and \
+                 time-sequence points in memory instead (same results; point TMPDIR at a \
+                 writable disk to bound the memory)",
+                dir.display()
+            ));
+        }
+        if let Some(fs) = self.scratch_in_memory {
+            out.push(format!(
+                "the scratch file is in {}, on {fs}, which keeps files in memory: the {:.1} MiB \
+                 of older bins, delays and time-sequence points the pass moved there counted \
+                 against memory after all (same results; point TMPDIR at a disk to bound the \
+                 memory)",
+                dir.display(),
+                self.scratch_bytes as f64 / f64::from(1 << 20)
+            ));
+        }
+        out
     }
 
     /// What a command's exit status must report, one sentence each: inputs not read whole,
@@ -216,6 +244,7 @@ pub(crate) fn finish_pass(
             scratch_lost: an.scratch_lost(),
             scratch_unwritable: an.scratch_unwritable(),
             scratch_in_memory: an.scratch_in_memory(),
+            scratch_bytes: an.spilled_bytes(),
         },
         an,
     ))

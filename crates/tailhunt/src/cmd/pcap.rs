@@ -160,23 +160,8 @@ fn execute(
     }
     let stopped = outcome.stopped.clone();
     let problems = outcome.problems();
-    if let Some(why) = &outcome.scratch_unwritable {
-        eprintln!(
-            "tailhunt: no scratch file in {} ({why}): the pass kept its older bins, delays and \
-             time-sequence points in memory instead (same results; point TMPDIR at a writable \
-             disk to bound the memory)",
-            std::env::temp_dir().display()
-        );
-    }
-    if let Some(fs) = outcome.scratch_in_memory {
-        eprintln!(
-            "tailhunt: the scratch file is in {}, on {fs}, which keeps files in memory: the \
-             {:.1} MiB of older bins, delays and time-sequence points the pass moved there \
-             counted against memory after all (same results; point TMPDIR at a disk to bound \
-             the memory)",
-            std::env::temp_dir().display(),
-            analyzer.spilled_bytes() as f64 / f64::from(1 << 20)
-        );
+    for note in outcome.notes() {
+        eprintln!("tailhunt: {note}");
     }
     write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);
