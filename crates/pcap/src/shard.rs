@@ -308,7 +308,7 @@ pub fn analyse(
         .collect::<Result<Vec<_>, _>>()?;
     let mut rec = Recorder::new(sink);
     let mut flows = Flows {
-        ids: FlowIds::default(),
+        ids: front_an.flow_ids(),
         kept: cfg.store_flows.then(|| KeptFlows::new(cfg.largest_flows)),
         finished: Vec::new(),
     };
