@@ -175,17 +175,24 @@ impl Analyzer {
     }
 }
 
-/// The first ordinals of a sharded pass's flows, in order: a flow's id is its rank. All but
-/// the newest [`IDS_BLOCK`] are packed (varints of the steps, a byte or two a flow) into the
-/// pass's scratch file a block at a time, with the block's first ordinal left in memory (16
-/// bytes and a [`Spilled`] per block): a list of 8 bytes a flow grew with the connections,
-/// 0.8 MB at bench/pcap.sh's 100,000 and 80 MB at ten million. A flow's id is looked up once,
-/// as it finishes (mostly among the newest), and at the end for the flows still held.
+/// The first ordinals of a sharded pass's flows, in order: a flow's id is its rank. When
+/// flows are handed over as they finish ([`super::AnalysisConfig::store_flows`]), all but the
+/// newest [`IDS_BLOCK`] are packed (varints of the steps, a byte or two a flow) into the
+/// pass's scratch file a block at a time, with the block's first ordinal left in memory (a
+/// few dozen bytes per block): a list of 8 bytes a flow grew with the connections, 0.8 MB at
+/// bench/pcap.sh's 100,000 and 80 MB at ten million. A flow's id is then looked up once, as
+/// it finishes (mostly among the newest), and at the end for the few flows still held. A pass
+/// that keeps every flow's summary instead looks up each at the end, so its list stays in
+/// memory (8 bytes beside a summary of a kilobyte).
 #[derive(Debug)]
 pub(crate) struct FlowIds {
     blocks: Vec<(u64, Spilled)>,
     tail: Vec<u64>,
     spill: std::sync::Arc<Spill>,
+    /// Whether to pack at all.
+    pack: bool,
+    /// The block read last, by index (the lookups at the end come in no order).
+    last: std::cell::RefCell<Option<(usize, Vec<u64>)>>,
 }
 
 /// Ordinals per packed block of [`FlowIds`].
@@ -198,6 +205,8 @@ impl Analyzer {
             blocks: Vec::new(),
             tail: Vec::new(),
             spill: self.spill.clone(),
+            pack: self.cfg.store_flows,
+            last: std::cell::RefCell::new(None),
         }
     }
 }
@@ -208,7 +217,7 @@ impl FlowIds {
     pub(crate) fn add(&mut self, created: &mut Vec<u64>) {
         created.sort_unstable();
         self.tail.append(created);
-        while self.tail.len() >= 2 * IDS_BLOCK {
+        while self.pack && self.tail.len() >= 2 * IDS_BLOCK {
             let mut data = Vec::with_capacity(IDS_BLOCK * 2);
             let first = self.tail[0];
             let mut last = first;
@@ -231,16 +240,21 @@ impl FlowIds {
         let Some(k) = k.checked_sub(1) else {
             return 0;
         };
-        let bytes = self.spill.get(&self.blocks[k].1);
-        let mut data: &[u8] = &bytes;
-        let mut at = self.blocks[k].0;
-        let mut ordinals = Vec::with_capacity(IDS_BLOCK);
-        // Written by `add`: every varint is whole.
-        while !data.is_empty() {
-            at += decode_varint(&mut data).unwrap_or(0);
-            ordinals.push(at);
+        let mut last = self.last.borrow_mut();
+        if last.as_ref().is_none_or(|(at, _)| *at != k) {
+            let bytes = self.spill.get(&self.blocks[k].1);
+            let mut data: &[u8] = &bytes;
+            let mut at = self.blocks[k].0;
+            let mut ordinals = Vec::with_capacity(IDS_BLOCK);
+            // Written by `add`: every varint is whole.
+            while !data.is_empty() {
+                at += decode_varint(&mut data).unwrap_or(0);
+                ordinals.push(at);
+            }
+            *last = Some((k, ordinals));
         }
-        k * IDS_BLOCK + rank(&ordinals, ordinal)
+        let ordinals = last.as_ref().map_or(&[][..], |(_, o)| o.as_slice());
+        k * IDS_BLOCK + rank(ordinals, ordinal)
     }
 
     /// Flows so far.
@@ -269,7 +283,8 @@ mod tests {
             chunk in 1usize..5000,
             probes in proptest::collection::vec(0usize..40_000, 1..50),
         ) {
-            let an = Analyzer::new(AnalysisConfig::default()).unwrap();
+            let cfg = AnalysisConfig { store_flows: true, ..AnalysisConfig::default() };
+            let an = Analyzer::new(cfg).unwrap();
             let mut ids = an.flow_ids();
             let mut all = Vec::new();
             let mut at = 0u64;
@@ -282,6 +297,7 @@ mod tests {
                 ids.add(&mut created);
             }
             proptest::prop_assert_eq!(ids.len(), all.len());
+            proptest::prop_assert!(all.len() < 2 * IDS_BLOCK || !ids.blocks.is_empty());
             for p in probes {
                 let i = p % all.len();
                 proptest::prop_assert_eq!(ids.id(all[i]), i);
