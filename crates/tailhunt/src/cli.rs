@@ -681,7 +681,9 @@ pub struct CaptureAnalysisArgs {
     /// Write one CSV row per flow to this file.
     #[arg(long, value_name = "FILE")]
     pub flows_csv: Option<PathBuf>,
-    /// Write one CSV row per non-empty bin and channel to this file.
+    /// Write one CSV row per non-empty bin of every channel, host pair and flow direction to
+    /// this file. To have them, the pass keeps every flow's bins to its end (about 40 bytes a
+    /// bin each way), so memory then grows with the capture's connections and length.
     #[arg(long, value_name = "FILE")]
     pub bins_csv: Option<PathBuf>,
     /// Request latencies measured elsewhere (a load run, or an import of a client's log with
