@@ -7,7 +7,7 @@
 //! run's parameters by [`Document::from_params`]. An older version of the shape goes through
 //! [`Document::upgrade`]. Nothing else in the workspace parses a stored document.
 
-use tailhunt_model::evidence::{Document, Row};
+use tailhunt_model::evidence::{Document, Row, RowEncoding};
 
 use crate::{Store, StoreError};
 
@@ -42,6 +42,22 @@ impl Store {
         let params = self.run(run_id)?.params;
         D::from_params(&params).transpose().map_err(err)
     }
+}
+
+/// The `codec` of a `document_rows` chunk whose items are in `encoding`: the data is always
+/// zstd-compressed; `zstd` alone is JSON lines (chunks written before the compact encoding).
+pub(crate) fn row_codec(encoding: RowEncoding) -> &'static str {
+    match encoding {
+        RowEncoding::JsonLines => "zstd",
+        RowEncoding::Postcard => "postcard-zstd",
+    }
+}
+
+/// The encoding of a chunk stored with `codec`.
+fn row_encoding(codec: &str) -> Option<RowEncoding> {
+    [RowEncoding::JsonLines, RowEncoding::Postcard]
+        .into_iter()
+        .find(|&e| row_codec(e) == codec)
 }
 
 impl Store {
@@ -109,28 +125,22 @@ impl Store {
                 r.get(2).map_err(sql)?,
                 r.get(3).map_err(sql)?,
             );
-            if codec != "zstd" {
-                return Err(err(format!("chunk {seq}: unknown codec '{codec}'")).into());
-            }
-            if version != R::VERSION {
+            let Some(encoding) = row_encoding(&codec) else {
                 return Err(err(format!(
-                    "it was written as version {version}; this tailhunt reads version {}: use the tailhunt that wrote it",
-                    R::VERSION
+                    "chunk {seq}: unknown codec '{codec}': use the tailhunt that wrote it"
                 ))
                 .into());
-            }
+            };
             let data = r
                 .get_ref(4)
                 .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
                 .map_err(sql)?;
-            let text =
+            let data =
                 zstd::stream::decode_all(data).map_err(|e| err(format!("chunk {seq}: {e}")))?;
-            let items = text
-                .split(|&b| b == b'\n')
-                .filter(|line| !line.is_empty())
-                .map(|line| serde_json::from_slice::<R>(line))
-                .collect::<Result<std::collections::VecDeque<R>, _>>()
-                .map_err(|e| err(format!("chunk {seq}: {e}")))?;
+            let items: std::collections::VecDeque<R> = encoding
+                .decode(version, &data)
+                .map_err(|e| err(format!("chunk {seq}: {e}")))?
+                .into();
             open.push(items);
         }
         Ok(n)
@@ -226,20 +236,71 @@ mod tests {
             store.rows::<Item, StoreError>(&empty, |_| Ok(())).unwrap(),
             0
         );
+        for encoding in [RowEncoding::JsonLines, RowEncoding::Postcard] {
+            let mut w = begin(&mut store);
+            w.put_rows("items", 2, &chunk(encoding, &[item(0)]))
+                .unwrap();
+            let newer = w.finish(serde_json::json!({})).unwrap();
+            let e = store
+                .rows::<Item, StoreError>(&newer, |_| Ok(()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("'items'") && e.contains("version 2"), "{e}");
+        }
+    }
+
+    /// A chunk of `items` in `encoding`, as a sink is handed it.
+    fn chunk(encoding: RowEncoding, items: &[Item]) -> tailhunt_model::evidence::RowChunk {
+        let data = items
+            .iter()
+            .flat_map(|it| match encoding {
+                RowEncoding::JsonLines => {
+                    let mut line = serde_json::to_vec(it).unwrap();
+                    line.push(b'\n');
+                    line
+                }
+                RowEncoding::Postcard => postcard::to_allocvec(it).unwrap(),
+            })
+            .collect();
+        tailhunt_model::evidence::RowChunk {
+            first_key: items[0].id,
+            last_key: items[items.len() - 1].id,
+            rows: items.len(),
+            encoding,
+            data,
+        }
+    }
+
+    #[test]
+    fn rows_stored_as_json_lines_before_the_compact_encoding_are_still_read() {
+        let (_dir, mut store) = store();
         let mut w = begin(&mut store);
-        let chunk = tailhunt_model::evidence::RowChunk {
-            first_key: 0,
-            last_key: 0,
-            rows: 1,
-            jsonl: b"{\"id\":0,\"text\":\"\"}\n".to_vec(),
-        };
-        w.put_rows("items", 2, &chunk).unwrap();
-        let newer = w.finish(serde_json::json!({})).unwrap();
-        let e = store
-            .rows::<Item, StoreError>(&newer, |_| Ok(()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("'items'") && e.contains("version 2"), "{e}");
+        // A store that was written to before and after the change: chunks of both kinds.
+        w.put_rows(
+            "items",
+            1,
+            &chunk(RowEncoding::JsonLines, &[item(0), item(2)]),
+        )
+        .unwrap();
+        tailhunt_model::evidence::put_rows(&mut w, &[item(1), item(3)]).unwrap();
+        let id = w.finish(serde_json::json!({})).unwrap();
+        let codecs: Vec<String> = store
+            .conn
+            .prepare("SELECT codec FROM document_rows ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(codecs, ["zstd", "postcard-zstd"]);
+        let mut read = Vec::new();
+        store
+            .rows::<Item, StoreError>(&id, |it| {
+                read.push(it);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(read, (0..4).map(item).collect::<Vec<_>>());
     }
 
     /// A run of the test kind with no params.

@@ -270,7 +270,8 @@ impl RunWriter<'_> {
     }
 
     /// Stores a batch of one of the run's evidence lists (`name`, the items' shape at
-    /// `version`; JSON lines in key order) as one chunk of `document_rows`, zstd-compressed.
+    /// `version`, in key order) as one chunk of `document_rows`, zstd-compressed; its `codec`
+    /// names the items' encoding too ([`row_codec`](crate::documents::row_codec)).
     /// A list too long to hold (a capture's flows) is written in batches as it is produced
     /// and read back in key order by
     /// [`Store::rows`](crate::Store::rows). Compressing a batch at once, not item by item,
@@ -291,7 +292,8 @@ impl RunWriter<'_> {
             reason: format!("compressing '{name}' rows: {e}"),
         };
         self.begin()?;
-        let data = self.rows_zstd.compress(&rows.jsonl).map_err(corrupt)?;
+        let data = self.rows_zstd.compress(&rows.data).map_err(corrupt)?;
+        let codec = crate::documents::row_codec(rows.encoding);
         let (first, last) = (rows.first_key, rows.last_key);
         let seq = self.row_chunks.entry(name.to_string()).or_insert(0);
         let this = *seq;
@@ -301,7 +303,7 @@ impl RunWriter<'_> {
             .prepare_cached(
                 "INSERT OR REPLACE INTO document_rows
                  (run_id, name, seq, first_key, last_key, n, version, codec, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'zstd', ?8)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 self.id,
@@ -311,6 +313,7 @@ impl RunWriter<'_> {
                 last,
                 rows.rows as i64,
                 version,
+                codec,
                 data
             ])?;
         // A chunk counts as one block towards the next commit.

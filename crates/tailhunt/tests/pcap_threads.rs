@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{Env, BIN};
+use tailhunt_model::evidence::capture::FlowSummary;
+use tailhunt_model::evidence::RowEncoding;
 
 /// The workspace root (the bench generators live there).
 fn root() -> PathBuf {
@@ -130,19 +132,31 @@ fn dump(db: &Path) -> Vec<String> {
     }
     // The flows' rows: chunks differ with the order the flows finished in (a sharded pass
     // stores its flows at the end), the flows in them must not.
-    if let Ok(mut st) = conn.prepare("SELECT name, data FROM document_rows") {
+    if let Ok(mut st) = conn.prepare("SELECT name, version, codec, data FROM document_rows") {
         let mut items: Vec<(String, i64, String)> = st
             .query_map([], |row| {
-                Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?))
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, u32>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Vec<u8>>(3)?,
+                ))
             })
             .unwrap()
             .flat_map(|r| {
-                let (name, data) = r.unwrap();
-                let text = String::from_utf8(zstd::decode_all(&data[..]).unwrap()).unwrap();
-                text.lines()
-                    .map(|l| {
-                        let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                        (name.clone(), v["id"].as_i64().unwrap(), l.to_string())
+                let (name, version, codec, data) = r.unwrap();
+                assert_eq!((name.as_str(), codec.as_str()), ("flows", "postcard-zstd"));
+                let data = zstd::decode_all(&data[..]).unwrap();
+                RowEncoding::Postcard
+                    .decode::<FlowSummary>(version, &data)
+                    .unwrap()
+                    .into_iter()
+                    .map(|f| {
+                        (
+                            name.clone(),
+                            f.id as i64,
+                            serde_json::to_string(&f).unwrap(),
+                        )
                     })
                     .collect::<Vec<_>>()
             })

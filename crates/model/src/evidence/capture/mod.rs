@@ -227,7 +227,15 @@ pub struct Traffic {
 }
 
 /// One flow in the report.
+///
+/// Its JSON (`pcap --json`, the `capture` document) has the [`FlowName`]'s fields at the top
+/// level and no `tcp` for a UDP flow. Serialized for a format that is not human-readable (the
+/// run's stored `flows` rows, [`super::RowEncoding::Postcard`]) it is its fields in order,
+/// since postcard has no names to flatten or skip by.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// The derive writes the JSON shape as `FlowSummary::serialize` / `deserialize`; the trait
+// impls below choose between it and the positional one.
+#[serde(remote = "Self")]
 pub struct FlowSummary {
     /// Index (flows are numbered in order of first packet).
     pub id: usize,
@@ -245,6 +253,54 @@ pub struct FlowSummary {
     /// TCP details.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpSummary>,
+}
+
+/// A [`FlowSummary`]'s fields in order: its shape in a format that is not human-readable.
+type FlowFields = (
+    usize,
+    FlowName,
+    i64,
+    i64,
+    Traffic,
+    Traffic,
+    Option<TcpSummary>,
+);
+
+impl Serialize for FlowSummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            return FlowSummary::serialize(self, s);
+        }
+        (
+            self.id,
+            &self.name,
+            self.first_ns,
+            self.last_ns,
+            self.client_to_server,
+            self.server_to_client,
+            &self.tcp,
+        )
+            .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for FlowSummary {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            return FlowSummary::deserialize(d);
+        }
+        let (id, name, first_ns, last_ns, client_to_server, server_to_client, tcp) =
+            FlowFields::deserialize(d)?;
+        Ok(FlowSummary {
+            id,
+            name,
+            first_ns,
+            last_ns,
+            client_to_server,
+            server_to_client,
+            tcp,
+        })
+    }
 }
 
 impl FlowSummary {
@@ -359,3 +415,6 @@ impl Document for CaptureReport {
         Some(parsed.map_err(|e| e.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests;
