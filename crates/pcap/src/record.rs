@@ -12,13 +12,12 @@
 //!
 //! Sample times are epoch nanoseconds (a capture run's clock origin has `mono = wall`).
 
-use std::collections::HashMap;
-
 use tailhunt_model::{Outcome, Point, Sample, SeriesKind, SeriesMeta, SeriesSink, SinkError, Unit};
 
 use tailhunt_model::evidence::capture::{CaptureReport, FlowSummary};
 
 use crate::analysis::Analyzer;
+use crate::fxhash::FxHashMap;
 use crate::tcp::{FlowEvents, Leg, WindowPoint};
 
 /// Channels stored as `bytes` series (the busiest).
@@ -79,7 +78,8 @@ pub struct Recorder<'a> {
     sink: &'a mut dyn SeriesSink,
     /// Each sample series' handle and the samples waiting for it (pushed in batches: one sink
     /// call per sample costs more than the analysis of the packet).
-    samples: HashMap<SampleSeries, (usize, Vec<Sample>)>,
+    /// Looked up for every sample (FxHash: SipHash here was 1.5% of the 1 GB capture's command).
+    samples: FxHashMap<SampleSeries, (usize, Vec<Sample>)>,
     /// The flow rows' batch buffer, kept from batch to batch
     /// ([`tailhunt_model::evidence::put_rows_in`]).
     rows: Vec<u8>,
@@ -90,7 +90,7 @@ impl<'a> Recorder<'a> {
     pub fn new(sink: &'a mut dyn SeriesSink) -> Recorder<'a> {
         Recorder {
             sink,
-            samples: HashMap::new(),
+            samples: FxHashMap::default(),
             rows: Vec::new(),
         }
     }
@@ -167,7 +167,7 @@ impl<'a> Recorder<'a> {
         for h in open {
             self.sink.close_series(h)?;
         }
-        self.samples = HashMap::new();
+        self.samples = FxHashMap::default();
         let mut delays = an
             .bystander_delays(report)
             .map(crate::analysis::queue_delay_sample)
