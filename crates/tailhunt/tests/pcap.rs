@@ -428,3 +428,37 @@ fn diagnose_rereads_a_stored_capture_run() {
     assert_eq!(detectors.len(), 5, "{detectors:?}");
     assert!(detectors.contains(&serde_json::json!("link-saturated")));
 }
+
+/// `tailhunt export RUN --flows | head`: a closed pipe ends the export quietly, as it does for
+/// samples (the CSV writer's error hid the pipe, and the export failed with exit 2).
+#[test]
+fn exporting_flows_into_a_closed_pipe_is_not_an_error() {
+    let env = Env::new();
+    let file = env.path("conns.pcap");
+    let gen = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen/conns.py");
+    let status = std::process::Command::new("python3")
+        .arg(gen)
+        .arg(&file)
+        .args(["--connections", "3000", "--seconds", "2"])
+        .status()
+        .expect("run python3 (scripts/setup.sh installs it)");
+    assert!(status.success());
+    env.ok(&["pcap", file.to_str().unwrap()]);
+    // 3,000 rows of CSV: more than the pipe and the writer's buffer hold.
+    let mut child = env
+        .cmd()
+        .args(["export", "latest", "--flows"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    assert_eq!(&first[..3], b"id,");
+    drop(out);
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{}: {err}", done.status);
+    assert!(err.is_empty(), "{err}");
+}

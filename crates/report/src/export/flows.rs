@@ -57,9 +57,9 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 /// Why the flows could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum FlowsCsvError {
-    /// Writing the CSV failed.
-    #[error(transparent)]
-    Csv(#[from] csv::Error),
+    /// Writing the CSV failed (a closed pipe too: the binary tells it by this source).
+    #[error("writing the flows: {0}")]
+    Io(#[from] std::io::Error),
     /// Reading the run's flows failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -83,8 +83,14 @@ pub fn write_flows_csv<W: Write>(
             write_flow(&mut w, f)?;
         }
     }
-    w.flush().map_err(csv::Error::from)?;
+    w.flush()?;
     Ok(())
+}
+
+impl From<csv::Error> for FlowsCsvError {
+    fn from(e: csv::Error) -> FlowsCsvError {
+        FlowsCsvError::Io(super::csv_io(e))
+    }
 }
 
 /// One flow's row.

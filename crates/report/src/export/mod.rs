@@ -94,10 +94,16 @@ pub enum ExportError {
 
 impl From<::csv::Error> for ExportError {
     fn from(e: ::csv::Error) -> ExportError {
-        match e.into_kind() {
-            ::csv::ErrorKind::Io(io) => ExportError::Io(io),
-            other => ExportError::Io(std::io::Error::other(format!("{other:?}"))),
-        }
+        ExportError::Io(csv_io(e))
+    }
+}
+
+/// A CSV writer's error as the I/O error it is: `csv::Error` names no source, so a closed
+/// pipe (`| head`, which the binary takes for success) would not show in the error's chain.
+pub(crate) fn csv_io(e: ::csv::Error) -> std::io::Error {
+    match e.into_kind() {
+        ::csv::ErrorKind::Io(io) => io,
+        other => std::io::Error::other(format!("{other:?}")),
     }
 }
 
