@@ -7,7 +7,7 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::capture::{
-    detectors, empty_pcap, load_in, namespace, pcap_json, tshark_fields, Tcpdump,
+    detectors, empty_pcap, load_in, namespace, pcap_json, short_connections, tshark_fields, Tcpdump,
 };
 use common::{Env, BIN};
 use serde_json::Value;
@@ -434,15 +434,7 @@ fn diagnose_rereads_a_stored_capture_run() {
 #[test]
 fn exporting_flows_into_a_closed_pipe_is_not_an_error() {
     let env = Env::new();
-    let file = env.path("conns.pcap");
-    let gen = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen/conns.py");
-    let status = std::process::Command::new("python3")
-        .arg(gen)
-        .arg(&file)
-        .args(["--connections", "3000", "--seconds", "2"])
-        .status()
-        .expect("run python3 (scripts/setup.sh installs it)");
-    assert!(status.success());
+    let file = short_connections(&env, 3000, 2);
     env.ok(&["pcap", file.to_str().unwrap()]);
     // 3,000 rows of CSV: more than the pipe and the writer's buffer hold.
     let mut child = env

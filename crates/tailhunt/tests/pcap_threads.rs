@@ -239,14 +239,7 @@ fn every_odd_capture_and_set_is_the_same_on_more_threads() {
 #[test]
 fn many_short_connections_on_a_busy_link_are_the_same_on_more_threads() {
     let env = Env::new();
-    let file = env.path("conns.pcap");
-    let status = Command::new("python3")
-        .arg(root().join("bench/gen/conns.py"))
-        .arg(&file)
-        .args(["--connections", "8000", "--seconds", "4"])
-        .status()
-        .expect("run python3 (scripts/setup.sh installs it)");
-    assert!(status.success());
+    let file = common::capture::short_connections(&env, 8000, 4);
     let left = same(std::slice::from_ref(&file), &["--link-rate", "20mbit"]);
     let doc: serde_json::Value = serde_json::from_str(&left.json).unwrap();
     assert!(doc["report"]["packets"].as_u64().unwrap() > 65_536);

@@ -117,6 +117,22 @@ pub fn empty_pcap(env: &super::Env) -> std::path::PathBuf {
     path
 }
 
+/// `conns.pcap`: `connections` short TCP connections over `seconds` from 250 client hosts to
+/// one server, written by `bench/gen/conns.py` (the benchmark's many-connection generator).
+pub fn short_connections(env: &super::Env, connections: u32, seconds: u32) -> std::path::PathBuf {
+    let file = env.path("conns.pcap");
+    let gen = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/gen/conns.py");
+    let status = Command::new("python3")
+        .arg(gen)
+        .arg(&file)
+        .args(["--connections", &connections.to_string()])
+        .args(["--seconds", &seconds.to_string()])
+        .status()
+        .expect("run python3 (scripts/setup.sh installs it)");
+    assert!(status.success(), "bench/gen/conns.py: {status}");
+    file
+}
+
 /// `tailhunt load tcp://127.0.0.1:PORT --warmup 0s ARGS` inside `ns` (its own store); asserts
 /// that it succeeded.
 pub fn load_in(ns: &Netns, env: &super::Env, port: u16, args: &[&str]) {
