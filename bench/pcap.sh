@@ -76,7 +76,7 @@ if ((EUID != 0)); then
         "with sudo" >&2
     exit 2
 fi
-for tool in tshark tcptrace tcpdump ethtool ip python3 capinfos; do
+for tool in tshark tcptrace tcpdump ethtool ip python3 capinfos gzip zstd; do
     if ! command -v "$tool" >/dev/null; then
         echo "bench/pcap.sh: $tool is not installed; install it with 'sudo apt-get install" \
             "$(case $tool in ip) echo iproute2 ;; capinfos) echo tshark ;; *) echo "$tool" ;; esac)'" >&2
@@ -152,6 +152,9 @@ for m in "${stream_mins[@]}"; do
     python3 bench/gen/stream.py "$tmp/stream-$m.pcap" --minutes "$m" \
         2>"$tmp/gen-stream-$m.log" || { cat "$tmp/gen-stream-$m.log" >&2; exit 1; }
 done
+log "compressing the big capture (gzip -1, zstd -3)..."
+gzip -1 -c "$big" >"$big.gz"
+zstd -q -3 -f "$big" -o "$big.zst"
 cat "$tmp"/gen-*.log >&2
 bytes_of() { stat -c %s "$1"; }
 packets_of() { capinfos -M -c -T -r "$1" | awk -F'\t' 'NR == 1 { print $2 }'; }
@@ -177,12 +180,12 @@ log "big: $big_bytes bytes, $big_pkts packets, $big_flows connections opened; sm
 written="$tmp/big-written.pcap"
 mv "$big" "$written"
 cp "$written" "$big"
-for f in "$big" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap "$tmp"/stream-*.pcap; do
+for f in "$big" "$big.gz" "$big.zst" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap "$tmp"/stream-*.pcap; do
     # Only clean pages can be dropped: written to disk first.
     sync "$f"
     dd if="$f" iflag=nocache count=0 status=none
 done
-cat "$big" "$written" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap "$tmp"/stream-*.pcap >/dev/null
+cat "$big" "$big.gz" "$big.zst" "$written" "$small" "$bulk" "$bulk_small" "$tmp"/conns-*.pcap "$tmp"/stream-*.pcap >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
@@ -229,6 +232,14 @@ run_tool() { # name round
         th_small)
             rm -f "$tmp/th.db"*
             measure th_small "$small" 600 "$tailhunt" pcap "$small" --threads 1 --link-rate 10gbit --db "$tmp/th.db" ;;
+        th_gz | th_zst)
+            rm -f "$tmp/th.db"*
+            local f="$big.${1#th_}"
+            measure "$1" "$f" 600 "$tailhunt" pcap "$f" --threads 1 --link-rate 10gbit --db "$tmp/th.db" ;;
+        gunzip)
+            measure gunzip "$big.gz" 600 sh -c 'gzip -dc "$1" >/dev/null' sh "$big.gz" ;;
+        unzstd)
+            measure unzstd "$big.zst" 600 sh -c 'zstd -q -dc "$1" >/dev/null' sh "$big.zst" ;;
         th_bulk)
             rm -f "$tmp/th.db"*
             measure th_bulk "$bulk" 600 "$tailhunt" pcap "$bulk" --threads 1 --link-rate 10gbit --db "$tmp/th.db" ;;
@@ -263,7 +274,7 @@ run_tool() { # name round
 }
 
 for ((r = 1; r <= rounds; r++)); do
-    tools=(th th_written th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace)
+    tools=(th th_written th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace th_gz th_zst gunzip unzstd)
     for n in "${conn_counts[@]}"; do tools+=("th_conns_$n"); done
     for m in "${stream_mins[@]}"; do tools+=("th_stream_$m"); done
     [[ -z "$(agg tshark_default_cut)" ]] && tools+=(tshark_default)
@@ -382,7 +393,7 @@ prio_text="this session ran at nice -20 (autogroup)"
 model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 mem_gib="$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
 steal_list=""
-for k in th th_written th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace tshark_default "${conn_counts[@]/#/th_conns_}" "${stream_mins[@]/#/th_stream_}"; do
+for k in th th_written th2 th_gz th_zst gunzip unzstd th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace tshark_default "${conn_counts[@]/#/th_conns_}" "${stream_mins[@]/#/th_stream_}"; do
     steal_list+="$k $(fmt_agg "${k}_steal" '%.2f' 1) %; "
 done
 
@@ -476,6 +487,20 @@ $(for m in "${stream_mins[@]}"; do
     b="$(bytes_of "$tmp/stream-$m.pcap")"
     echo "| $m | $b | $((m * 120000 + 1)) | $(fmt_agg "th_stream_${m}_wall" '%.2f' 1) | $(fmt_agg "th_stream_${m}_cpu" '%.2f' 1) | $(calc '%.0f' "$b / 1e6 / $(median_of "th_stream_${m}_cpu")") | $(fmt_agg "th_stream_${m}_rss" '%.0f' 1024) |"
 done)
+
+## Compressed
+
+The big capture compressed with \`gzip -1\` ($(bytes_of "$big.gz") bytes) and \`zstd -3\`
+($(bytes_of "$big.zst") bytes): \`tailhunt pcap FILE.gz --threads 1 --link-rate 10gbit --db TMP\`
+(one analysis thread; the file is decompressed on a thread of its own beside it), and the
+decompressor alone into /dev/null. The command's wall time against the decompressor's and the
+plain file's shows how much of the two overlaps.
+
+| input | tailhunt wall s | tailhunt CPU s | decompressor alone wall s | decompressor alone CPU s |
+|---|--:|--:|--:|--:|
+| plain | $(fmt_agg th_wall '%.2f' 1) | $(fmt_agg th_cpu '%.2f' 1) | | |
+| gzip -1 | $(fmt_agg th_gz_wall '%.2f' 1) | $(fmt_agg th_gz_cpu '%.2f' 1) | $(fmt_agg gunzip_wall '%.2f' 1) | $(fmt_agg gunzip_cpu '%.2f' 1) |
+| zstd -3 | $(fmt_agg th_zst_wall '%.2f' 1) | $(fmt_agg th_zst_cpu '%.2f' 1) | $(fmt_agg unzstd_wall '%.2f' 1) | $(fmt_agg unzstd_cpu '%.2f' 1) |
 
 ## Threads
 

@@ -23,10 +23,12 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # victoria-metrics (the agent crate's tests start private instances on free loopback ports
 # with their own data directories; the system services the packages install are stopped and
 # disabled below), openssl (the HTTPS load test makes its CA and certificate with it),
-# libssl-dev (the agent's HTTPS endpoints: tiny_http's TLS links the system OpenSSL).
+# libssl-dev (the agent's HTTPS endpoints: tiny_http's TLS links the system OpenSSL), gzip and
+# zstd (bench/pcap.sh compresses its big capture and times the decompressors alone).
 packages=(build-essential pkg-config sqlite3 time ca-certificates iproute2 redis-server memcached wrk sockperf python3 openssl libssl-dev
     tcpdump ethtool libpcap-dev tshark tcptrace iputils-ping nftables clang libelf-dev zlib1g-dev libbpf-tools
-    linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base prometheus victoria-metrics)
+    linux-perf chromium fonts-dejavu-core postgresql mariadb-server dnsmasq-base prometheus victoria-metrics
+    gzip zstd)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -314,6 +314,10 @@ pub(crate) fn read_sources(
         }
         match sources.open(i) {
             Ok(src) => {
+                // Decompressing runs beside the analysis (see `Input::read_ahead`).
+                if src.compressed() {
+                    src.read_ahead();
+                }
                 let pass = Pass {
                     index: i,
                     stop,

@@ -5,7 +5,8 @@
 //! a [`SeriesSink`]. Out: what [`crate::run::analyse`] gives for the same sources — the same
 //! report, the same series with the same samples in the same order — and its [`Analyzer`].
 //!
-//! - The *reader* thread reads and decompresses the sources, decodes each frame, counts it
+//! - The *reader* thread reads the sources (a compressed one is decompressed on a thread of
+//!   its own, as on one thread: [`crate::read::PacketSource::read_ahead`]), decodes each frame, counts it
 //!   and adds it to its two channels' bins (the front of the analysis, see
 //!   [`crate::analysis`]), and hands the decoded header (payload left out: the analysis
 //!   reads only lengths) to the worker its flow key hashes to. The key names a connection

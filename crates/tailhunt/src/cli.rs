@@ -710,6 +710,7 @@ pub struct PcapArgs {
     /// 1 on a host with fewer than 3 CPUs, where splitting measured no faster). With more than
     /// one, the files are read and decoded on a thread of their own and the connections split
     /// over N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
+    /// A gzip or zstd file is decompressed on a thread of its own besides, whatever N.
     /// (`capture`, live, analyses on one thread.)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,

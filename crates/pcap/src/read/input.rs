@@ -3,11 +3,21 @@
 //! In: any `Read` (a file, a decompressor, stdin). Out: borrowed windows of at least `n` bytes
 //! at the current stream offset. Reads are large (1 MiB) so a plain file costs one syscall per
 //! MiB; the buffer only grows when a single record is bigger than it, and never past
-//! [`MAX_BUFFER`]: a record claiming more is corrupt, not an allocation.
+//! [`MAX_BUFFER`] (plus one chunk when reading ahead): a record claiming more is corrupt, not
+//! an allocation.
+//!
+//! [`Input::read_ahead`] moves the reading to a thread of its own: it reads and decompresses
+//! the next chunks while the caller decodes this one, and hands each over whole (the caller
+//! only puts the unread end of the last chunk in the room kept in front of the next). A pass
+//! does this for compressed files: decompressing then runs beside the analysis. For a plain
+//! file it does not pay: the caller then reads every record header from another core's
+//! cache, which cost more CPU than the copy it saved (measured on the 1 GB mix, see
+//! docs/captures.md).
 
 use std::io::{ErrorKind, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 
 use super::ReadError;
@@ -50,9 +60,34 @@ pub enum Fill {
     Short,
 }
 
+/// Room kept in front of each read-ahead chunk for the unread end of the one before (the
+/// start of a record that the chunk boundary cut): it is put there instead of the chunk being
+/// copied after it. A record longer than this that spans a boundary takes the copying path.
+const GAP: usize = 64 << 10;
+
+/// Read-ahead chunks waiting for the caller: what the reading thread may be ahead by.
+const AHEAD: usize = 2;
+
+/// What the read-ahead thread hands over.
+enum Chunk {
+    /// A buffer holding `len` bytes of the stream from [`GAP`].
+    Data(Vec<u8>, usize),
+    /// The stream failed (after the chunks before).
+    Failed(std::io::Error),
+}
+
+/// The caller's side of the read-ahead thread. The thread stops when this is dropped (at
+/// its next chunk; one blocked on a pipe stops when the pipe gives it something or ends).
+struct Ahead {
+    chunks: Receiver<Chunk>,
+    spare: Sender<Vec<u8>>,
+}
+
 /// A growing-only-when-needed window over a byte stream.
 pub struct Input {
     src: Box<dyn Read + Send>,
+    /// Set once [`Input::read_ahead`] has moved `src` to its thread.
+    ahead: Option<Ahead>,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -78,6 +113,7 @@ impl Input {
     ) -> Self {
         Input {
             src,
+            ahead: None,
             buf: vec![0; READ_CHUNK],
             start: 0,
             end: 0,
@@ -100,6 +136,11 @@ impl Input {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// Whether the stream is decompressed as it is read.
+    pub fn compressed(&self) -> bool {
+        self.compressed
+    }
+
     /// Current buffer size in bytes (for tests of the memory bound).
     pub fn capacity(&self) -> usize {
         self.buf.len()
@@ -120,11 +161,43 @@ impl Input {
         self.fill_slow(n)
     }
 
+    /// Reads the rest of the stream on a thread of its own from now on (see the module's
+    /// docs). Bytes already buffered are read first, as before. When no thread can be
+    /// started, reading simply stays on the caller's thread.
+    pub fn read_ahead(&mut self) {
+        if self.ahead.is_some() || self.eof {
+            return;
+        }
+        let (chunk_tx, chunks) = sync_channel(AHEAD);
+        let (spare, spare_rx) = channel();
+        // The stream is handed over only once the thread runs: if it cannot start, the
+        // stream is still here.
+        let (give, given) = sync_channel::<Box<dyn Read + Send>>(1);
+        let started = std::thread::Builder::new()
+            .name("pcap-read".into())
+            .spawn(move || {
+                if let Ok(src) = given.recv() {
+                    read_chunks(src, chunk_tx, spare_rx);
+                }
+            });
+        if started.is_err() {
+            return;
+        }
+        let src = std::mem::replace(&mut self.src, Box::new(std::io::empty()));
+        match give.send(src) {
+            Ok(()) => self.ahead = Some(Ahead { chunks, spare }),
+            Err(back) => self.src = back.0,
+        }
+    }
+
     fn fill_slow(&mut self, n: usize) -> Result<Fill, ReadError> {
         if n > MAX_BUFFER {
             return Err(self.corrupt(format!(
                 "a record of {n} bytes (more than the {MAX_BUFFER}-byte limit)"
             )));
+        }
+        if self.ahead.is_some() {
+            return self.fill_ahead(n);
         }
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
@@ -139,21 +212,79 @@ impl Input {
                 Ok(0) => self.eof = true,
                 Ok(k) => self.end += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                // A cut compressed file: end the stream here, so the record parser reports
-                // the record that is cut, with its offset.
-                Err(e) if self.compressed && e.kind() == ErrorKind::UnexpectedEof => {
-                    self.eof = true;
-                    self.cut = true;
-                }
-                Err(e) => return Err(self.stream_error(e)),
+                Err(e) => self.failed(e)?,
             }
         }
-        if self.cut && self.end == 0 {
+        self.filled(n)
+    }
+
+    /// `fill_slow` with the read-ahead thread: chunks are taken whole, the unread bytes
+    /// before put in their gap.
+    fn fill_ahead(&mut self, n: usize) -> Result<Fill, ReadError> {
+        while self.end - self.start < n && !self.eof {
+            let Some(ahead) = &self.ahead else { break };
+            let (chunk, len) = match ahead.chunks.recv() {
+                Ok(Chunk::Data(chunk, len)) => (chunk, len),
+                // The thread ended: the stream did.
+                Err(_) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(Chunk::Failed(e)) => {
+                    self.failed(e)?;
+                    continue;
+                }
+            };
+            let left = self.end - self.start;
+            let old = if left <= GAP {
+                let mut chunk = chunk;
+                chunk[GAP - left..GAP].copy_from_slice(&self.buf[self.start..self.end]);
+                (self.start, self.end) = (GAP - left, GAP + len);
+                std::mem::replace(&mut self.buf, chunk)
+            } else {
+                // A long record spans the boundary: the chunk is copied after it (the buffer
+                // then holds up to one chunk more than the record, so at most one chunk more
+                // than MAX_BUFFER).
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, left);
+                if self.buf.len() < left + len {
+                    self.buf.resize(left + len, 0);
+                }
+                self.buf[left..left + len].copy_from_slice(&chunk[GAP..GAP + len]);
+                self.end += len;
+                chunk
+            };
+            if old.len() == GAP + READ_CHUNK {
+                let _ = ahead.spare.send(old);
+            }
+        }
+        self.filled_from(self.start, n)
+    }
+
+    /// A read failed: a cut compressed file ends the stream here (so the record parser
+    /// reports the record that is cut, with its offset); anything else is an error.
+    fn failed(&mut self, e: std::io::Error) -> Result<(), ReadError> {
+        if self.compressed && e.kind() == ErrorKind::UnexpectedEof {
+            self.eof = true;
+            self.cut = true;
+            return Ok(());
+        }
+        Err(self.stream_error(e))
+    }
+
+    fn filled(&self, n: usize) -> Result<Fill, ReadError> {
+        self.filled_from(0, n)
+    }
+
+    /// Whether `n` bytes are available, the data starting at `start`.
+    fn filled_from(&self, start: usize, n: usize) -> Result<Fill, ReadError> {
+        let have = self.end - start;
+        if self.cut && have == 0 {
             return Err(self.truncated(self.offset, "compressed stream (the file ends early)"));
         }
-        Ok(if self.end >= n {
+        Ok(if have >= n {
             Fill::Ready
-        } else if self.end == 0 {
+        } else if have == 0 {
             Fill::End
         } else {
             Fill::Short
@@ -221,6 +352,28 @@ impl Input {
             path: self.path.clone(),
             offset: self.offset + (self.end - self.start) as u64,
             what: format!("compressed stream cannot be decompressed ({e})"),
+        }
+    }
+}
+
+/// The read-ahead thread: reads `src` a chunk at a time into buffers the caller hands back,
+/// until the stream ends, fails, or the caller is gone.
+fn read_chunks(mut src: Box<dyn Read + Send>, chunks: SyncSender<Chunk>, spare: Receiver<Vec<u8>>) {
+    loop {
+        let mut buf = spare
+            .try_recv()
+            .unwrap_or_else(|_| vec![0; GAP + READ_CHUNK]);
+        let sent = match src.read(&mut buf[GAP..]) {
+            Ok(0) => return,
+            Ok(len) => chunks.send(Chunk::Data(buf, len)),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = chunks.send(Chunk::Failed(e));
+                return;
+            }
+        };
+        if sent.is_err() {
+            return;
         }
     }
 }

@@ -41,6 +41,13 @@ pub trait PacketSource: Send {
     /// Bytes consumed from the underlying file so far (compressed bytes for a compressed
     /// file), for progress; 0 for a live source.
     fn position(&self) -> u64;
+    /// Reads (and decompresses) ahead on a thread of its own from now on, where the source
+    /// can: the caller's thread then only takes the frames. Nothing for a live source.
+    fn read_ahead(&mut self) {}
+    /// Whether the source is decompressed as it is read.
+    fn compressed(&self) -> bool {
+        false
+    }
 }
 
 /// What went wrong reading a capture.
@@ -230,5 +237,13 @@ impl PacketSource for FileReader {
 
     fn position(&self) -> u64 {
         self.input.file_position()
+    }
+
+    fn read_ahead(&mut self) {
+        self.input.read_ahead();
+    }
+
+    fn compressed(&self) -> bool {
+        self.input.compressed()
     }
 }

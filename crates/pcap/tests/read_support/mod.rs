@@ -187,12 +187,24 @@ pub type Pkt = (i64, u32, u32, u32, Vec<u8>);
 
 /// Reads every packet: (ts_ns, iface, link number, wire_len, data) and the final error, if any.
 pub fn read_all(bytes: &[u8]) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
+    let (pkts, err, _) = read_stream(Box::new(std::io::Cursor::new(bytes.to_vec())), false);
+    (pkts, err)
+}
+
+/// [`read_all`] from any stream, with or without the read-ahead thread (started once the
+/// format is detected, as a pass does), and the bytes the reader counted from the stream.
+pub fn read_stream(
+    stream: Box<dyn std::io::Read + Send>,
+    ahead: bool,
+) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>, u64) {
     use tailhunt_pcap::PacketSource;
-    let mut r =
-        match tailhunt_pcap::open_reader("test", Box::new(std::io::Cursor::new(bytes.to_vec()))) {
-            Ok(r) => r,
-            Err(e) => return (Vec::new(), Some(e)),
-        };
+    let mut r = match tailhunt_pcap::open_reader("test", stream) {
+        Ok(r) => r,
+        Err(e) => return (Vec::new(), Some(e), 0),
+    };
+    if ahead {
+        r.read_ahead();
+    }
     let mut out = Vec::new();
     loop {
         match r.next_packet() {
@@ -203,8 +215,8 @@ pub fn read_all(bytes: &[u8]) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
                 p.wire_len,
                 p.data.to_vec(),
             )),
-            Ok(None) => return (out, None),
-            Err(e) => return (out, Some(e)),
+            Ok(None) => return (out, None, r.position()),
+            Err(e) => return (out, Some(e), r.position()),
         }
     }
 }
