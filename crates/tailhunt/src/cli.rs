@@ -699,7 +699,8 @@ pub struct CaptureAnalysisArgs {
 /// `tailhunt pcap`.
 #[derive(Debug, Args)]
 pub struct PcapArgs {
-    /// Capture files (pcap or pcapng, plain, gzip or zstd), read in order as one capture.
+    /// Capture files (pcap or pcapng, plain, gzip or zstd), read in order as one capture; `-`
+    /// alone reads one from standard input (`tcpdump -w - | tailhunt pcap -`).
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Another capture of the same traffic taken elsewhere (e.g. the server side, behind a

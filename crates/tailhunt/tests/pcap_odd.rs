@@ -63,15 +63,9 @@ struct Ran {
     stderr: String,
 }
 
-fn pcap(env: &Env, names: &[&str]) -> Ran {
-    let mut args = vec!["pcap".to_string()];
-    args.extend(
-        names
-            .iter()
-            .map(|n| odd_dir().join(n).display().to_string()),
-    );
-    args.push("--json".into());
-    let out = env.cmd().args(&args).output().unwrap();
+/// A finished `tailhunt pcap --json`: its status, its document (checked against the schema)
+/// and its messages.
+fn ran(out: std::process::Output) -> Ran {
     let doc = (!out.stdout.is_empty()).then(|| {
         let v: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
         common::check_schema("pcap", &v);
@@ -82,6 +76,18 @@ fn pcap(env: &Env, names: &[&str]) -> Ran {
         doc,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+fn pcap(env: &Env, names: &[&str]) -> Ran {
+    let mut args = vec!["pcap".to_string()];
+    args.extend(
+        names
+            .iter()
+            .map(|n| odd_dir().join(n).display().to_string()),
+    );
+    args.push("--json".into());
+    let out = env.cmd().args(&args).output().unwrap();
+    ran(out)
 }
 
 /// Runs and checks the exit status, the packets counted and the stderr message.
@@ -461,4 +467,86 @@ fn a_scratch_file_in_memory_is_named() {
     std::fs::create_dir_all(&disk).unwrap();
     let (on_disk, _) = run(&disk);
     assert_eq!(report, on_disk);
+}
+
+/// `tailhunt pcap - --json` with `bytes` piped in.
+fn piped(env: &Env, bytes: &[u8], extra: &[&str]) -> Ran {
+    use std::io::Write;
+    let mut child = env
+        .cmd()
+        .args(["pcap", "-", "--json"])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let bytes = bytes.to_vec();
+    // Written beside the reading: a capture larger than the pipe's buffer would block.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    ran(out)
+}
+
+/// The document without what names the input and the run.
+fn analysis_of(doc: &Value) -> Value {
+    let mut d = doc.clone();
+    for key in ["run_id", "inputs", "files"] {
+        d.as_object_mut().unwrap().remove(key);
+    }
+    d
+}
+
+#[test]
+fn a_capture_piped_on_standard_input_is_analysed_as_the_file_is() {
+    let env = Env::new();
+    for (name, threads) in [
+        ("rotated.pcap", "1"),
+        ("truncated.pcap.gz", "2"),
+        ("sll2.pcap", "2"),
+    ] {
+        let from_file = pcap(&env, &[name]);
+        let bytes = std::fs::read(odd_dir().join(name)).unwrap();
+        let from_pipe = piped(&env, &bytes, &["--threads", threads]);
+        assert_eq!(
+            from_pipe.code, from_file.code,
+            "{name}: {}",
+            from_pipe.stderr
+        );
+        let (file_doc, pipe_doc) = (from_file.doc.unwrap(), from_pipe.doc.unwrap());
+        assert_eq!(pipe_doc["files"][0]["name"], "stdin", "{name}");
+        assert_eq!(
+            pipe_doc["files"][0]["status"], file_doc["files"][0]["status"],
+            "{name}"
+        );
+        assert!(
+            analysis_of(&pipe_doc) == analysis_of(&file_doc),
+            "{name}: the piped capture's analysis differs from the file's"
+        );
+    }
+    // Nothing piped in: an empty input, stored nowhere.
+    let empty = piped(&env, &[], &[]);
+    assert_eq!(empty.code, Some(2));
+    assert!(
+        empty.stderr.contains("'stdin' is empty"),
+        "{}",
+        empty.stderr
+    );
+}
+
+#[test]
+fn standard_input_must_be_the_only_capture_and_cannot_be_matched() {
+    let env = Env::new();
+    let other = odd_dir().join("rotated.pcap").display().to_string();
+    let with_file = env.fails(&["pcap", "-", &other]);
+    assert!(
+        with_file.contains("'-' (standard input) must be the only capture"),
+        "{with_file}"
+    );
+    let matched = env.fails(&["pcap", "-", "--match", &other]);
+    assert!(matched.contains("a pipe cannot be read twice"), "{matched}");
 }

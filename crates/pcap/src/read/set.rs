@@ -12,9 +12,9 @@
 //! be read is refused before anything is stored.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use super::{open_file, FileReader, PacketSource, ReadError};
+use super::{open_file, open_reader, FileReader, PacketSource, ReadError};
 
 /// An ordered set of packet sources read as one capture.
 pub trait SourceSet {
@@ -42,7 +42,8 @@ impl SourceSet for Vec<Box<dyn PacketSource>> {
     }
 }
 
-/// Capture files, opened one at a time.
+/// Capture files, opened one at a time. The path `-` is standard input (a capture piped in:
+/// `tcpdump -w - | ...`, `zcat ... | ...`), read once.
 pub struct FileSet {
     paths: Vec<PathBuf>,
     /// Files opened ahead of their turn by [`FileSet::open_first`], with the outcome.
@@ -89,7 +90,7 @@ impl FileSet {
     /// file's reason when none can.
     pub fn open_first(&mut self) -> Result<(), Unreadable> {
         for (path, slot) in self.paths.iter().zip(&mut self.early) {
-            let opened = open_file(path);
+            let opened = open_path(path);
             let ok = opened.is_ok();
             *slot = Some(opened);
             if ok {
@@ -114,7 +115,7 @@ impl SourceSet for FileSet {
     }
 
     fn name(&self, i: usize) -> String {
-        self.paths[i].display().to_string()
+        source_name(&self.paths[i])
     }
 
     fn open(&mut self, i: usize) -> Result<&mut dyn PacketSource, ReadError> {
@@ -122,8 +123,32 @@ impl SourceSet for FileSet {
         self.current = None;
         let reader = match self.early[i].take() {
             Some(opened) => opened?,
-            None => open_file(&self.paths[i])?,
+            None => open_path(&self.paths[i])?,
         };
         Ok(self.current.insert(reader))
+    }
+}
+
+/// Whether `path` names standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// How a source is named in reports and errors: `stdin` for `-`, else the path.
+pub fn source_name(path: &Path) -> String {
+    if is_stdin(path) {
+        STDIN.to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+const STDIN: &str = "stdin";
+
+fn open_path(path: &Path) -> Result<FileReader, ReadError> {
+    if is_stdin(path) {
+        open_reader(STDIN, Box::new(std::io::stdin()))
+    } else {
+        open_file(path)
     }
 }

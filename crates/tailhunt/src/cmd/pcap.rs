@@ -11,7 +11,7 @@ use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
 use tailhunt_pcap::bins_csv::write_bins_csv;
 use tailhunt_pcap::run::{analyse_threads, Outcome, Progress, Stopped};
-use tailhunt_pcap::{FileSet, SourceSet};
+use tailhunt_pcap::{is_stdin, source_name, FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_report::export::flows::write_flows_csv;
 use tailhunt_store::Store;
@@ -49,16 +49,32 @@ fn config(a: &CaptureAnalysisArgs) -> Result<AnalysisConfig> {
     Ok(cfg)
 }
 
+/// `-` (standard input) is read once, alone, and only from a pipe or a file.
+fn refuse_stdin_misuse(a: &PcapArgs) -> Result<()> {
+    let piped = a.files.iter().any(|f| is_stdin(f));
+    if piped && a.files.len() > 1 {
+        anyhow::bail!("'-' (standard input) must be the only capture: give it alone, or save the piped capture to a file and list the files");
+    }
+    if piped && a.match_with.is_some() {
+        anyhow::bail!("--match reads the capture once more to pair it with OTHER, and a pipe cannot be read twice: save the piped capture to a file first");
+    }
+    if piped && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        anyhow::bail!("'-' reads a capture from standard input, which is a terminal here: pipe one in (`tcpdump -w - | tailhunt pcap -`, `zcat cap.pcap.gz | tailhunt pcap -`)");
+    }
+    Ok(())
+}
+
 pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
     let cfg = config(&a.analysis)?;
+    refuse_stdin_misuse(a)?;
     // A file that is not there is a typo: say so before reading anything.
     let mut sizes = Vec::with_capacity(a.files.len());
-    for f in &a.files {
+    for f in a.files.iter().filter(|f| !is_stdin(f)) {
         let meta =
             std::fs::metadata(f).with_context(|| format!("cannot analyse '{}'", f.display()))?;
         sizes.push(meta.len());
     }
-    let inputs: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+    let inputs: Vec<String> = a.files.iter().map(|f| source_name(f)).collect();
     // Files are opened one at a time as their turn comes; a set in which no file can be read
     // is refused here, before a run is stored.
     let mut sources = FileSet::new(a.files.clone());
