@@ -27,6 +27,11 @@ use crate::record::Recorder;
 
 /// Progress callback interval, packets.
 const PROGRESS_EVERY: u64 = 1 << 16;
+/// How often, in packets, the pass looks at the clock (about 25 ns each time).
+const CLOCK_EVERY: u64 = 1 << 6;
+/// The longest the pass goes without looking at its stop flag and reporting progress when
+/// frames come slowly (a capture piped in from a live tcpdump: 65,536 frames can be minutes).
+const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Errors that stop the analysis before any report can be made.
 #[derive(Debug, thiserror::Error)]
@@ -357,8 +362,13 @@ impl Pass<'_> {
         target: &mut dyn Frames,
         input: &mut InputReport,
     ) -> Result<Option<Stopped>, RunError> {
+        let mut looked = std::time::Instant::now();
         loop {
-            if target.packets().is_multiple_of(PROGRESS_EVERY) {
+            let n = target.packets();
+            if n.is_multiple_of(CLOCK_EVERY)
+                && (n.is_multiple_of(PROGRESS_EVERY) || looked.elapsed() >= PROGRESS_INTERVAL)
+            {
+                looked = std::time::Instant::now();
                 if self.stop.load(Ordering::Relaxed) {
                     input.status = InputStatus::Stopped;
                     return Ok(Some(Stopped::Interrupted));

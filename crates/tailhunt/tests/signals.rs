@@ -239,3 +239,46 @@ fn root_sigterm_and_sighup_stop_runq_keeping_its_intervals() {
         assert!(row["series"].as_u64().unwrap() > 0, "{row:#}");
     }
 }
+
+/// A capture piped in slowly (as from a live tcpdump) is stopped by a signal while frames
+/// still come, not only once 65,536 more have come or the writer closes the pipe: the pass
+/// looks at its stop flag at least every 200 ms of frames.
+#[test]
+fn sigterm_stops_a_pcap_reading_a_slow_pipe_keeping_its_frames() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let env = Env::new();
+    // 30,000 frames (about 4.3 MB), written 2 KiB every 5 ms: about 10 s in all.
+    let capture = common::odd::ethernet_capture(30_000, 1_700_000_000_000_000_000);
+    let mut cmd = env.cmd();
+    cmd.args(["pcap", "-", "--json"]).stdin(Stdio::piped());
+    let mut running = spawn(cmd);
+    let mut stdin = running.0.as_mut().unwrap().stdin.take().unwrap();
+    let cut_short = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let cut_short = Arc::clone(&cut_short);
+        std::thread::spawn(move || {
+            for piece in capture.chunks(2048) {
+                if stdin.write_all(piece).and_then(|_| stdin.flush()).is_err() {
+                    // The reader went away before the capture ended.
+                    cut_short.store(true, Ordering::SeqCst);
+                    return;
+                }
+                sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    sleep(Duration::from_millis(1500));
+    running.signal("TERM");
+    let out = running.wait();
+    let doc = stopped_doc(&out, 143, "SIGTERM", "pcap");
+    writer.join().unwrap();
+    assert!(
+        cut_short.load(Ordering::SeqCst),
+        "the pass ran until the writer had written the whole capture"
+    );
+    let frames = doc["files"][0]["frames"].as_u64().unwrap();
+    assert!((1..30_000).contains(&frames), "{frames} frames");
+    assert_eq!(doc["files"][0]["name"], "stdin");
+}
