@@ -58,7 +58,6 @@ pub use decode::{decode, Decoded, Skip, Tcp, Transport, Udp};
 pub use live::{LiveCapture, LiveError, StopHandle};
 pub use packet::{LinkType, RawPacket};
 pub use read::{
-    is_stdin, open, open_file, open_reader, source_name, FileReader, FileSet, PacketSource,
-    ReadError, SourceSet,
+    is_stdin, open, open_file, open_reader, FileReader, FileSet, PacketSource, ReadError, SourceSet,
 };
 pub use write::{PcapWriter, Tee};

@@ -32,7 +32,7 @@ use flate2::bufread::MultiGzDecoder;
 use crate::packet::RawPacket;
 pub use input::MAX_BUFFER;
 use input::{Counting, Fill, Input};
-pub use set::{is_stdin, source_name, FileSet, SourceSet, Unreadable};
+pub use set::{is_stdin, FileSet, SourceSet, Unreadable};
 
 /// A source of captured frames: a file reader or a live capture.
 pub trait PacketSource: Send {

@@ -135,7 +135,7 @@ pub fn is_stdin(path: &Path) -> bool {
 }
 
 /// How a source is named in reports and errors: `stdin` for `-`, else the path.
-pub fn source_name(path: &Path) -> String {
+fn source_name(path: &Path) -> String {
     if is_stdin(path) {
         STDIN.to_string()
     } else {

@@ -11,7 +11,7 @@ use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_pcap::analysis::{AnalysisConfig, Analyzer, ConfigError};
 use tailhunt_pcap::bins_csv::write_bins_csv;
 use tailhunt_pcap::run::{analyse_threads, Outcome, Progress, Stopped};
-use tailhunt_pcap::{is_stdin, source_name, FileSet, SourceSet};
+use tailhunt_pcap::{is_stdin, FileSet, SourceSet};
 use tailhunt_report::capture::{port_latencies, render_capture, CaptureDoc};
 use tailhunt_report::export::flows::write_flows_csv;
 use tailhunt_store::Store;
@@ -74,10 +74,10 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
             std::fs::metadata(f).with_context(|| format!("cannot analyse '{}'", f.display()))?;
         sizes.push(meta.len());
     }
-    let inputs: Vec<String> = a.files.iter().map(|f| source_name(f)).collect();
     // Files are opened one at a time as their turn comes; a set in which no file can be read
     // is refused here, before a run is stored.
     let mut sources = FileSet::new(a.files.clone());
+    let inputs: Vec<String> = (0..sources.count()).map(|i| sources.name(i)).collect();
     sources.open_first()?;
     let matched = match &a.match_with {
         Some(other) => Some(matching::run(&a.files, other)?),
