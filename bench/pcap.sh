@@ -22,8 +22,8 @@
 #      on a copy of the big capture as tcpdump left it in the page cache (th_written: every
 #      other run reads its file cached as a file read from disk is, see "Captures" below);
 #    - the same with --threads 2 on the big capture, the big bulk capture (speed-up on two
-#      cores) and the fewest- and most-connection captures (memory, as 2 is the default on
-#      2 CPUs), and the pass alone (crates/pcap/examples/pass.rs: from the first frame to the
+#      cores) and the fewest- and most-connection captures (memory with the split's batches
+#      in flight), and the pass alone (crates/pcap/examples/pass.rs: from the first frame to the
 #      report built, no store) with 1 and 2 threads on both, so the part that is split over
 #      threads is seen apart from the end of the command (storing, diagnosing, printing);
 #    - tshark -q -z io,stat,0.001 -r FILE -o tcp.analyze_sequence_numbers:FALSE
@@ -278,7 +278,7 @@ run_tool() { # name round
 for ((r = 1; r <= rounds; r++)); do
     tools=(th th_written th2 th_small th_bulk th_bulk2 th_bulk_small pass1 pass2 pass_bulk1 pass_bulk2 tshark_light tcptrace th_gz th_zst gunzip unzstd)
     for n in "${conn_counts[@]}"; do tools+=("th_conns_$n"); done
-    # Two threads (the default on 2 CPUs) at the fewest and the most connections.
+    # Two threads at the fewest and the most connections (what the split holds in flight).
     tools+=("th2_conns_${conn_counts[0]}" "th2_conns_$conns")
     for m in "${stream_mins[@]}"; do tools+=("th_stream_$m"); done
     [[ -z "$(agg tshark_default_cut)" ]] && tools+=(tshark_default)
@@ -549,7 +549,7 @@ done)
   ${th2_speedup}x: **$(met "$th2_speedup_raw" 1.7)**; the pass alone ${pass2_speedup}x: **$(met "$pass2_speedup_raw" 1.7)**.
   Per core with 2 threads: $th2_gbps GB/s (CPU time of all threads): **$(met "$th2_gbps_raw" 3)** (target >= 3 GB/s).
 - Memory against connections: $conns_lo_rss MiB at ${conn_counts[0]} connections, $conns_hi_rss MiB at $conns (${conns_growth}x): **$conns_flat** (target: at most 1.2x).
-  With \`--threads 2\` (the default on 2 CPUs): $conns2_lo_rss MiB and $conns2_hi_rss MiB (${conns2_growth}x): **$conns2_flat**.
+  With \`--threads 2\` (not the default on 2 CPUs): $conns2_lo_rss MiB and $conns2_hi_rss MiB (${conns2_growth}x): **$conns2_flat**.
 - Memory against the capture's length on one open connection (no numeric target; issue 18
   asks for memory bounded by the open connections and the bins): $stream_lo_rss MiB at 1 minute,
   $stream_hi_rss MiB at $stream_min minutes (${stream_growth}x).

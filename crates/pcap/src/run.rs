@@ -191,11 +191,13 @@ pub fn analyse(
 }
 
 /// The analysis threads to use when none are asked for: one per CPU this process may use (its
-/// affinity and CPU quota) besides the one the reader needs, and at least two when it may use
-/// two CPUs; the one-thread path on one CPU. Measured on 2 CPUs (bench/pcap.sh round of
-/// 2026-11-30 01:53 UTC), 2 analysis threads plus the reader took the whole command 1.40x
-/// faster than one thread on the mixed capture and 1.27x on bulk traffic, for 10-15% more CPU;
-/// on a 200-connection capture of 0.6 MB they cost 1.6 ms more (14.0 against 12.4 ms).
+/// affinity and CPU quota) besides the one the reader needs, and the one-thread path when that
+/// leaves fewer than two. On 2 CPUs (bench/pcap.sh, two runs on 2026-11-30 at 04:57 and 05:02
+/// UTC) 2 analysis threads plus the reader took the command on the mixed capture 1.35-1.40x
+/// faster than one thread, but on bulk traffic alone they were slower in two rounds of three
+/// (0.78-0.82x the one-thread speed, median), and peak memory on the 100,000-connection capture
+/// was 1.37-1.39x that on the 1,000-connection one (1.15x on one thread). So 2 CPUs keep one
+/// thread unless `--threads 2` is asked for.
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     threads_for(cpus)
@@ -203,9 +205,9 @@ pub fn default_threads() -> usize {
 
 /// [`default_threads`] on a host with `cpus` CPUs (at most 256, as `--threads` accepts).
 fn threads_for(cpus: usize) -> usize {
-    match cpus {
-        0 | 1 => 1,
-        n => (n - 1).clamp(2, 256),
+    match cpus.saturating_sub(1) {
+        n if n < 2 => 1,
+        n => n.min(256),
     }
 }
 
@@ -399,10 +401,10 @@ mod tests {
     use super::threads_for;
 
     #[test]
-    fn one_thread_on_one_cpu_two_on_two_then_one_less_than_the_cpus() {
+    fn one_thread_below_three_cpus_then_one_less_than_the_cpus() {
         assert_eq!(
-            [0, 1, 2, 3, 4, 16, 1000].map(threads_for),
-            [1, 1, 2, 2, 3, 15, 256]
+            [1, 2, 3, 4, 16, 1000].map(threads_for),
+            [1, 1, 2, 3, 15, 256]
         );
     }
 }
