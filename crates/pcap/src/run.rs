@@ -302,6 +302,14 @@ impl Frames for Whole<'_, '_> {
     }
 }
 
+/// Whether a source is worth decompressing on a thread of its own: when it is compressed and
+/// this process may use more than one CPU. Confined to one CPU (`taskset -c 0`), the two
+/// threads only take turns: the 1 GB mix took 0.51 s with the thread against 0.48 s without
+/// (gzip), 0.40 against 0.37 s (zstd), five runs each.
+fn read_ahead_pays(compressed: bool, cpus: usize) -> bool {
+    compressed && cpus > 1
+}
+
 /// Reads `sources` in order into `target`: what became of each, and whether a stop request
 /// ended the pass.
 pub(crate) fn read_sources(
@@ -312,6 +320,7 @@ pub(crate) fn read_sources(
 ) -> Result<(Vec<InputReport>, Option<Stopped>), RunError> {
     let mut stopped = None;
     let mut inputs = Vec::with_capacity(sources.count());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for i in 0..sources.count() {
         let mut input = InputReport::new(sources.name(i));
         if stopped.is_some() {
@@ -322,7 +331,7 @@ pub(crate) fn read_sources(
         match sources.open(i) {
             Ok(src) => {
                 // Decompressing runs beside the analysis (see `Input::read_ahead`).
-                if src.compressed() {
+                if read_ahead_pays(src.compressed(), cpus) {
                     src.read_ahead();
                 }
                 let pass = Pass {
@@ -398,7 +407,20 @@ impl Pass<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::threads_for;
+    use super::{read_ahead_pays, threads_for};
+
+    #[test]
+    fn compressed_sources_read_ahead_only_with_a_cpu_to_spare() {
+        assert!(read_ahead_pays(true, 2));
+        assert!(
+            !read_ahead_pays(true, 1),
+            "one CPU: the threads would only take turns"
+        );
+        assert!(
+            !read_ahead_pays(false, 8),
+            "a plain file is read where it is analysed"
+        );
+    }
 
     #[test]
     fn one_thread_below_three_cpus_then_one_less_than_the_cpus() {

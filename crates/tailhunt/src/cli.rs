@@ -712,7 +712,8 @@ pub struct PcapArgs {
     /// reliably on bulk traffic, and took more memory). With more than
     /// one, the files are read and decoded on a thread of their own and the connections split
     /// over N threads; the text, the JSON, the CSVs and the stored run are the same as with 1.
-    /// A gzip or zstd file is decompressed on a thread of its own besides, whatever N.
+    /// A gzip or zstd file is decompressed on a thread of its own besides, whatever N (unless
+    /// the process may use only one CPU).
     /// (`capture`, live, analyses on one thread.)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
