@@ -484,8 +484,10 @@ pub struct SynthArgs {
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("rates").required(true).args(["rate", "sweep"]))]
 pub struct LoadArgs {
-    /// Target: tcp://HOST:PORT (tailhunt frames), udp://HOST:PORT, http://HOST:PORT/PATH,
-    /// redis://HOST:PORT/KEY (GET), memcached://HOST:PORT/KEY (get).
+    /// Target: tcp://HOST:PORT (tailhunt frames), udp://HOST:PORT, http://HOST:PORT/PATH or
+    /// https://... (GET, or --method/--header/--body), redis://HOST:PORT/KEY (GET) or
+    /// redis://HOST:PORT/CMD/ARG/... (any command; SET/KEY sends --request-bytes),
+    /// memcached://HOST:PORT/KEY (get) or memcached://HOST:PORT/set/KEY. More: docs/load.md.
     pub url: String,
     /// Offered rate, requests per second (e.g. 1000, 5k).
     #[arg(long)]
