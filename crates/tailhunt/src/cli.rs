@@ -96,10 +96,10 @@ pub enum Command {
     /// cadence, every sample kept (timeouts too), variants side by side (by name / by IP, fresh /
     /// reused connection, first / second request).
     Probe(ProbeArgs),
-    /// The agent: the configured probes (and a mesh) run continuously into a rolling store,
-    /// detectors on each window, and /metrics (OpenMetrics text or native histograms),
-    /// /findings, /healthz and remote write with an on-disk queue. Run-queue and socket
-    /// sampling are not wired in yet.
+    /// The agent: the configured probes (and a mesh), run-queue tracing and the socket sampler
+    /// run continuously into a rolling store, detectors on each window, and /metrics
+    /// (OpenMetrics text or native histograms), /findings, /healthz and remote write with an
+    /// on-disk queue.
     Agent(AgentArgs),
     /// The mesh's latency matrix (p50/p99 per pair of agents) from a Prometheus-API server
     /// that holds the agents' series, the worst pairs named.
@@ -126,7 +126,7 @@ pub struct MeshArgs {
 /// `tailhunt agent`.
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// The configuration file (format: crates/agent/src/config.rs).
+    /// The configuration file, agent.toml (its sections and keys: docs/agent.md).
     #[arg(long)]
     pub config: PathBuf,
     /// Listen address, instead of the file's (port 0 picks a free one and prints it).
