@@ -77,8 +77,9 @@ pub enum Command {
     /// who took the CPU (preemptions and waits by cgroup), CPU-quota throttling and pressure,
     /// and the noisy-neighbor / cpu-throttled detectors.
     Runq(RunqArgs),
-    /// The lab: synthetic data sets with known ground truth, and a wide-area link emulator
-    /// between network namespaces.
+    /// The lab: scenarios that plant each root cause, measure it with tailhunt's own commands
+    /// and validate the fix (`lab run`), synthetic data sets with known ground truth, and a
+    /// wide-area link emulator between network namespaces.
     Lab(LabArgs),
     /// Bulk-transfer test: a download with chosen socket options (SO_RCVBUF, SO_SNDBUF,
     /// TCP_NODELAY) and a client timeout, each end sampling its TCP_INFO every few ms.
