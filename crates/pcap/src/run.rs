@@ -195,7 +195,8 @@ pub fn analyse(
 /// leaves fewer than two. On 2 CPUs (bench/pcap.sh, two runs on 2026-11-30 at 04:57 and 05:02
 /// UTC) 2 analysis threads plus the reader took the command on the mixed capture 1.35-1.40x
 /// faster than one thread, but on bulk traffic alone they were slower in two rounds of three
-/// (0.78-0.82x the one-thread speed, median), and peak memory on the 100,000-connection capture
+/// (0.78-0.82x the one-thread speed, median; a third run, at 05:08, had no slow round, and by
+/// hand it never happened: docs/benchmarks.md). Peak memory on the 100,000-connection capture
 /// was 1.37-1.39x that on the 1,000-connection one (1.15x on one thread). So 2 CPUs keep one
 /// thread unless `--threads 2` is asked for.
 pub fn default_threads() -> usize {
