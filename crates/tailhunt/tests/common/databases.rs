@@ -15,7 +15,28 @@ use super::servers::{free_port, wait_for_port, Proc};
 pub struct Server {
     pub proc: Proc,
     pub port: u16,
+    /// The signal that shuts the server down cleanly, sent before it is killed: PostgreSQL
+    /// killed outright leaves its dynamic shared memory segments in /dev/shm, two a run.
+    shutdown: Option<&'static str>,
     _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let Some(signal) = self.shutdown else {
+            return; // `proc` kills it
+        };
+        let pid = self.proc.child.id().to_string();
+        let _ = Command::new("kill").args([signal, &pid]).status();
+        // A fast shutdown takes milliseconds; past 10 s `proc` kills it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if !matches!(self.proc.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Server {
@@ -95,6 +116,8 @@ pub fn postgres() -> Server {
     Server {
         proc,
         port,
+        // Fast shutdown: clients are disconnected, and its shared memory is removed.
+        shutdown: Some("-INT"),
         _dir: dir,
     }
 }
@@ -140,6 +163,7 @@ pub fn mariadb() -> Server {
     Server {
         proc,
         port,
+        shutdown: None,
         _dir: dir,
     }
 }
@@ -173,6 +197,7 @@ fn dnsmasq_with(extra: &[String]) -> Server {
     Server {
         proc,
         port,
+        shutdown: None,
         _dir: dir,
     }
 }
