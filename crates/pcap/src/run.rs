@@ -200,8 +200,12 @@ pub fn analyse(
 /// was 1.37-1.39x that on the 1,000-connection one (1.15x on one thread). So 2 CPUs keep one
 /// thread unless `--threads 2` is asked for.
 pub fn default_threads() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    threads_for(cpus)
+    threads_for(usable_cpus())
+}
+
+/// The CPUs this process may use: its affinity and CPU quota (1 when they cannot be read).
+fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// [`default_threads`] on a host with `cpus` CPUs (at most 256, as `--threads` accepts).
@@ -321,7 +325,7 @@ pub(crate) fn read_sources(
 ) -> Result<(Vec<InputReport>, Option<Stopped>), RunError> {
     let mut stopped = None;
     let mut inputs = Vec::with_capacity(sources.count());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = usable_cpus();
     for i in 0..sources.count() {
         let mut input = InputReport::new(sources.name(i));
         if stopped.is_some() {
