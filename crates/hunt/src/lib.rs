@@ -63,6 +63,30 @@ pub struct HuntConfig {
     /// Where to write the HTML report of the hunt's runs: a file, or a directory to write
     /// `tailhunt-hunt-<id>.html` in (`None`: no report).
     pub report: Option<PathBuf>,
+    /// What each request of the sweep carries, as for `tailhunt load`.
+    pub request: RequestShape,
+}
+
+/// What each request carries: the size of a tcp/udp body or a redis/memcached value, an
+/// HTTP request's method, headers and body, and how an https:// certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestShape {
+    /// Request (or value) size in bytes.
+    pub bytes: usize,
+    /// The HTTP request (the default: GET with no headers or body).
+    pub http: tailhunt_load::proto::HttpRequest,
+    /// Certificate checks of an https:// target.
+    pub tls: tailhunt_load::engine::tls::TlsOptions,
+}
+
+impl Default for RequestShape {
+    fn default() -> Self {
+        RequestShape {
+            bytes: 64,
+            http: Default::default(),
+            tls: Default::default(),
+        }
+    }
 }
 
 /// The least budget a hunt can do something useful with.

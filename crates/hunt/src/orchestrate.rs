@@ -38,6 +38,10 @@ pub fn run(
     let udp = target.scheme == Scheme::Udp;
     let host = host_facts(&target, udp);
     let plan = Plan::new(cfg, &host, udp)?;
+    // The request is checked against the target before anything connects: a body for a
+    // redis:// target or an unreadable --ca-file is refused here, as `load` refuses it.
+    let base = base_step(cfg, &target, &plan);
+    tailhunt_load::limits::check_step(&base).map_err(|e| HuntError::Flag(e.to_string()))?;
     // The floor first: a refusing or unreachable target ends the hunt here, in seconds,
     // before a run is stored.
     let floor = measure_floor(cfg, &target, udp, stop, progress)?;
@@ -59,7 +63,7 @@ pub fn run(
     progress.phase("rate sweep");
     let sweep_end = deadline - plan::reserve(cfg.budget);
     let swept = sweep(
-        cfg, &target, &plan, &mut store, &tags, &halt, progress, sweep_end,
+        cfg, &base, &plan, &mut store, &tags, &halt, progress, sweep_end,
     );
     progress.phase("stopping the capture, the socket sampler and the tracer");
     let gathered = beside.finish();
@@ -315,20 +319,9 @@ fn store_floor(store: &mut Store, f: &Floor, tags: &Value) -> Result<Collected, 
     })
 }
 
-/// Runs the sweep into a `load` run; returns what it gave and the run (none when no step
-/// ran, and then the empty run is deleted).
-#[allow(clippy::too_many_arguments)]
-fn sweep(
-    cfg: &HuntConfig,
-    target: &Target,
-    plan: &Plan,
-    store: &mut Store,
-    tags: &Value,
-    halt: &Arc<AtomicBool>,
-    progress: &mut dyn Progress,
-    deadline: Instant,
-) -> Result<(Swept, Option<String>), HuntError> {
-    let base = StepConfig {
+/// The sweep's step, before its rate and length are set per step.
+fn base_step(cfg: &HuntConfig, target: &Target, plan: &Plan) -> StepConfig {
+    StepConfig {
         target: target.clone(),
         rate: plan.rates[0],
         duration: Duration::from_nanos(plan.step_ns),
@@ -341,20 +334,36 @@ fn sweep(
         // no Nagle stall of its own; the server's behaviour is what is measured.
         nodelay: true,
         split_writes: false,
-        request_bytes: 64,
+        request_bytes: cfg.request.bytes,
         arrival: Arrival::Fixed,
         seed: cfg.seed,
         breakdown: false,
-        http: Default::default(),
-        tls: Default::default(),
+        http: cfg.request.http.clone(),
+        tls: cfg.request.tls.clone(),
         timing: Default::default(),
-    };
+    }
+}
+
+/// Runs the sweep into a `load` run; returns what it gave and the run (none when no step
+/// ran, and then the empty run is deleted).
+#[allow(clippy::too_many_arguments)]
+fn sweep(
+    cfg: &HuntConfig,
+    base: &StepConfig,
+    plan: &Plan,
+    store: &mut Store,
+    tags: &Value,
+    halt: &Arc<AtomicBool>,
+    progress: &mut dyn Progress,
+    deadline: Instant,
+) -> Result<(Swept, Option<String>), HuntError> {
     let mut params = json!({
         "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,
         "warmup_ns": plan.warmup_ns, "conns": plan.conns, "threads": 1, "max_inflight": 1000,
         "timeout_ns": 2_000_000_000u64, "nodelay": true, "split_writes": false,
-        "request_bytes": 64, "arrival": "fixed", "order": "ramp-then-random",
+        "request_bytes": base.request_bytes, "arrival": "fixed", "order": "ramp-then-random",
         "repeat": ramp::CONFIRM, "seed": cfg.seed, "breakdown": false,
+        "http": {"method": base.http.method_name(), "headers": base.http.headers.len(), "body_bytes": base.http.body.len()},
     });
     merge(&mut params, tags, "sweep");
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
@@ -365,7 +374,7 @@ fn sweep(
         .map(|n| Duration::from_nanos(*n))
         .collect();
     let sp = SweepPlan {
-        base: &base,
+        base,
         rates: &plan.rates,
         durations: &durations,
         url: &cfg.url,

@@ -272,6 +272,7 @@ mod tests {
             store: "x.db".into(),
             seed: 1,
             report: None,
+            request: Default::default(),
         }
     }
 

@@ -174,8 +174,10 @@ pub struct ProbeArgs {
 /// `tailhunt hunt`.
 #[derive(Debug, Args)]
 pub struct HuntArgs {
-    /// Target: tcp://HOST:PORT, udp://HOST:PORT, http://HOST:PORT/PATH, redis://HOST:PORT/KEY,
-    /// memcached://HOST:PORT/KEY (as for `load`).
+    /// Target, as for `load`: tcp://HOST:PORT, udp://HOST:PORT, http://HOST:PORT/PATH or
+    /// https://... (GET, or --method/--header/--body; --ca-file for a private CA),
+    /// redis://HOST:PORT/KEY or redis://HOST:PORT/CMD/ARG/..., memcached://HOST:PORT/KEY or
+    /// memcached://HOST:PORT/set/KEY. More: docs/hunt.md.
     pub target: String,
     /// Everything, the floor to the verdict, fits in this.
     #[arg(long, default_value = "2m", value_parser = crate::flags::duration)]
@@ -201,6 +203,8 @@ pub struct HuntArgs {
     /// Write no HTML report.
     #[arg(long)]
     pub no_report: bool,
+    #[command(flatten)]
+    pub request: RequestArgs,
 }
 
 /// `tailhunt import`.
@@ -521,29 +525,6 @@ pub struct LoadArgs {
     /// Write each request in two pieces (header, then body): the write-write-read pattern.
     #[arg(long)]
     pub split_writes: bool,
-    /// Request size in bytes (tcp/udp body; http request padded with a header; the value of a
-    /// redis SET or a memcached set).
-    #[arg(long, default_value_t = 64)]
-    pub request_bytes: usize,
-    /// HTTP method (http:// targets).
-    #[arg(long, value_name = "METHOD", default_value = "GET")]
-    pub method: String,
-    /// An HTTP header, `Name: value` (repeat for more).
-    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
-    pub headers: Vec<String>,
-    /// HTTP request body (sent with its Content-Length).
-    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
-    pub body: Option<String>,
-    /// HTTP request body read from a file.
-    #[arg(long, value_name = "FILE")]
-    pub body_file: Option<std::path::PathBuf>,
-    /// https://: trust the PEM certificates in FILE (a private CA) instead of the system's
-    /// roots.
-    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
-    pub ca_file: Option<std::path::PathBuf>,
-    /// https://: do not check the server's certificate (a self-signed test server).
-    #[arg(long)]
-    pub insecure: bool,
     /// Arrival process.
     #[arg(long, value_enum, default_value = "fixed")]
     pub arrival: Arrival,
@@ -572,6 +553,37 @@ pub struct LoadArgs {
     /// Pin the worker threads to these CPUs (e.g. 1 or 2,3; worker i on the i-th, round robin).
     #[arg(long, value_name = "CPU,...", value_delimiter = ',')]
     pub pin: Vec<usize>,
+    #[command(flatten)]
+    pub request: RequestArgs,
+}
+
+/// What each request carries (`load` and `hunt`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "What each request carries")]
+pub struct RequestArgs {
+    /// Request size in bytes (tcp/udp body; http request padded with a header; the value of a
+    /// redis SET or a memcached set).
+    #[arg(long, default_value_t = 64)]
+    pub request_bytes: usize,
+    /// HTTP method (http:// targets).
+    #[arg(long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+    /// An HTTP header, `Name: value` (repeat for more).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// HTTP request body (sent with its Content-Length).
+    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// HTTP request body read from a file.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<std::path::PathBuf>,
+    /// https://: trust the PEM certificates in FILE (a private CA) instead of the system's
+    /// roots.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// https://: do not check the server's certificate (a self-signed test server).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// `tailhunt serve`.

@@ -8,6 +8,7 @@ mod heap;
 mod ingest;
 mod output;
 mod progress;
+mod request;
 mod signals;
 
 use std::process::ExitCode;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::cgroups::{bpf_ready, Cgroups, HOG};
 use common::servers::{free_port, redis_argv, tailhunt_serve, tailhunt_serve_in, wait_for_port};
+use common::tls::tls_server;
 use common::{check_schema, is_root, retry_on_noise, Env, BIN};
 use serde_json::Value;
 use tailhunt_netlab::link::{EmulatedLink, LinkConfig};
@@ -167,6 +168,69 @@ fn healthy_hunt() {
         assert_eq!(c["status"], "missing");
         assert!(c["note"].as_str().unwrap().contains("root"), "{c}");
     }
+}
+
+#[test]
+fn hunt_an_https_target_with_a_private_ca_sends_the_request_it_is_given() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let srv = tls_server(&env);
+    let url = format!("https://{}/hunted", srv.addr);
+    let ca = srv.ca.to_str().unwrap();
+    let doc = hunt_json(
+        &env,
+        None,
+        &[
+            &url,
+            "--budget",
+            "10s",
+            "--max-rate",
+            "500",
+            "--ca-file",
+            ca,
+            "--method",
+            "post",
+            "-H",
+            "X-Test: hunt",
+            "--body",
+            "hello",
+        ],
+    );
+    let steps = doc["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{doc:#}");
+    let ok: u64 = steps.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    for s in steps {
+        assert_eq!(s["errors"], 0, "{s:#}");
+        assert!(s["ok"].as_u64().unwrap() > 0, "{s:#}");
+    }
+    // The server answered every measured request (and the warm-ups), the last one as given.
+    assert!(srv.served() >= ok, "served {} < ok {ok}", srv.served());
+    assert_eq!(srv.last(), "POST hunt hello");
+    let runs: Value = serde_json::from_str(&env.ok(&["--json", "runs"])).unwrap();
+    let sweep = evidence(&doc, "sweep")["run_id"].as_str().unwrap();
+    let run = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == sweep)
+        .unwrap();
+    let http = &run["params"]["http"];
+    assert_eq!(
+        (&http["method"], &http["headers"], &http["body_bytes"]),
+        (&Value::from("POST"), &Value::from(1), &Value::from(5)),
+        "{run:#}"
+    );
+    // Without the CA the system's roots do not know the certificate: the first step's
+    // handshake fails, and the hunt says why.
+    let out = hunt(&env, None, &[&url, "--budget", "10s", "--max-rate", "200"]);
+    refused(&out, "certificate");
+    // A body for a target that cannot carry one is refused before anything connects.
+    let out = hunt(
+        &env,
+        None,
+        &["tcp://127.0.0.1:9", "--body", "x", "--budget", "10s"],
+    );
+    refused(&out, "are for http:// and https:// targets");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use common::servers::{memcached, redis};
+use common::tls::tls_server;
 use common::Env;
 use serde_json::Value;
 
@@ -261,156 +262,17 @@ fn requests_a_target_cannot_carry_are_refused_with_the_reason() {
     }
 }
 
-/// A TLS HTTP/1.1 keep-alive server (Python's, over OpenSSL) with a certificate for 127.0.0.1
-/// signed by a CA made by `openssl`, on a free port; counts requests in `count`. Stopped (by
-/// PID) when dropped.
-struct TlsServer {
-    child: std::process::Child,
-    addr: String,
-    /// The CA that signed the server's certificate.
-    ca: std::path::PathBuf,
-    count: std::path::PathBuf,
-}
-
-impl Drop for TlsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const TLS_SERVER: &str = r#"
-import http.server, ssl, sys
-cert, key, count = sys.argv[1], sys.argv[2], sys.argv[3]
-n = 0
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def answer(self):
-        global n
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        n += 1
-        open(count, "w").write(str(n))
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    do_GET = answer
-    do_POST = answer
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(cert, key)
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"#;
-
-/// Runs `openssl ARGS`, quietly; panics naming the step when it fails.
-fn openssl(args: &[&std::ffi::OsStr]) {
-    let st = std::process::Command::new("openssl")
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl (installed by scripts/setup.sh)");
-    assert!(st.success(), "openssl {args:?} failed");
-}
-
-fn tls_server(env: &Env) -> TlsServer {
-    // A CA, and a certificate for 127.0.0.1 it signed (a self-signed CA certificate cannot
-    // serve as the server's own: webpki refuses a CA used as an end entity).
-    let p = |name: &str| env.path(name).into_os_string();
-    let o = |s: &str| std::ffi::OsString::from(s);
-    openssl(&[
-        &o("req"),
-        &o("-x509"),
-        &o("-newkey"),
-        &o("rsa:2048"),
-        &o("-nodes"),
-        &o("-days"),
-        &o("1"),
-        &o("-subj"),
-        &o("/CN=tailhunt-test-ca"),
-        &o("-keyout"),
-        &p("ca.key"),
-        &o("-out"),
-        &p("ca.pem"),
-    ]);
-    openssl(&[
-        &o("req"),
-        &o("-newkey"),
-        &o("rsa:2048"),
-        &o("-nodes"),
-        &o("-subj"),
-        &o("/CN=127.0.0.1"),
-        &o("-keyout"),
-        &p("key.pem"),
-        &o("-out"),
-        &p("leaf.csr"),
-    ]);
-    std::fs::write(
-        env.path("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(&[
-        &o("x509"),
-        &o("-req"),
-        &o("-in"),
-        &p("leaf.csr"),
-        &o("-CA"),
-        &p("ca.pem"),
-        &o("-CAkey"),
-        &p("ca.key"),
-        &o("-CAcreateserial"),
-        &o("-days"),
-        &o("1"),
-        &o("-extfile"),
-        &p("leaf.ext"),
-        &o("-out"),
-        &p("cert.pem"),
-    ]);
-    let (cert, key) = (env.path("cert.pem"), env.path("key.pem"));
-    let script = env.path("tls_server.py");
-    std::fs::write(&script, TLS_SERVER).unwrap();
-    let count = env.path("count");
-    let mut child = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(&cert)
-        .arg(&key)
-        .arg(&count)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3");
-    let mut port = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    TlsServer {
-        child,
-        addr: format!("127.0.0.1:{}", port.trim()),
-        ca: env.path("ca.pem"),
-        count,
-    }
-}
-
 #[test]
 fn https_with_a_trusted_ca_file_or_insecure_and_a_clear_refusal_otherwise() {
     let env = Env::new();
     let srv = tls_server(&env);
     let url = format!("https://{}/health", srv.addr);
-    let served = || {
-        std::fs::read_to_string(&srv.count)
-            .map(|t| t.trim().parse::<u64>().unwrap())
-            .unwrap_or(0)
-    };
     let doc = load(&env, &url, &["--ca-file", srv.ca.to_str().unwrap()]);
     let s = only_step(&doc);
     assert!(s["ok"].as_u64().unwrap() >= 150, "{s:#}");
     assert_eq!(s["errors"], 0, "{s:#}");
     assert_eq!(
-        served(),
+        srv.served(),
         s["ok"].as_u64().unwrap(),
         "every answer came over TLS"
     );
@@ -421,6 +283,7 @@ fn https_with_a_trusted_ca_file_or_insecure_and_a_clear_refusal_otherwise() {
     );
     let s = only_step(&doc);
     assert!(s["ok"].as_u64().unwrap() >= 150, "{s:#}");
+    assert_eq!(srv.last(), "POST None x");
     // The system's roots do not know this certificate: the handshake fails, and says why.
     let out = env.run(&["--json", "load", &url, "--rate", "10", "--duration", "1s"]);
     let text = format!(

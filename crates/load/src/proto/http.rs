@@ -18,6 +18,17 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
 }
 
+impl HttpRequest {
+    /// The method as sent (`GET` when none was given).
+    pub fn method_name(&self) -> &str {
+        if self.method.is_empty() {
+            "GET"
+        } else {
+            &self.method
+        }
+    }
+}
+
 /// One request, the same every time: the method line, `Host`, the user's headers, padding to
 /// the request size with `X-Pad`, then the body.
 pub struct Http {

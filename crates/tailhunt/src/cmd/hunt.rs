@@ -4,12 +4,12 @@
 use std::io::Write as _;
 
 use anyhow::Result;
-use tailhunt_hunt::{text, HuntConfig, Plan, Progress};
+use tailhunt_hunt::{text, HuntConfig, Plan, Progress, RequestShape};
 use tailhunt_model::evidence::sweep::SweepStep;
 
 use crate::cli::{Cli, HuntArgs};
-use crate::output;
 use crate::signals::{self, Interrupted};
+use crate::{output, request};
 
 /// Progress lines on stderr, one per event (also when stderr is not a terminal: a hunt takes
 /// minutes and a log should show where it was). The plan goes to stdout before the hunt
@@ -60,6 +60,11 @@ pub fn run(cli: &Cli, a: &HuntArgs) -> Result<()> {
         store: store.clone(),
         seed: a.seed,
         report: (!a.no_report).then(|| a.report.clone().unwrap_or_else(|| beside(&store))),
+        request: RequestShape {
+            bytes: a.request.request_bytes,
+            http: request::http(&a.request)?,
+            tls: request::tls(&a.request),
+        },
     };
     signals::install();
     let hunt = tailhunt_hunt::run(&cfg, signals::flag(), &mut Stderr { json: cli.json })?;

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::json;
-use tailhunt_load::engine::tls::TlsOptions;
 use tailhunt_load::engine::{Live, StepConfig, Timing};
-use tailhunt_load::proto::HttpRequest;
 use tailhunt_load::record::{run_sweep, Ran, SweepRun};
 use tailhunt_load::sweep;
 use tailhunt_load::{limits, target};
@@ -20,7 +18,7 @@ use tailhunt_report::doc::LoadDoc;
 use crate::cli::{Cli, LoadArgs};
 use crate::progress::Line;
 use crate::signals::{self, Interrupted};
-use crate::{flags, output};
+use crate::{flags, output, request};
 
 /// `--commit-interval`, within its bounds: more often costs a commit per interval, less often
 /// risks more of a killed run.
@@ -33,58 +31,6 @@ fn commit_interval(a: &LoadArgs) -> Result<Duration> {
         );
     }
     Ok(d)
-}
-
-/// Largest request body read from `--body-file`.
-const MAX_BODY_FILE: u64 = 16 << 20;
-
-/// The HTTP method, headers and body from the flags (GET without either: the default request,
-/// which every scheme accepts).
-fn http_request(a: &LoadArgs) -> Result<HttpRequest> {
-    let method = a.method.trim().to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
-        anyhow::bail!(
-            "--method '{}' is not an HTTP method (e.g. GET, POST, PUT, DELETE)",
-            a.method
-        );
-    }
-    let mut headers = Vec::new();
-    for h in &a.headers {
-        let (name, value) = h
-            .split_once(':')
-            .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
-            .with_context(|| format!("--header '{h}' must be 'Name: value'"))?;
-        if value.contains(['\r', '\n']) {
-            anyhow::bail!("--header '{h}': a value may not contain a line break");
-        }
-        headers.push((name.trim().to_string(), value.trim().to_string()));
-    }
-    let body = match (&a.body, &a.body_file) {
-        (Some(text), _) => text.clone().into_bytes(),
-        (None, Some(path)) => {
-            let size = std::fs::metadata(path)
-                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
-                .len();
-            if size > MAX_BODY_FILE {
-                anyhow::bail!(
-                    "--body-file '{}' is {size} bytes; the limit is {MAX_BODY_FILE} (16 MiB)",
-                    path.display()
-                );
-            }
-            std::fs::read(path)
-                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
-        }
-        (None, None) => Vec::new(),
-    };
-    Ok(HttpRequest {
-        method: if method == "GET" {
-            String::new()
-        } else {
-            method
-        },
-        headers,
-        body,
-    })
 }
 
 fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
@@ -120,15 +66,12 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         timeout,
         nodelay: a.nodelay,
         split_writes: a.split_writes,
-        request_bytes: a.request_bytes,
+        request_bytes: a.request.request_bytes,
         arrival: a.arrival,
         seed: a.seed,
         breakdown: a.breakdown,
-        http: http_request(a)?,
-        tls: TlsOptions {
-            ca_file: a.ca_file.clone(),
-            insecure: a.insecure,
-        },
+        http: request::http(&a.request)?,
+        tls: request::tls(&a.request),
         timing: Timing {
             spin: a.spin,
             pin: a.pin.clone(),
@@ -179,12 +122,12 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let params = json!({
         "target": a.url, "rates": rates, "duration_ns": a.duration.as_nanos() as u64, "warmup_ns": base.warmup.as_nanos() as u64,
         "conns": a.conns, "threads": a.threads, "max_inflight": a.max_inflight, "timeout_ns": a.timeout.as_nanos() as u64,
-        "nodelay": a.nodelay, "split_writes": a.split_writes, "request_bytes": a.request_bytes,
+        "nodelay": a.nodelay, "split_writes": a.split_writes, "request_bytes": a.request.request_bytes,
         "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
         "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
         "commit_interval_ns": a.commit_interval.as_nanos() as u64,
         "spin_ns": a.spin.map(|d| d.as_nanos() as u64), "pin": a.pin,
-        "http": {"method": a.method.to_ascii_uppercase(), "headers": base.http.headers.len(), "body_bytes": base.http.body.len()},
+        "http": request::params(&base.http),
     });
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));

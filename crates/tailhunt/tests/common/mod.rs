@@ -9,6 +9,7 @@ pub mod databases;
 pub mod odd;
 pub mod servers;
 pub mod sock;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,75 @@
+//! What each request carries, from the flags `load` and `hunt` share ([`RequestArgs`]): the
+//! HTTP method, headers and body, and how an https:// server's certificate is checked.
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use tailhunt_load::engine::tls::TlsOptions;
+use tailhunt_load::proto::HttpRequest;
+
+use crate::cli::RequestArgs;
+
+/// Largest request body read from `--body-file`.
+const MAX_BODY_FILE: u64 = 16 << 20;
+
+/// The HTTP method, headers and body from the flags (GET without either: the default request,
+/// which every scheme accepts).
+pub fn http(a: &RequestArgs) -> Result<HttpRequest> {
+    let method = a.method.trim().to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
+        anyhow::bail!(
+            "--method '{}' is not an HTTP method (e.g. GET, POST, PUT, DELETE)",
+            a.method
+        );
+    }
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        let (name, value) = h
+            .split_once(':')
+            .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
+            .with_context(|| format!("--header '{h}' must be 'Name: value'"))?;
+        if value.contains(['\r', '\n']) {
+            anyhow::bail!("--header '{h}': a value may not contain a line break");
+        }
+        headers.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    let body = match (&a.body, &a.body_file) {
+        (Some(text), _) => text.clone().into_bytes(),
+        (None, Some(path)) => {
+            let size = std::fs::metadata(path)
+                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
+                .len();
+            if size > MAX_BODY_FILE {
+                anyhow::bail!(
+                    "--body-file '{}' is {size} bytes; the limit is {MAX_BODY_FILE} (16 MiB)",
+                    path.display()
+                );
+            }
+            std::fs::read(path)
+                .with_context(|| format!("cannot read --body-file '{}'", path.display()))?
+        }
+        (None, None) => Vec::new(),
+    };
+    Ok(HttpRequest {
+        method: if method == "GET" {
+            String::new()
+        } else {
+            method
+        },
+        headers,
+        body,
+    })
+}
+
+/// How an https:// target's certificate is checked.
+pub fn tls(a: &RequestArgs) -> TlsOptions {
+    TlsOptions {
+        ca_file: a.ca_file.clone(),
+        insecure: a.insecure,
+    }
+}
+
+/// The request as a run's params record it: the method, and how many headers and body bytes
+/// (their contents may be secrets and are not stored).
+pub fn params(http: &HttpRequest) -> Value {
+    json!({"method": http.method_name(), "headers": http.headers.len(), "body_bytes": http.body.len()})
+}
