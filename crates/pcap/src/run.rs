@@ -398,6 +398,11 @@ impl Pass<'_> {
             let raw = match src.next_packet() {
                 Ok(Some(raw)) => raw,
                 Ok(None) => return Ok(None),
+                // A read that gave way to a stop request (standard input: `UntilStopped`).
+                Err(_) if self.stop.load(Ordering::Relaxed) => {
+                    input.status = InputStatus::Stopped;
+                    return Ok(Some(Stopped::Interrupted));
+                }
                 Err(e) => {
                     input.status = InputStatus::Cut;
                     input.why = Some(e.to_string());

@@ -282,3 +282,39 @@ fn sigterm_stops_a_pcap_reading_a_slow_pipe_keeping_its_frames() {
     assert!((1..30_000).contains(&frames), "{frames} frames");
     assert_eq!(doc["files"][0]["name"], "stdin");
 }
+
+/// A writer that pauses (`tcpdump -w -` on a quiet interface holds its output until a buffer
+/// fills) leaves the pass waiting in a read: a signal to tailhunt alone still stops it at
+/// once, with every frame that came kept and the input marked stopped, not cut.
+#[test]
+fn sigterm_stops_a_pcap_waiting_on_a_pipe_that_went_quiet() {
+    use std::io::Write;
+    use std::time::Instant;
+    let env = Env::new();
+    let capture = common::odd::ethernet_capture(500, 1_700_000_000_000_000_000);
+    let mut cmd = env.cmd();
+    cmd.args(["pcap", "-", "--json"]).stdin(Stdio::piped());
+    let mut running = spawn(cmd);
+    let mut stdin = running.0.as_mut().unwrap().stdin.take().unwrap();
+    stdin.write_all(&capture).unwrap();
+    stdin.flush().unwrap();
+    // The pipe stays open, with nothing more in it, for 20 s (or until the test ends).
+    let quiet = std::thread::spawn(move || {
+        sleep(Duration::from_secs(20));
+        drop(stdin);
+    });
+    sleep(Duration::from_millis(1000));
+    let signalled = Instant::now();
+    running.signal("TERM");
+    let out = running.wait();
+    let took = signalled.elapsed();
+    let doc = stopped_doc(&out, 143, "SIGTERM", "pcap");
+    assert!(
+        took < Duration::from_secs(10),
+        "the pass waited {took:?} for the writer: the signal did not end the read"
+    );
+    assert_eq!(doc["files"][0]["name"], "stdin");
+    assert_eq!(doc["files"][0]["status"], "stopped", "{doc:#}");
+    assert_eq!(doc["files"][0]["frames"], 500, "{doc:#}");
+    drop(quiet);
+}

@@ -20,6 +20,7 @@ mod input;
 mod pcap;
 mod pcapng;
 mod set;
+mod stdin;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read};
@@ -33,6 +34,7 @@ use crate::packet::RawPacket;
 pub use input::MAX_BUFFER;
 use input::{Counting, Fill, Input};
 pub use set::{is_stdin, FileSet, SourceSet, Unreadable};
+pub use stdin::{StopRequested, UntilStopped};
 
 /// A source of captured frames: a file reader or a live capture.
 pub trait PacketSource: Send {

@@ -13,8 +13,9 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
-use super::{open_file, open_reader, FileReader, PacketSource, ReadError};
+use super::{open_file, open_reader, FileReader, PacketSource, ReadError, UntilStopped};
 
 /// An ordered set of packet sources read as one capture.
 pub trait SourceSet {
@@ -49,6 +50,8 @@ pub struct FileSet {
     /// Files opened ahead of their turn by [`FileSet::open_first`], with the outcome.
     early: Vec<Option<Result<FileReader, ReadError>>>,
     current: Option<FileReader>,
+    /// A stop flag standard input gives way to (see [`FileSet::stopped_by`]).
+    stop: Option<&'static AtomicBool>,
 }
 
 /// No file of a set can be read: each one's reason, in order.
@@ -82,7 +85,16 @@ impl FileSet {
             paths,
             early,
             current: None,
+            stop: None,
         }
+    }
+
+    /// Standard input (`-`) gives way to `stop`: a read waiting for a writer that pauses
+    /// ends once the flag is up, and the pass stops there (see [`UntilStopped`]). Files need
+    /// not: their reads end by themselves.
+    pub fn stopped_by(mut self, stop: &'static AtomicBool) -> FileSet {
+        self.stop = Some(stop);
+        self
     }
 
     /// Opens files in order until one can be read (the ones before it are kept with their
@@ -90,7 +102,7 @@ impl FileSet {
     /// file's reason when none can.
     pub fn open_first(&mut self) -> Result<(), Unreadable> {
         for (path, slot) in self.paths.iter().zip(&mut self.early) {
-            let opened = open_path(path);
+            let opened = open_path(path, self.stop);
             let ok = opened.is_ok();
             *slot = Some(opened);
             if ok {
@@ -123,7 +135,7 @@ impl SourceSet for FileSet {
         self.current = None;
         let reader = match self.early[i].take() {
             Some(opened) => opened?,
-            None => open_path(&self.paths[i])?,
+            None => open_path(&self.paths[i], self.stop)?,
         };
         Ok(self.current.insert(reader))
     }
@@ -145,10 +157,18 @@ fn source_name(path: &Path) -> String {
 
 const STDIN: &str = "stdin";
 
-fn open_path(path: &Path) -> Result<FileReader, ReadError> {
-    if is_stdin(path) {
-        open_reader(STDIN, Box::new(std::io::stdin()))
-    } else {
-        open_file(path)
+fn open_path(path: &Path, stop: Option<&'static AtomicBool>) -> Result<FileReader, ReadError> {
+    if !is_stdin(path) {
+        return open_file(path);
+    }
+    match stop {
+        Some(stop) => {
+            let stdin = UntilStopped::new(stop).map_err(|source| ReadError::Io {
+                path: STDIN.into(),
+                source,
+            })?;
+            open_reader(STDIN, Box::new(stdin))
+        }
+        None => open_reader(STDIN, Box::new(std::io::stdin())),
     }
 }

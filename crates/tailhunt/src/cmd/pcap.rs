@@ -76,7 +76,7 @@ pub fn run_files(cli: &Cli, a: &PcapArgs) -> Result<()> {
     }
     // Files are opened one at a time as their turn comes; a set in which no file can be read
     // is refused here, before a run is stored.
-    let mut sources = FileSet::new(a.files.clone());
+    let mut sources = FileSet::new(a.files.clone()).stopped_by(signals::flag());
     let inputs: Vec<String> = (0..sources.count()).map(|i| sources.name(i)).collect();
     sources.open_first()?;
     let matched = match &a.match_with {
