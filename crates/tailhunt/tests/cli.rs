@@ -440,3 +440,42 @@ fn analyze_accepts_a_file_and_imports_it_first() {
         doc["run"]["id"]
     );
 }
+
+/// A reader that closes the pipe early (`| head`) is not a failure, for JSON as for text: the
+/// command exits 0 and says nothing about the pipe. The JSON document here (40 series
+/// analysed, about 200 KB) is larger than the output's buffer, so the pipe fails while it is
+/// being written, not only at the last flush.
+#[test]
+fn a_closed_pipe_on_stdout_is_not_an_error_json_or_text() {
+    let env = Env::new();
+    let csv = env.path("many.csv");
+    let mut rows = String::from("series,latency_ms\n");
+    for s in 0..40 {
+        for i in 0..200 {
+            rows.push_str(&format!(
+                "s{s},{}\n",
+                0.1 + ((i * 37 + s * 11) % 97) as f64 / 10.0
+            ));
+        }
+    }
+    std::fs::write(&csv, rows).unwrap();
+    let run = env.import(&csv, &[]);
+    for json in [true, false] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // Closed before the command writes a byte: its first write fails with EPIPE.
+        drop(reader);
+        let mut cmd = env.cmd();
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .args(["analyze", &run])
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "json {json}: {:?} {err}", out.status);
+        assert!(!err.contains("pipe"), "json {json}: {err}");
+    }
+}
