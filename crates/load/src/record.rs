@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tailhunt_model::evidence::sweep::{StepLatency, SweepRecord, SweepStep};
-use tailhunt_model::{quantile, Sample, SeriesMeta, SeriesSink, SinkError};
+use tailhunt_model::{quantile, Sample, SamplePart, SeriesMeta, SeriesSink, SinkError};
 
 use crate::breakdown::Breakdown;
 use crate::engine::{self, Finished, Live, ServerLost, StepConfig, StepOutcome, StepSink};
@@ -115,16 +115,20 @@ fn labels_for(rate: f64, repeat: usize, repeats: usize) -> Vec<(String, String)>
     l
 }
 
+fn latency_meta(name: &str, labels: &[(String, String)]) -> SeriesMeta {
+    let mut meta = SeriesMeta::latency(name);
+    for (k, v) in labels {
+        meta.labels.insert(k.clone(), v.clone());
+    }
+    meta
+}
+
 fn open_series(
     sink: &mut dyn SeriesSink,
     name: &str,
     labels: &[(String, String)],
 ) -> Result<usize, SinkError> {
-    let mut meta = SeriesMeta::latency(name);
-    for (k, v) in labels {
-        meta.labels.insert(k.clone(), v.clone());
-    }
-    sink.open_series(&meta)
+    sink.open_series(&latency_meta(name, labels))
 }
 
 /// The handles of the series `names`, opened on first use and kept in `slot`.
@@ -147,16 +151,6 @@ fn opened<const N: usize>(
 
 /// A breakdown part: its series name and how it is read from a [`Breakdown`].
 type Part = (&'static str, fn(&Breakdown) -> i64);
-
-/// The two parts of every request's latency, stored as series of their own: the client's own
-/// lateness and the service time after it.
-const TIMING: [SamplePart; 2] = [
-    ("client_lateness", |s| s.start_ns - s.intended_ns),
-    ("service", |s| s.end_ns - s.start_ns),
-];
-
-/// A part of a sample's latency: its series name and how it is read from a [`Sample`].
-type SamplePart = (&'static str, fn(&Sample) -> i64);
 
 /// Breakdown parts stored as series of their own.
 const PARTS: [Part; 4] = [
@@ -231,9 +225,20 @@ impl<'w> StepWriter<'w> {
         Ok(h)
     }
 
-    fn timing_series(&mut self) -> Result<[usize; 2], SinkError> {
-        let names = TIMING.map(|(name, _)| name);
-        opened(&mut self.timing, self.sink, names, &self.labels)
+    /// The two parts of every request's latency as series of their own, derived from the
+    /// step's latency series (the store keeps the derivation, not the samples): the
+    /// client's own lateness and the service time after it.
+    fn timing_series(&mut self, latency: usize) -> Result<[usize; 2], SinkError> {
+        if let Some(h) = self.timing {
+            return Ok(h);
+        }
+        let mut h = [0; 2];
+        for (h, part) in h.iter_mut().zip(SamplePart::ALL) {
+            let meta = latency_meta(part.name(), &self.labels);
+            *h = self.sink.open_derived(&meta, latency, part)?;
+        }
+        self.timing = Some(h);
+        Ok(h)
     }
 
     fn part_series(&mut self) -> Result<[usize; 4], SinkError> {
@@ -254,12 +259,12 @@ impl StepSink for StepWriter<'_> {
         self.push(latency, measured().map(|f| f.sample))?;
         self.measured.extend(measured().map(|f| f.sample));
         if measured().next().is_some() {
-            for (h, (_, part)) in self.timing_series()?.into_iter().zip(TIMING) {
-                let samples = measured().map(|f| {
-                    let s = f.sample;
-                    Sample::from_latency(s.intended_ns, part(&s), s.outcome)
-                });
-                self.push(h, samples)?;
+            for (h, part) in self
+                .timing_series(latency)?
+                .into_iter()
+                .zip(SamplePart::ALL)
+            {
+                self.push(h, measured().map(|f| part.of(&f.sample)))?;
             }
         }
         if measured().any(|f| f.breakdown.is_some()) {

@@ -34,7 +34,7 @@ pub mod units;
 pub use finding::{Evidence, Finding, Verdict};
 pub use kind::RunKind;
 pub use run::{Run, RunStatus};
-pub use sample::{Outcome, Sample};
+pub use sample::{Outcome, Sample, SamplePart};
 pub use series::{
     display_name, parse_display_name, IntervalHistogram, Labels, Point, Series, SeriesData, Timing,
 };

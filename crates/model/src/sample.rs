@@ -111,9 +111,62 @@ impl Sample {
     }
 }
 
+/// A part of each request's latency, kept as a series of its own beside the latency series
+/// it comes from: sample for sample the same request, with that part as its latency (and no
+/// send lag). Being a function of the parent's samples, a store can keep the derivation
+/// instead of the samples ([`crate::SeriesSink::open_derived`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplePart {
+    /// How late the client sent it: intended to actual send.
+    ClientLateness,
+    /// The service time after that: actual send to completion.
+    Service,
+}
+
+impl SamplePart {
+    /// Both parts, in the order their series are opened.
+    pub const ALL: [SamplePart; 2] = [SamplePart::ClientLateness, SamplePart::Service];
+
+    /// The series name of the part (and its name in the store).
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplePart::ClientLateness => "client_lateness",
+            SamplePart::Service => "service",
+        }
+    }
+
+    /// The part named `name`, if it is one.
+    pub fn from_name(name: &str) -> Option<SamplePart> {
+        SamplePart::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The part of `s`, as a sample of its own: at the same intended time, with the same
+    /// outcome, the part's length as its latency.
+    pub fn of(self, s: &Sample) -> Sample {
+        let ns = match self {
+            SamplePart::ClientLateness => s.start_ns - s.intended_ns,
+            SamplePart::Service => s.end_ns - s.start_ns,
+        };
+        Sample::from_latency(s.intended_ns, ns, s.outcome)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parts_add_up_to_the_latency_and_their_names_round_trip() {
+        let s = Sample::new(100, 600, 1_100, Outcome::Timeout);
+        let [late, service] = SamplePart::ALL.map(|p| p.of(&s));
+        assert_eq!(late.latency_ns() + service.latency_ns(), s.latency_ns());
+        assert_eq!((late.intended_ns, late.outcome), (100, Outcome::Timeout));
+        assert_eq!(service.latency_ns(), 500);
+        for p in SamplePart::ALL {
+            assert_eq!(SamplePart::from_name(p.name()), Some(p));
+        }
+        assert_eq!(SamplePart::from_name("latency"), None);
+    }
 
     #[test]
     fn latency_counts_from_intended_time() {

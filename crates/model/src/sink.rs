@@ -4,7 +4,9 @@
 //! the store implements it to write blocks as they fill (so a killed run keeps what it measured),
 //! and `Vec<Series>` implements it for tests and small in-memory uses.
 
-use crate::{IntervalHistogram, Labels, Point, Sample, Series, SeriesData, Timing, Unit};
+use crate::{
+    IntervalHistogram, Labels, Point, Sample, SamplePart, Series, SeriesData, Timing, Unit,
+};
 
 /// Error a sink may return; sources pass it through untouched.
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
@@ -74,6 +76,20 @@ impl SeriesMeta {
 pub trait SeriesSink {
     /// Declares a series; returns its handle.
     fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError>;
+    /// Declares a sample series that holds `part` of each sample pushed to `parent` (a sample
+    /// series opened before), in the same order; returns its handle. The caller still pushes
+    /// its samples, so every sink holds them; a sink that can work them out from the parent's
+    /// when they are read (the store) may keep the derivation instead. The default opens it
+    /// as any other series.
+    fn open_derived(
+        &mut self,
+        meta: &SeriesMeta,
+        parent: usize,
+        part: SamplePart,
+    ) -> Result<usize, SinkError> {
+        let _ = (parent, part);
+        self.open_series(meta)
+    }
     /// Appends samples to a sample series.
     fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError>;
     /// Appends one interval histogram to a histogram series.

@@ -50,7 +50,7 @@ pub use read::SeriesInfo;
 pub use writer::RunWriter;
 
 /// Schema version this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The SQL that creates the schema (also printed in the README).
 pub const SCHEMA_SQL: &str = include_str!("schema.sql");
@@ -69,6 +69,9 @@ pub struct Store {
     /// A tag every run begun through this handle carries in its params (`"tag"`), e.g. the
     /// lab scenario that recorded it.
     tag: Option<String>,
+    /// Whether the file has `derived_series` (schema 6 on): an older store opened read-only
+    /// has none, and none of its series is derived.
+    derived: bool,
 }
 
 impl Store {
@@ -99,6 +102,7 @@ impl Store {
             read_only: false,
             findings_unsaved: false,
             tag: None,
+            derived: true,
         };
         store.configure()?;
         store.migrate().map_err(|e| match e {
@@ -177,6 +181,7 @@ impl Store {
             read_only: true,
             findings_unsaved: false,
             tag: None,
+            derived: false,
         };
         store
             .conn
@@ -192,8 +197,11 @@ impl Store {
                 known: SCHEMA_VERSION,
             }),
             // An older schema reads as it is: what later versions added (value blocks,
-            // documents, their versions) is absent there and reads as absent.
-            Some(_) => Ok(store),
+            // documents, their versions, derived series) is absent there and reads as absent.
+            Some(v) => Ok(Store {
+                derived: v >= 6,
+                ..store
+            }),
             None => Err(StoreError::Open {
                 path: path.to_path_buf(),
                 reason:
@@ -270,8 +278,8 @@ impl Store {
                 })
             }
             // Version 1 lacked `value_blocks`, version 2 `documents`, version 4
-            // `document_rows`; SCHEMA_SQL has just created them. Version 3's documents lack
-            // `version` (theirs are version 1).
+            // `document_rows`, version 5 `derived_series`; SCHEMA_SQL has just created them.
+            // Version 3's documents lack `version` (theirs are version 1).
             Some(v) if v < SCHEMA_VERSION => {
                 if v == 3 {
                     self.conn.execute_batch(

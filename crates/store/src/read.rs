@@ -5,7 +5,7 @@ use serde::Serialize;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
     ClockOrigin, Evidence, Finding, IntervalHistogram, Labels, Point, Run, RunKind, RunStatus,
-    Sample, Series, SeriesData, SeriesKind, Timing, Unit, Verdict,
+    Sample, SamplePart, Series, SeriesData, SeriesKind, Timing, Unit, Verdict,
 };
 
 use crate::{block, values};
@@ -32,10 +32,9 @@ pub struct SeriesInfo {
     pub count: u64,
 }
 
-const RUN_COLUMNS: &str =
-    "r.id, r.kind, r.status, r.created_wall_ns, r.origin_wall_ns, r.origin_mono_ns, r.params,
-     (SELECT COUNT(*) FROM series s WHERE s.run_id = r.id),
-     (SELECT COALESCE(SUM(s.count), 0) FROM series s WHERE s.run_id = r.id)";
+/// A series' count (of `series s`): its parent's for a derived one (schema 6 on).
+const COUNT_DERIVED: &str = "COALESCE((SELECT p.count FROM derived_series d JOIN series p \
+     ON p.id = d.parent_id WHERE d.series_id = s.id), s.count)";
 
 fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
     let status: String = r.get(2)?;
@@ -56,9 +55,31 @@ fn run_from_row(r: &Row<'_>) -> rusqlite::Result<Run> {
 }
 
 impl Store {
+    /// A series' count in SQL, for `series s`.
+    fn count_column(&self) -> &'static str {
+        if self.derived {
+            COUNT_DERIVED
+        } else {
+            "s.count"
+        }
+    }
+
+    /// The columns [`run_from_row`] reads, for `runs r`.
+    fn run_columns(&self) -> String {
+        format!(
+            "r.id, r.kind, r.status, r.created_wall_ns, r.origin_wall_ns, r.origin_mono_ns, r.params,
+             (SELECT COUNT(*) FROM series s WHERE s.run_id = r.id),
+             (SELECT COALESCE(SUM({}), 0) FROM series s WHERE s.run_id = r.id)",
+            self.count_column()
+        )
+    }
+
     /// All runs, oldest first.
     pub fn runs(&self) -> Result<Vec<Run>, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r ORDER BY r.created_wall_ns, r.rowid");
+        let sql = format!(
+            "SELECT {} FROM runs r ORDER BY r.created_wall_ns, r.rowid",
+            self.run_columns()
+        );
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map([], run_from_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -66,7 +87,7 @@ impl Store {
 
     /// One run by exact id.
     pub fn run(&self, id: &str) -> Result<Run, StoreError> {
-        let sql = format!("SELECT {RUN_COLUMNS} FROM runs r WHERE r.id = ?1");
+        let sql = format!("SELECT {} FROM runs r WHERE r.id = ?1", self.run_columns());
         self.conn
             .query_row(&sql, [id], run_from_row)
             .optional()?
@@ -110,9 +131,11 @@ impl Store {
 
     /// The series of a run, in creation order.
     pub fn series(&self, run_id: &str) -> Result<Vec<SeriesInfo>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, name, labels, unit, timing, kind, count FROM series WHERE run_id = ?1 ORDER BY id",
-        )?;
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT s.id, s.name, s.labels, s.unit, s.timing, s.kind, {} FROM series s \
+             WHERE s.run_id = ?1 ORDER BY s.id",
+            self.count_column()
+        ))?;
         let rows = stmt.query_map([run_id], |r| {
             let labels: String = r.get(2)?;
             let unit: String = r.get(3)?;
@@ -151,20 +174,57 @@ impl Store {
         series_id: i64,
         f: &mut dyn FnMut(&[Sample]),
     ) -> Result<(), StoreError> {
+        let (stored, part) = self.derivation(series_id)?;
         let mut stmt = self
             .conn
             .prepare("SELECT codec, data FROM sample_blocks WHERE series_id = ?1 ORDER BY seq")?;
-        let mut rows = stmt.query([series_id])?;
+        let mut rows = stmt.query([stored])?;
+        let mut parts = Vec::new();
         while let Some(row) = rows.next()? {
             let codec: i64 = row.get(0)?;
             let data = row.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
             let samples = block::decode(codec, data).map_err(|e| StoreError::Corrupt {
-                series: series_id,
+                series: stored,
                 reason: e.to_string(),
             })?;
-            f(&samples);
+            match part {
+                None => f(&samples),
+                Some(part) => {
+                    parts.clear();
+                    parts.extend(samples.iter().map(|s| part.of(s)));
+                    f(&parts);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Where a sample series' samples are stored: its own blocks, or its parent's with the
+    /// part to take of each (a derived series, `derived_series`).
+    fn derivation(&self, series_id: i64) -> Result<(i64, Option<SamplePart>), StoreError> {
+        if !self.derived {
+            return Ok((series_id, None));
+        }
+        let found: Option<(i64, String)> = self
+            .conn
+            .query_row(
+                "SELECT parent_id, part FROM derived_series WHERE series_id = ?1",
+                [series_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        match found {
+            None => Ok((series_id, None)),
+            Some((parent, name)) => match SamplePart::from_name(&name) {
+                Some(part) => Ok((parent, Some(part))),
+                None => Err(StoreError::Corrupt {
+                    series: series_id,
+                    reason: format!(
+                        "derived from series {parent} as '{name}', a part this build does not know"
+                    ),
+                }),
+            },
+        }
     }
 
     /// All interval histograms of a series, in write order.

@@ -1,5 +1,5 @@
--- tailhunt store, schema version 5 (2 added value_blocks, 3 documents, 4 their versions,
--- 5 document_rows).
+-- tailhunt store, schema version 6 (2 added value_blocks, 3 documents, 4 their versions,
+-- 5 document_rows, 6 derived_series).
 -- Times are integer nanoseconds.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -29,6 +29,15 @@ CREATE TABLE IF NOT EXISTS series (
     count   INTEGER NOT NULL DEFAULT 0         -- samples (or histogram counts) stored
 );
 CREATE INDEX IF NOT EXISTS series_run ON series (run_id);
+
+-- A sample series whose samples are worked out from another's when read, sample for sample:
+-- `part` of each (client_lateness: start - intended; service: end - start; see SamplePart in
+-- crates/model/src/sample.rs). It has no blocks and its `count` is its parent's.
+CREATE TABLE IF NOT EXISTS derived_series (
+    series_id INTEGER PRIMARY KEY REFERENCES series (id) ON DELETE CASCADE,
+    parent_id INTEGER NOT NULL REFERENCES series (id) ON DELETE CASCADE,
+    part      TEXT NOT NULL
+);
 
 -- Raw samples, BLOCK_SAMPLES (8192) per block, compressed (see crates/store/src/block.rs).
 CREATE TABLE IF NOT EXISTS sample_blocks (

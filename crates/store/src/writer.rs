@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use rusqlite::params;
 use tailhunt_model::evidence::RowChunk;
 use tailhunt_model::{
-    ClockOrigin, IntervalHistogram, Point, RunKind, Sample, SeriesKind, SeriesMeta, SeriesSink,
-    SinkError,
+    ClockOrigin, IntervalHistogram, Point, RunKind, Sample, SamplePart, SeriesKind, SeriesMeta,
+    SeriesSink, SinkError,
 };
 
 use crate::block::{self, BLOCK_SAMPLES, CODEC_PLANES_ZSTD};
@@ -34,6 +34,9 @@ pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 struct OpenSeries {
     id: i64,
     kind: SeriesKind,
+    /// Worked out from another series when read (`derived_series`): what is pushed to it
+    /// is not stored.
+    derived: bool,
     /// The open block's samples (or points, for a values series).
     buf: Vec<Sample>,
     points: Vec<Point>,
@@ -423,8 +426,8 @@ impl Drop for RunWriter<'_> {
     }
 }
 
-impl SeriesSink for RunWriter<'_> {
-    fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError> {
+impl RunWriter<'_> {
+    fn insert_series(&mut self, meta: &SeriesMeta, derived: bool) -> Result<usize, SinkError> {
         let kind = meta.kind.name();
         let timing = serde_json::to_value(meta.timing)?;
         self.store.conn.execute(
@@ -441,6 +444,7 @@ impl SeriesSink for RunWriter<'_> {
         self.series.push(OpenSeries {
             id: self.store.conn.last_insert_rowid(),
             kind: meta.kind,
+            derived,
             buf: Vec::new(),
             points: Vec::new(),
             seq: 0,
@@ -448,9 +452,43 @@ impl SeriesSink for RunWriter<'_> {
         });
         Ok(self.series.len() - 1)
     }
+}
+
+impl SeriesSink for RunWriter<'_> {
+    fn open_series(&mut self, meta: &SeriesMeta) -> Result<usize, SinkError> {
+        self.insert_series(meta, false)
+    }
+
+    /// Keeps the derivation, not the samples: a derived series costs a row, and reading it
+    /// decodes its parent's blocks (a load run's two parts took half of its store).
+    fn open_derived(
+        &mut self,
+        meta: &SeriesMeta,
+        parent: usize,
+        part: SamplePart,
+    ) -> Result<usize, SinkError> {
+        let parent_id = match self.series.get(parent) {
+            Some(p) if p.kind == SeriesKind::Samples && !p.derived && meta.kind == SeriesKind::Samples => p.id,
+            _ => {
+                return Err(format!(
+                    "series '{}' cannot be derived from handle {parent}: both must be sample series, the parent stored",
+                    meta.name
+                )
+                .into())
+            }
+        };
+        let h = self.insert_series(meta, true)?;
+        self.store.conn.execute(
+            "INSERT INTO derived_series (series_id, parent_id, part) VALUES (?1, ?2, ?3)",
+            params![self.series[h].id, parent_id, part.name()],
+        )?;
+        Ok(h)
+    }
 
     fn push_samples(&mut self, series: usize, samples: &[Sample]) -> Result<(), SinkError> {
         match self.series.get(series) {
+            // Its samples are its parent's parts (`open_derived`).
+            Some(s) if s.derived => return Ok(()),
             Some(s) if s.kind == SeriesKind::Samples => {}
             _ => return Err(format!("series handle {series} is not a sample series").into()),
         }

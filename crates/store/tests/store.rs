@@ -6,7 +6,7 @@ use serde_json::json;
 use tailhunt_histogram::Histogram;
 use tailhunt_model::{
     ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, Point, RunKind, RunStatus, Sample,
-    SeriesData, SeriesKind, SeriesMeta, SeriesSink, Unit, Verdict,
+    SamplePart, SeriesData, SeriesKind, SeriesMeta, SeriesSink, Unit, Verdict,
 };
 use tailhunt_store::{Store, StoreError};
 
@@ -162,7 +162,7 @@ fn values_round_trip_across_blocks_and_refuse_samples() {
     assert_eq!(loaded.data, SeriesData::Values(points));
 }
 
-/// A store written by schema version 1 (no value_blocks) opens, gains the tables and says 5.
+/// A store written by schema version 1 (no value_blocks) opens, gains the tables and says 6.
 #[test]
 fn version_one_store_is_migrated() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,6 +171,7 @@ fn version_one_store_is_migrated() {
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TABLE value_blocks; DROP TABLE documents; DROP TABLE document_rows;
+         DROP TABLE derived_series;
          UPDATE meta SET value = '1' WHERE key = 'schema_version';",
     )
     .unwrap();
@@ -184,13 +185,107 @@ fn version_one_store_is_migrated() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(v, "5");
-    for table in ["value_blocks", "documents", "document_rows"] {
+    assert_eq!(v, "6");
+    for table in [
+        "value_blocks",
+        "documents",
+        "document_rows",
+        "derived_series",
+    ] {
         let n: i64 = conn
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 0);
     }
+}
+
+/// A derived series (a load step's `client_lateness`, `service`) keeps no blocks: read back,
+/// it is the part of each of its parent's samples, whole and in order, also before the run
+/// ends, with its parent's count; it goes with its run. A store of schema 5 (none derived)
+/// still reads read-only.
+#[test]
+fn derived_series_read_back_as_the_parts_of_their_parent() {
+    let (dir, mut store) = store();
+    let data = samples(20_000);
+    let mut run = store
+        .begin_run(RunKind::Load, json!({}), ClockOrigin::now())
+        .unwrap();
+    let latency = run.open_series(&SeriesMeta::latency("latency")).unwrap();
+    let parts = SamplePart::ALL.map(|part| {
+        run.open_derived(&SeriesMeta::latency(part.name()), latency, part)
+            .unwrap()
+    });
+    // A derived series cannot have a derived or a values parent.
+    assert!(run
+        .open_derived(&SeriesMeta::latency("x"), parts[0], SamplePart::Service)
+        .is_err());
+    for chunk in data.chunks(3_000) {
+        run.push_samples(latency, chunk).unwrap();
+        for (h, part) in parts.iter().zip(SamplePart::ALL) {
+            let mine: Vec<Sample> = chunk.iter().map(|s| part.of(s)).collect();
+            run.push_samples(*h, &mine).unwrap();
+        }
+    }
+    run.commit_now().unwrap();
+    let id = run.id().to_string();
+    let check = |store: &Store, n: usize| {
+        let infos = store.series(&id).unwrap();
+        assert_eq!(infos.len(), 3);
+        for (info, part) in infos[1..].iter().zip(SamplePart::ALL) {
+            assert_eq!((info.name.as_str(), info.count), (part.name(), n as u64));
+            let want: Vec<Sample> = data[..n].iter().map(|s| part.of(s)).collect();
+            assert_eq!(
+                store.load_samples(info.id).unwrap(),
+                want,
+                "{}",
+                part.name()
+            );
+        }
+    };
+    // While the run is open (what `kill -9` would leave): everything committed, derived too.
+    check(
+        &Store::open_read_only(&dir.path().join("t.db")).unwrap(),
+        20_000,
+    );
+    run.finish(json!({})).unwrap();
+    check(&store, 20_000);
+    assert_eq!(store.run(&id).unwrap().samples, 60_000);
+    let conn = rusqlite::Connection::open(dir.path().join("t.db")).unwrap();
+    let blocks: Vec<i64> = conn
+        .prepare("SELECT DISTINCT series_id FROM sample_blocks")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        blocks,
+        [store.series(&id).unwrap()[0].id],
+        "only the parent has blocks"
+    );
+    store.delete_run(&id).unwrap();
+    let left: i64 = conn
+        .query_row("SELECT count(*) FROM derived_series", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+    // Schema 5: no derived_series table; a read-only reader does not look for it.
+    let mut run = store
+        .begin_run(RunKind::Load, json!({}), ClockOrigin::now())
+        .unwrap();
+    let h = run.open_series(&SeriesMeta::latency("latency")).unwrap();
+    run.push_samples(h, &data[..100]).unwrap();
+    let id = run.finish(json!({})).unwrap();
+    drop(store);
+    conn.execute_batch(
+        "DROP TABLE derived_series; UPDATE meta SET value = '5' WHERE key = 'schema_version';",
+    )
+    .unwrap();
+    drop(conn);
+    let old = Store::open_read_only(&dir.path().join("t.db")).unwrap();
+    let info = &old.series(&id).unwrap()[0];
+    assert_eq!(info.count, 100);
+    assert_eq!(old.load_samples(info.id).unwrap(), data[..100]);
+    assert_eq!(old.run(&id).unwrap().samples, 100);
 }
 
 #[test]
