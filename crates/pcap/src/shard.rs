@@ -54,15 +54,8 @@ use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError}
 
 /// Frames the reader reads before handing them out.
 pub const CHUNK: usize = 2048;
-/// Chunks waiting for each worker, and results waiting to be stored. Each waiting chunk is a
-/// batch of up to [`CHUNK`] decoded headers (160 bytes each) per worker, so this sets the
-/// memory in flight: with two workers, 4 gave a peak of 28.0-28.7 MiB on the 100,000-connection
-/// capture against 22.0-22.3 on the 1,000-connection one (1.27-1.30x), 2 gave 26.7-26.8 MiB
-/// (1.21x), at the same speed on the 1 GB mix (0.25-0.27 s against 0.25-0.32 s) and on bulk
-/// traffic (0.11-0.13 s against 0.12-0.16 s), four runs each on 2 CPUs. Hosts with many
-/// workers, where a worker with an elephant flow might hold the reader up sooner, were not
-/// measured.
-const DEPTH: usize = 2;
+/// Chunks waiting for each worker, and results waiting to be stored.
+const DEPTH: usize = 4;
 
 /// What the reader hands a worker.
 enum Item {
