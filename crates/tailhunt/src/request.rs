@@ -12,26 +12,9 @@ use crate::cli::RequestArgs;
 const MAX_BODY_FILE: u64 = 16 << 20;
 
 /// The HTTP method, headers and body from the flags (GET without either: the default request,
-/// which every scheme accepts).
+/// which every scheme accepts); the body of `--body-file` is read here, the rest is checked by
+/// [`HttpRequest::new`].
 pub fn http(a: &RequestArgs) -> Result<HttpRequest> {
-    let method = a.method.trim().to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
-        anyhow::bail!(
-            "--method '{}' is not an HTTP method (e.g. GET, POST, PUT, DELETE)",
-            a.method
-        );
-    }
-    let mut headers = Vec::new();
-    for h in &a.headers {
-        let (name, value) = h
-            .split_once(':')
-            .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
-            .with_context(|| format!("--header '{h}' must be 'Name: value'"))?;
-        if value.contains(['\r', '\n']) {
-            anyhow::bail!("--header '{h}': a value may not contain a line break");
-        }
-        headers.push((name.trim().to_string(), value.trim().to_string()));
-    }
     let body = match (&a.body, &a.body_file) {
         (Some(text), _) => text.clone().into_bytes(),
         (None, Some(path)) => {
@@ -49,15 +32,7 @@ pub fn http(a: &RequestArgs) -> Result<HttpRequest> {
         }
         (None, None) => Vec::new(),
     };
-    Ok(HttpRequest {
-        method: if method == "GET" {
-            String::new()
-        } else {
-            method
-        },
-        headers,
-        body,
-    })
+    Ok(HttpRequest::new(&a.method, &a.headers, body)?)
 }
 
 /// How an https:// target's certificate is checked.

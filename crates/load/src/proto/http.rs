@@ -1,6 +1,6 @@
 //! HTTP/1.1 keep-alive requests: GET by default, or any method with headers and a body.
 
-use super::{find_crlf, ProtoError, Response, StreamProtocol};
+use super::{find_crlf, ProtoError, RequestError, Response, StreamProtocol};
 use crate::wire::{self, decimal, trim};
 
 /// Largest response head accepted.
@@ -19,6 +19,40 @@ pub struct HttpRequest {
 }
 
 impl HttpRequest {
+    /// A request from what a user wrote: a method (any case), headers as `Name: value`, and
+    /// a body. A method that is not a token of letters and dashes, a header without a name
+    /// or with a line break in its value is refused, naming the flag (`--method`, `--header`).
+    pub fn new(
+        method: &str,
+        headers: &[String],
+        body: Vec<u8>,
+    ) -> Result<HttpRequest, RequestError> {
+        let upper = method.trim().to_ascii_uppercase();
+        if upper.is_empty() || !upper.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
+            return Err(RequestError(format!(
+                "--method '{method}' is not an HTTP method (e.g. GET, POST, PUT, DELETE)"
+            )));
+        }
+        let mut parsed = Vec::with_capacity(headers.len());
+        for h in headers {
+            let (name, value) = h
+                .split_once(':')
+                .filter(|(n, _)| !n.trim().is_empty() && !n.contains(char::is_whitespace))
+                .ok_or_else(|| RequestError(format!("--header '{h}' must be 'Name: value'")))?;
+            if value.contains(['\r', '\n']) {
+                return Err(RequestError(format!(
+                    "--header '{h}': a value may not contain a line break"
+                )));
+            }
+            parsed.push((name.trim().to_string(), value.trim().to_string()));
+        }
+        Ok(HttpRequest {
+            method: if upper == "GET" { String::new() } else { upper },
+            headers: parsed,
+            body,
+        })
+    }
+
     /// The method as sent (`GET` when none was given).
     pub fn method_name(&self) -> &str {
         if self.method.is_empty() {
@@ -221,6 +255,29 @@ impl StreamProtocol for Http {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_from_flags_is_parsed_or_refused_naming_the_flag() {
+        let r = HttpRequest::new("post", &["X-A:  1 ".into()], b"x".to_vec()).unwrap();
+        assert_eq!(
+            (r.method_name(), r.headers[0].clone()),
+            ("POST", ("X-A".into(), "1".into()))
+        );
+        assert_eq!(
+            HttpRequest::new(" get ", &[], Vec::new()).unwrap(),
+            HttpRequest::default()
+        );
+        for (method, header, says) in [
+            ("PO ST", "A: b", "--method"),
+            ("", "A: b", "--method"),
+            ("GET", "no colon", "must be 'Name: value'"),
+            ("GET", "bad name: x", "must be 'Name: value'"),
+            ("GET", "A: b\r\nEvil: 1", "line break"),
+        ] {
+            let e = HttpRequest::new(method, &[header.into()], Vec::new()).unwrap_err();
+            assert!(e.0.contains(says), "{method:?} {header:?}: {e}");
+        }
+    }
 
     #[test]
     fn a_method_headers_and_a_body_are_sent_and_a_head_reply_has_no_body() {
