@@ -5,11 +5,13 @@
 #                              RES_PCT=N (2; the max-rate search stops within N %),
 #                              TH_THREADS="1 2" (1), PIN=0|1 (1), PRIORITY=0|1 (1)
 #
-# 1. Max rate: one `tailhunt serve http --threads 1 --timestamps=false` per round; `wrk -t1 -cCONNS` (closed loop)
-#    gives requests/s (the higher of two runs); tailhunt (open loop, --conns CONNS
+# 1. Max rate: one `tailhunt serve http --threads 1 --timestamps=false` per round; `wrk -t1 -cCONNS`
+#    (closed loop) runs before and after every tailhunt run, so each tailhunt run has a wrk run
+#    either side of it in the same half minute; tailhunt (open loop, --conns CONNS
 #    --max-inflight 1: the same connections and requests in flight as wrk, the same request
-#    bytes) searches for the highest rate it carries (a failed rate is tried once more), with
-#    --threads from TH_THREADS. Ratio: replies/s of tailhunt's highest carried rate / wrk's.
+#    bytes) searches for the highest multiple of the wrk run before it that it carries (a failed
+#    step is tried once more), with --threads from TH_THREADS. Ratio: replies/s of tailhunt's
+#    highest carried step / the better of the wrk runs either side of that step.
 #    PIN=1 (2+ CPUs): the max-rate server on CPU 0, its clients (wrk, tailhunt) on CPU 1; the
 #    ping-pong part is not pinned (a cross-CPU wake-up per message would dominate it).
 #    PRIORITY=1 (root): this session's autogroup runs at nice -20 (restored at exit), so other
@@ -182,6 +184,7 @@ export_pcts() { # run series
     awk -F, 'NR > 1 && $6 == "ok" { n++; if (!lo || $2 < lo) lo = $2; if ($4 > hi) hi = $4 }
         END { printf "%.0f\n", (hi > lo ? n * 1e9 / (hi - lo) : 0) }' "$tmp/export.csv"
 }
+ratio() { calc '%.2f' "($2) > 0 ? ($1) / ($2) : 0"; }
 # A wrk latency figure ("150.00us", "1.20ms", "2.00s") in µs.
 to_us() {
     awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
@@ -194,57 +197,62 @@ to_us() {
 # Configurations of tailhunt load searched for a max rate: "name threads max_inflight".
 th_configs=()
 for t in ${TH_THREADS:-1}; do th_configs+=("th$t $t 1"); done
-echo "| round | config | offered rate | try | replies/s | ok | errors+timeouts+unsent | p50 | p99 | send lag p99 | client CPU/request | steal | carried |" >"$tmp/steps.md"
-echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|" >>"$tmp/steps.md"
+echo "| round | config | multiple of the wrk run before | offered rate | try | replies/s | wrk before / after | ratio to the better | ok | errors+timeouts+unsent | p50 | p99 | send lag p99 | client CPU/request | steal | carried |" >"$tmp/steps.md"
+echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|" >>"$tmp/steps.md"
 : >"$tmp/steps.txt"
 
 http_port=""
-run_wrk() { # round: the higher rate of two runs, among those the acceptance rule takes
-    local out="$tmp/wrk-$1.txt" steal try best=0 r99 ok_run
-    log "round $1: wrk -t1 -c$conns -d${http_secs}s, twice"
-    steal_mark
-    wrk_accepted=0
-    for try in 1 2; do
-        timeout $((http_secs + 30)) /usr/bin/time -f '%U %S' -o "$tmp/time-$try.txt" \
-            "${cli_pin[@]}" wrk -t1 -c"$conns" -d"${http_secs}s" --latency \
-            "http://127.0.0.1:$http_port/" >"$tmp/wrk-try-$try.txt"
-        # The acceptance rule tailhunt's steps meet: no errors, p99 within the limit.
-        r99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$tmp/wrk-try-$try.txt")")"
-        ok_run=0
-        if ! grep -qE 'Socket errors|Non-2xx' "$tmp/wrk-try-$try.txt" &&
-            awk -v p="$r99" -v l="$slo_ms" 'BEGIN { exit !(p <= l * 1000) }'; then
-            ok_run=1
-        fi
-        log "round $1: wrk run $try: $(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk-try-$try.txt") req/s, p99 $r99 us, $([[ $ok_run == 1 ]] && echo accepted || echo "not accepted")"
-        # An accepted run beats any run that was not; among equals the higher rate wins.
-        if ((ok_run > wrk_accepted)) ||
-            { ((ok_run == wrk_accepted)) && awk -v b="$best" '/^Requests\/sec:/ { exit !($2 > b) }' "$tmp/wrk-try-$try.txt"; }; then
-            best="$(awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk-try-$try.txt")"
-            wrk_accepted="$ok_run"
-            cp "$tmp/wrk-try-$try.txt" "$out"
-            cp "$tmp/time-$try.txt" "$tmp/time.txt"
-        fi
-    done
-    ((wrk_accepted == 0)) && record wrk_not_accepted "$1"
-    steal="$(steal_since)"
-    local rate p50 p99 errs n
-    # Client CPU per request (µs): user + system time over the requests wrk completed.
-    n="$(awk '/requests in/ { print $1 }' "$out")"
-    record wrk_cpu_us "$(awk -v n="${n:-0}" '{ printf "%.1f", (n > 0 ? 1e6 * ($1 + $2) / n : 0) }' "$tmp/time.txt")"
-    rate="$(awk '/^Requests\/sec:/ { print $2 }' "$out")"
-    p50="$(to_us "$(awk '$1 == "50%" { print $2 }' "$out")")"
-    p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
-    errs="$(awk '/Socket errors|Non-2xx/ { print }' "$out" | tr '\n' ' ')"
-    if [[ -z "$rate" ]]; then
+# One wrk run; sets w_rate (Requests/sec), w_p50 and w_p99 (µs, from the actual send), w_ok (1
+# when the acceptance rule tailhunt's steps meet takes it: no socket errors or non-2xx replies,
+# p99 within the limit) and w_cpu (client CPU per request, µs). Every run is recorded.
+wrk_once() { # round
+    local out="$tmp/wrk-run.txt" n
+    timeout $((http_secs + 30)) /usr/bin/time -f '%U %S' -o "$tmp/wrk-time.txt" \
+        "${cli_pin[@]}" wrk -t1 -c"$conns" -d"${http_secs}s" --latency \
+        "http://127.0.0.1:$http_port/" >"$out"
+    w_rate="$(awk '/^Requests\/sec:/ { print $2 }' "$out")"
+    if [[ -z "$w_rate" ]]; then
         log "wrk printed no Requests/sec: $(cat "$out")"
         exit 1
     fi
-    [[ -n "$errs" ]] && log "round $1: wrk reported errors: $errs" && record wrk_errors "$1"
-    record wrk_rate "$rate"
-    record wrk_p50_us "$p50"
-    record wrk_p99_us "$p99"
-    record "steal_$1" "$steal"
-    log "round $1: wrk $rate req/s (p50 $p50 us, p99 $p99 us, steal $steal%)"
+    w_p50="$(to_us "$(awk '$1 == "50%" { print $2 }' "$out")")"
+    w_p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
+    w_ok=0
+    if ! grep -qE 'Socket errors|Non-2xx' "$out" &&
+        awk -v p="$w_p99" -v l="$slo_ms" 'BEGIN { exit !(p <= l * 1000) }'; then
+        w_ok=1
+    fi
+    grep -qE 'Socket errors|Non-2xx' "$out" && record wrk_errors "$1"
+    n="$(awk '/requests in/ { print $1 }' "$out")"
+    w_cpu="$(awk -v n="${n:-0}" '{ printf "%.1f", (n > 0 ? 1e6 * ($1 + $2) / n : 0) }' "$tmp/wrk-time.txt")"
+    record wrk_rate "$w_rate"
+    record wrk_p50_us "$w_p50"
+    record wrk_p99_us "$w_p99"
+    record wrk_cpu_us "$w_cpu"
+    ((w_ok == 0)) && record wrk_not_accepted "$1"
+    log "round $1: wrk $w_rate req/s, p99 $w_p99 us, $([[ $w_ok == 1 ]] && echo accepted || echo "not accepted")"
+}
+# The pairing. Every tailhunt run of the max-rate part is flanked by wrk runs: the round starts
+# with one (wrk_start), and each tailhunt run is followed by one (wrk_flank), which is also the
+# run before the next. A tailhunt run is compared with the better of the two wrk runs either
+# side of it (ref_rate: an accepted run beats one that was not, then the higher rate), so both
+# tools are measured in the same half minute: the host's speed on this shared machine moves by
+# a fifth within minutes, and a wrk figure from the start of a round said more about that than
+# about the clients once tailhunt's search had run for two minutes.
+wrk_start() { # round
+    log "round $1: wrk -t1 -c$conns -d${http_secs}s before and after every tailhunt run"
+    wrk_once "$1"
+    wb_rate="$w_rate" wb_ok="$w_ok"
+}
+wrk_flank() { # round
+    wrk_once "$1"
+    if ((w_ok > wb_ok)) || { ((w_ok == wb_ok)) && awk "BEGIN { exit !($w_rate > $wb_rate) }"; }; then
+        ref_rate="$w_rate" ref_ok="$w_ok"
+    else
+        ref_rate="$wb_rate" ref_ok="$wb_ok"
+    fi
+    step_wb="$wb_rate" step_wa="$w_rate"
+    wb_rate="$w_rate" wb_ok="$w_ok"
 }
 # Replies per second of a run's ok samples, measured like wrk's Requests/sec: replies over the
 # time from the first intended send to the last reply.
@@ -253,19 +261,20 @@ answered_rate() { # run series
         awk -F, 'NR > 1 && $6 == "ok" { n++; if (!lo || $2 < lo) lo = $2; if ($4 > hi) hi = $4 }
             END { printf "%.0f\n", (hi > lo ? n * 1e9 / (hi - lo) : 0) }'
 }
-# One tailhunt step at a rate, tried a second time if the first is not carried (a stall of the
-# shared machine fails an open-loop step at any rate); sets carried=1 when it was carried, and
-# step_answered to its replies/s.
-th_step() { # round name threads inflight rate
+# One tailhunt step offered Q times the rate of the wrk run just before it, tried a second time
+# (a new pair: the wrk run after the first try is the one before the second) if the first is not
+# carried (a stall of the shared machine fails an open-loop step at any rate); sets carried=1
+# when it was carried, step_answered to its replies/s and step_ratio to them over ref_rate.
+th_step() { # round name threads inflight q
     local try
     for try in 1 2; do
-        th_once "$@" "$try"
+        th_once "$1" "$2" "$3" "$4" "$(calc '%.0f' "int($5 * $wb_rate / 100) * 100")" "$try" "$5"
         [[ "$carried" == 1 ]] && break
     done
     return 0
 }
-th_once() { # round name threads inflight rate try
-    local round="$1" name="$2" threads="$3" inflight="$4" rate="$5" try="$6"
+th_once() { # round name threads inflight rate try q
+    local round="$1" name="$2" threads="$3" inflight="$4" rate="$5" try="$6" q="$7"
     local json="$tmp/step.json"
     # --request-bytes 0: no padding header, so the request is wrk's (GET / with a Host header).
     timeout $((http_secs + 40)) /usr/bin/time -f '%U %S' -o "$tmp/time.txt" \
@@ -285,18 +294,20 @@ th_once() { # round name threads inflight rate try
     step_answered=0
     [[ "$carried" == 1 ]] && step_answered="$(answered_rate "$run" "$series")"
     step_p50="$p50" step_p99="$p99" step_lag99="$lag99" step_lag50="$lag50" step_cpu_us="$step_cpu"
+    wrk_flank "$round"
+    step_ratio=0
+    [[ "$carried" == 1 ]] && step_ratio="$(calc '%.3f' "$step_answered / $ref_rate")"
     echo "$round $name $rate $carried $p99 $lag99 $step_cpu" >>"$tmp/steps.txt"
-    echo "| $round | $name | $(calc '%.1fk' "$rate / 1000") | $try | $([[ $carried == 1 ]] && calc '%.1fk' "$step_answered / 1000") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $([[ $carried == 1 ]] && echo yes || echo no) |" >>"$tmp/steps.md"
-    log "round $round: $name at $rate/s: p99 $(calc '%.2f' "$p99 / 1e6") ms, send lag p99 $(calc '%.2f' "$lag99 / 1e6") ms -> $([[ $carried == 1 ]] && echo carried || echo not carried)"
+    echo "| $round | $name | $q | $(calc '%.1fk' "$rate / 1000") | $try | $([[ $carried == 1 ]] && calc '%.1fk' "$step_answered / 1000") | $(calc '%.1fk' "$step_wb / 1000") / $(calc '%.1fk' "$step_wa / 1000") | $([[ $carried == 1 ]] && echo "${step_ratio}x") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $([[ $carried == 1 ]] && echo yes || echo no) |" >>"$tmp/steps.md"
+    log "round $round: $name at $rate/s (${q}x the wrk run before): p99 $(calc '%.2f' "$p99 / 1e6") ms, send lag p99 $(calc '%.2f' "$lag99 / 1e6") ms -> $([[ $carried == 1 ]] && echo "carried, ${step_ratio}x the better wrk run either side" || echo "not carried")"
 }
-# Saturated throughput, no latency criterion: offered 1.5x wrk's rate, tailhunt's backlog keeps
-# every connection busy as wrk's closed loop does, so its replies/s is the client + server
-# capacity measured like wrk's (nothing times out: --timeout 60s). Before wrk has run (round 1
-# of a shuffle) it is offered 400k/s, well above either tool's capacity here (150k/s, the old
-# figure, no longer saturated it).
+# Saturated throughput, no latency criterion: offered 1.5x the rate of the wrk run before it,
+# tailhunt's backlog keeps every connection busy as wrk's closed loop does, so its replies/s is
+# the client + server capacity measured like wrk's (nothing times out: --timeout 60s); compared
+# with the better wrk run either side, like a step.
 th_sat() { # round
     local rate json="$tmp/sat.json"
-    rate="$(calc '%.0f' "$(median_of wrk_rate) > 0 ? int($(median_of wrk_rate) * 1.5 / 100) * 100 : 400000")"
+    rate="$(calc '%.0f' "int($wb_rate * 1.5 / 100) * 100")"
     log "round $1: tailhunt saturated, offered $rate/s"
     timeout $((http_secs * 3 + 60)) /usr/bin/time -f '%U %S' -o "$tmp/sat-time.txt" \
         "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load \
@@ -304,58 +315,57 @@ th_sat() { # round
         --timeout 60s --conns "$conns" --threads 1 --max-inflight 1 --nodelay=true --spin 50us \
         --request-bytes 0 --json >"$json" 2>"$tmp/sat.err" || true
     read -r st ok errs tos unsent _ _ _ _ _ run series _ _ < <(step_fields "$json")
-    if [[ "$st" != complete ]] || ((errs + tos + unsent > 0)); then
+    local ans=0
+    [[ "$st" == complete ]] && ((errs + tos + unsent == 0)) && ans="$(answered_rate "$run" "$series")"
+    wrk_flank "$1"
+    if ((ans == 0)); then
         log "round $1: saturated run: status $st, $errs errors, $tos timeouts, $unsent unsent"
         return 0
     fi
-    local ans
-    ans="$(answered_rate "$run" "$series")"
     record sat_max "$ans"
     # CPU per request when saturated, like wrk's (a closed loop is always saturated): every
     # connection busy, so polling finds work; the whole process over the requests answered.
     record sat_cpu_us "$(awk -v n="$ok" '{ printf "%.2f", ($1 + $2) * 1e6 / n }' "$tmp/sat-time.txt")"
-    echo "$1 sat $ans" >>"$tmp/maxes.txt"
-    log "round $1: tailhunt saturated: $ans replies/s"
+    echo "$1 sat $ans $ref_rate" >>"$tmp/maxes.txt"
+    log "round $1: tailhunt saturated: $ans replies/s, $(ratio "$ans" "$ref_rate")x the better wrk run either side"
 }
-# Highest carried rate: from a start rate, x1.25 up (or /1.25 down) until the verdict flips
-# (at most 12 steps), then bisection until the bracket is within $res_pct % of its low end.
+# Highest carried multiple of wrk's rate: from a start multiple Q (the median of earlier rounds,
+# else 1), x1.1 up (or /1.1 down) until the verdict flips (at most 12 steps), then bisection
+# until the bracket is within $res_pct % of its low end. A step is offered Q times the wrk run
+# before it; the round's figure is the replies/s of the highest carried Q's step over the
+# better wrk run either side of that step.
 th_search() { # round name threads inflight
     local round="$1" name="$2" threads="$3" inflight="$4"
-    local start lo=0 hi=0 rate tries=0 lo_p50=0 lo_p99=0 lo_lag=0 lo_cpu=0 lo_ans=0 lo_lat50=0
-    start="$(median_of "${name}_offered")"
-    if [[ "$start" == 0 ]]; then
-        start="$(median_of wrk_rate)"
-        start="$(calc '%.0f' "${start} > 0 ? ${start} : 40000")"
-    fi
-    rate="$(calc '%.0f' "int($start / 100) * 100")"
+    local q lo=0 hi=0 tries=0 lo_p50=0 lo_p99=0 lo_lag=0 lo_cpu=0 lo_ans=0 lo_lat50=0 lo_ref=0
+    q="$(median_of "${name}_q")"
+    [[ "$q" == 0 ]] && q=1.000
     steal_mark
     while ((tries < 12)); do
         tries=$((tries + 1))
-        th_step "$round" "$name" "$threads" "$inflight" "$rate"
+        th_step "$round" "$name" "$threads" "$inflight" "$q"
         if [[ "$carried" == 1 ]]; then
-            lo="$rate" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50"
-            ((hi > 0)) && break
-            rate="$(calc '%.0f' "int($rate * 1.25 / 100) * 100")"
+            lo="$q" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50" lo_ref="$ref_rate"
+            [[ "$hi" != 0 ]] && break
+            q="$(calc '%.3f' "$q * 1.1")"
         else
-            hi="$rate"
-            ((lo > 0)) && break
-            rate="$(calc '%.0f' "int($rate / 1.25 / 100) * 100")"
-            ((rate < 1000)) && break
+            hi="$q"
+            [[ "$lo" != 0 ]] && break
+            q="$(calc '%.3f' "$q / 1.1")"
+            awk "BEGIN { exit !($q < 0.05) }" && break
         fi
     done
-    ((lo > 0 && hi == 0)) && log "round $round: $name carried every rate up to $lo/s (12 steps): the search found no limit"
+    [[ "$lo" != 0 && "$hi" == 0 ]] && log "round $round: $name carried every multiple up to ${lo}x (12 steps): the search found no limit"
     local mid
-    while ((lo > 0 && hi > 0)) && awk "BEGIN { exit !(($hi - $lo) > $lo * $res_pct / 100) }"; do
-        mid="$(calc '%.0f' "int(($lo + $hi) / 200) * 100")"
-        ((mid <= lo || mid >= hi)) && break
+    while [[ "$lo" != 0 && "$hi" != 0 ]] && awk "BEGIN { exit !(($hi - $lo) > $lo * $res_pct / 100) }"; do
+        mid="$(calc '%.3f' "($lo + $hi) / 2")"
         th_step "$round" "$name" "$threads" "$inflight" "$mid"
         if [[ "$carried" == 1 ]]; then
-            lo="$mid" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50"
+            lo="$mid" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50" lo_ref="$ref_rate"
         else
             hi="$mid"
         fi
     done
-    record "${name}_offered" "$lo"
+    record "${name}_q" "$lo"
     record "${name}_max" "$lo_ans"
     record "${name}_p50_us" "$(calc '%.1f' "$lo_p50 / 1000")"
     record "${name}_p99_us" "$(calc '%.1f' "$lo_p99 / 1000")"
@@ -363,8 +373,8 @@ th_search() { # round name threads inflight
     record "${name}_lag99_us" "$(calc '%.1f' "$lo_lag / 1000")"
     record "${name}_cpu_us" "$lo_cpu"
     record "steal_$round" "$(steal_since)"
-    log "round $round: $name carried $lo/s (bracket $lo-$hi)"
-    echo "$round $name $lo_ans" >>"$tmp/maxes.txt"
+    log "round $round: $name carried ${lo}x the wrk run before (bracket $lo-${hi}x): $lo_ans replies/s against wrk's $lo_ref"
+    echo "$round $name $lo_ans $lo_ref" >>"$tmp/maxes.txt"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -452,12 +462,11 @@ for ((round = 1; round <= rounds; round++)); do
     # Max rate: a fresh server for the round, shared by every tool.
     start_tailhunt_server http "$http_round_secs" --threads 1 --timestamps=false
     http_pid="$srv_pid" http_port="$srv_port"
-    mapfile -t order < <(printf '%s\n' wrk sat "${th_configs[@]%% *}" | shuf)
+    mapfile -t order < <(printf '%s\n' sat "${th_configs[@]%% *}" | shuf)
     echo "$round max-rate: ${order[*]}" >>"$tmp/order.txt"
+    wrk_start "$round"
     for item in "${order[@]}"; do
-        if [[ "$item" == wrk ]]; then
-            run_wrk "$round"
-        elif [[ "$item" == sat ]]; then
+        if [[ "$item" == sat ]]; then
             th_sat "$round"
         else
             for c in "${th_configs[@]}"; do
@@ -510,19 +519,17 @@ run_steal="$(calc '%.2f' "100 * ($run_steal1 - $run_steal0) / (($run_total1 - $r
 # ---------------------------------------------------------------------------------------------
 # The report.
 
-ratio() { calc '%.2f' "($2) > 0 ? ($1) / ($2) : 0"; }
 wrk_med="$(median_of wrk_rate)"
-# Per-round ratios of a tailhunt config's max to that round's wrk rate: "min-max".
+# A tailhunt config's ratios to wrk by round (its figure over the better wrk run either side of
+# the run that gave it), as "key value" lines for agg: CONFIG_ratio.
+awk '{ printf "%s_ratio %.4f\n", $2, ($4 > 0 ? $3 / $4 : 0) }' "$tmp/maxes.txt" >>"$tmp/results.txt"
+# The same ratios as "min-max" (one round: the ratio).
 round_ratios() {
-    local r w m lo=999 hi=0 x
-    for ((r = 1; r <= rounds; r++)); do
-        w="$(awk -v k=wrk_rate -v n="$r" '$1 == k { i++; if (i == n) print $2 }' "$tmp/results.txt")"
-        m="$(awk -v n="$r" -v c="$1" '$1 == n && $2 == c { print $3 }' "$tmp/maxes.txt")"
-        [[ -z "$w" || -z "$m" ]] && continue
-        x="$(ratio "$m" "$w")"
-        lo="$(calc '%.2f' "$x < $lo ? $x : $lo")" hi="$(calc '%.2f' "$x > $hi ? $x : $hi")"
-    done
-    if ((rounds > 1)); then echo "$lo-$hi"; else echo "$hi"; fi
+    local m lo hi n
+    read -r m lo hi n < <(agg "${1}_ratio") || true
+    if [[ -z "${m:-}" ]]; then echo "n/a"; return; fi
+    if ((n > 1)); then calc '%.2f-' "$lo"; fi
+    calc '%.2f' "$hi"
 }
 best_name="" best_max=0
 for c in "${th_configs[@]}"; do
@@ -530,7 +537,7 @@ for c in "${th_configs[@]}"; do
     m="$(median_of "${name}_max")"
     if awk "BEGIN { exit !($m > $best_max) }"; then best_name="$name" best_max="$m"; fi
 done
-rate_ratio="$(ratio "$best_max" "$wrk_med")"
+rate_ratio="$(calc '%.2f' "$(median_of "${best_name}_ratio")")"
 # Target: >= 1.2x wrk's rate in every round (the lowest round ratio decides).
 best_rounds="$(round_ratios "$best_name")"
 rate_met="$(awk -v r="${best_rounds%%-*}" 'BEGIN { print ((r + 0 >= 1.2) ? "met" : "not met") }')"
@@ -599,7 +606,7 @@ us_or_ms() { calc "$(awk -v v="$1" 'BEGIN { print (v >= 10000 ? "%.1f ms" : "%.1
         echo "  p99 was a median $(calc '%.0f' "$lag_share") % of the p99 latency: the late requests waited in the client."
         echo "  With one request in flight per connection a request waits whenever all $conns connections"
         echo "  are busy, so this shows a backlog, whichever side slowed down. Saturated, tailhunt answered"
-        echo "  $(ratio "$(median_of sat_max)" "$wrk_med")x wrk's rate (rounds $(round_ratios sat)): compare it with the max-rate ratio above."
+        echo "  $(calc '%.2f' "$(median_of sat_ratio)")x wrk's rate (rounds $(round_ratios sat)): compare it with the max-rate ratio above."
         echo "  Client CPU per request: tailhunt (\`$best_name\`, at its max rate, polling for due sends"
         echo "  included) $(fmt_agg "${best_name}_cpu_us" '%.1f' 1) µs, saturated $(fmt_agg sat_cpu_us '%.1f' 1) µs; wrk $(fmt_agg wrk_cpu_us '%.1f' 1) µs."
     fi
@@ -681,9 +688,14 @@ that must not be the bottleneck here.
 
 - wrk (closed loop: each connection sends its next request when the previous one is answered):
   \`wrk -t1 -c$conns -d${http_secs}s --latency http://127.0.0.1:PORT/\`, Requests/sec (replies
-  over its run time); two runs per round, the higher run that meets the acceptance rule
-  (no socket errors or non-2xx replies, p99 <= $slo_ms ms; its p99 is from the actual send)
-  counts, else the higher run, marked.
+  over its run time). **Paired with tailhunt:** wrk runs at the start of the round and after
+  every tailhunt run, so every tailhunt run has a wrk run just before and just after it, and is
+  compared with the better of the two: a run that meets the acceptance rule (no socket errors
+  or non-2xx replies, p99 <= $slo_ms ms; its p99 is from the actual send) beats one that does
+  not, then the higher rate counts. The host's speed moves by a fifth within minutes here, and
+  tailhunt's search takes about two; a wrk figure from the start of the round then says more
+  about the host's minute than about the clients. The wrk row below is every wrk run of the
+  benchmark ($(agg wrk_rate | awk '{ print $4 }') runs; $(agg wrk_not_accepted | awk '{ n = $4 } END { print n + 0 }') not accepted).
 - tailhunt (open loop): \`tailhunt load http://127.0.0.1:PORT/ --rate R --duration ${http_secs}s
   --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --spin 50us --request-bytes 0 --json\`,
   so it has the same $conns connections with at most one request in flight on each, as wrk
@@ -694,13 +706,15 @@ that must not be the bottleneck here.
   answered ok (no errors, timeouts or unsent requests), achieved rate >= 0.95 R, and **p99
   latency measured from the intended send time <= $slo_ms ms** (exact nearest-rank p99 of all
   R x ${http_secs} requests). A step that fails is run once more and counts if the second run
-  passes (wrk gets two runs too). tailhunt's **max rate** is the replies/s of its highest
-  carried step, measured like wrk's Requests/sec: ok replies over the time from the first
-  intended send to the last reply (the offered R is in the step table). The search starts
-  at the median offered rate of earlier rounds (round 1: wrk's rate of the round, or 40k/s when wrk has
-  not run yet), goes up (or down) by 1.25x until the verdict flips, then bisects the bracket
-  until it is within $res_pct % of its low end (the resolution of the figure). Both tools get the
-  same retries: every measurement (a wrk run, a tailhunt rate) up to two runs.
+  passes (as a new pair: the wrk run after the first try is the one before the second).
+  tailhunt's **max rate** is the replies/s of its highest carried step, measured like wrk's
+  Requests/sec: ok replies over the time from the first intended send to the last reply (the
+  offered R is in the step table). The search is over the multiple Q of the wrk run before the
+  step (R = Q x that run's rate): it starts at the median carried Q of earlier rounds (round 1:
+  1.0), goes up (or down) by 1.1x until the verdict flips, then bisects the bracket until it is
+  within $res_pct % of its low end (the resolution of the figure). A round's ratio is its highest
+  carried step's replies/s over the better wrk run either side of that step; the saturated run
+  is flanked and compared the same way. Both tools get the same retries.
   The p99 limit matters: \`achieved_rate\` alone is the completions per second of the
   scheduled window, so it equals R whenever every request is eventually answered — even when an
   overloaded client sends them hundreds of ms late. Offered a fraction e more than it can carry,
@@ -709,9 +723,9 @@ that must not be the bottleneck here.
 
 | tool | max rate | ratio to wrk | ratio per round | p50 | p99 | send lag p99 |
 |---|--:|--:|--:|--:|--:|--:|
-| wrk -t1 -c$conns | $(fmt_agg wrk_rate '%.1fk' 1000) | 1.00x | | $(fmt_agg wrk_p50_us '%.0f us' 1) | $(fmt_agg wrk_p99_us '%.0f us' 1) | (closed loop) |
-$(for c in "${th_configs[@]}"; do read -r n t _ <<<"$c"; echo "| tailhunt --threads $t --conns $conns --max-inflight 1 | $(fmt_agg "${n}_max" '%.1fk' 1000) | $(ratio "$(median_of "${n}_max")" "$wrk_med")x | $(round_ratios "$n") | $(fmt_agg "${n}_p50_us" '%.0f us' 1) | $(fmt_agg "${n}_p99_us" '%.0f us' 1) | $(fmt_agg "${n}_lag99_us" '%.0f us' 1) |"; done)
-| tailhunt offered 1.5x wrk's rate (saturated, no latency criterion) | $(fmt_agg sat_max '%.1fk' 1000) | $(ratio "$(median_of sat_max)" "$wrk_med")x | $(round_ratios sat) | | | |
+| wrk -t1 -c$conns (every run) | $(fmt_agg wrk_rate '%.1fk' 1000) | 1.00x | | $(fmt_agg wrk_p50_us '%.0f us' 1) | $(fmt_agg wrk_p99_us '%.0f us' 1) | (closed loop) |
+$(for c in "${th_configs[@]}"; do read -r n t _ <<<"$c"; echo "| tailhunt --threads $t --conns $conns --max-inflight 1 | $(fmt_agg "${n}_max" '%.1fk' 1000) | $(calc '%.2f' "$(median_of "${n}_ratio")")x | $(round_ratios "$n") | $(fmt_agg "${n}_p50_us" '%.0f us' 1) | $(fmt_agg "${n}_p99_us" '%.0f us' 1) | $(fmt_agg "${n}_lag99_us" '%.0f us' 1) |"; done)
+| tailhunt offered 1.5x wrk's rate (saturated, no latency criterion) | $(fmt_agg sat_max '%.1fk' 1000) | $(calc '%.2f' "$(median_of sat_ratio)")x | $(round_ratios sat) | | | |
 
 wrk's latencies are from the actual send (closed loop: a slow answer delays the next request
 instead of showing as latency); tailhunt's are from the intended send time at its max rate.
