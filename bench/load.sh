@@ -202,6 +202,9 @@ echo "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|" >>"$tmp
 : >"$tmp/steps.txt"
 
 http_port=""
+# A pair (a tailhunt run and the wrk runs either side) counts when those wrk runs are within
+# steady_pct % of each other; a void pair is run again, up to void_max times a step.
+steady_pct=10 void_max=4
 # One wrk run; sets w_rate (Requests/sec), w_p50 and w_p99 (µs, from the actual send), w_ok (1
 # when the acceptance rule tailhunt's steps meet takes it: no socket errors or non-2xx replies,
 # p99 within the limit) and w_cpu (client CPU per request, µs). Every run is recorded.
@@ -252,6 +255,9 @@ wrk_flank() { # round
         ref_rate="$wb_rate" ref_ok="$wb_ok"
     fi
     step_wb="$wb_rate" step_wa="$w_rate"
+    pair_steady="$(awk -v a="$wb_rate" -v b="$w_rate" -v p="$steady_pct" \
+        'BEGIN { hi = (a > b ? a : b); lo = (a > b ? b : a); print ((hi - lo) * 100 <= p * hi) ? 1 : 0 }')"
+    ((pair_steady == 0)) && record wrk_pairs_void 1
     wb_rate="$w_rate" wb_ok="$w_ok"
 }
 # Replies per second of a run's ok samples, measured like wrk's Requests/sec: replies over the
@@ -264,12 +270,21 @@ answered_rate() { # run series
 # One tailhunt step offered Q times the rate of the wrk run just before it, tried a second time
 # (a new pair: the wrk run after the first try is the one before the second) if the first is not
 # carried (a stall of the shared machine fails an open-loop step at any rate); sets carried=1
-# when it was carried, step_answered to its replies/s and step_ratio to them over ref_rate.
+# when it was carried, step_answered to its replies/s and step_ratio to them over ref_rate. A
+# pair whose wrk runs differ by more than $steady_pct % is void and run again (up to
+# $void_max times a step): the host changed speed during it (this one moves between two speeds
+# a fifth apart, for seconds at a time), so neither tool's figure there compares with the
+# other's. The rule reads only wrk's two runs, never tailhunt's result.
 th_step() { # round name threads inflight q
-    local try
-    for try in 1 2; do
+    local try=1 voids=0
+    while ((try <= 2)); do
         th_once "$1" "$2" "$3" "$4" "$(calc '%.0f' "int($5 * $wb_rate / 100) * 100")" "$try" "$5"
+        if [[ "$pair_steady" == 0 ]] && ((voids < void_max)); then
+            voids=$((voids + 1))
+            continue
+        fi
         [[ "$carried" == 1 ]] && break
+        try=$((try + 1))
     done
     return 0
 }
@@ -297,15 +312,32 @@ th_once() { # round name threads inflight rate try q
     wrk_flank "$round"
     step_ratio=0
     [[ "$carried" == 1 ]] && step_ratio="$(calc '%.3f' "$step_answered / $ref_rate")"
-    echo "$round $name $rate $carried $p99 $lag99 $step_cpu" >>"$tmp/steps.txt"
-    echo "| $round | $name | $q | $(calc '%.1fk' "$rate / 1000") | $try | $([[ $carried == 1 ]] && calc '%.1fk' "$step_answered / 1000") | $(calc '%.1fk' "$step_wb / 1000") / $(calc '%.1fk' "$step_wa / 1000") | $([[ $carried == 1 ]] && echo "${step_ratio}x") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $([[ $carried == 1 ]] && echo yes || echo no) |" >>"$tmp/steps.md"
-    log "round $round: $name at $rate/s (${q}x the wrk run before): p99 $(calc '%.2f' "$p99 / 1e6") ms, send lag p99 $(calc '%.2f' "$lag99 / 1e6") ms -> $([[ $carried == 1 ]] && echo "carried, ${step_ratio}x the better wrk run either side" || echo "not carried")"
+    local verdict
+    verdict="$([[ $carried == 1 ]] && echo yes || echo no)"
+    [[ "$pair_steady" == 0 ]] && verdict="$verdict, void: wrk moved $(calc '%.0f' "100 * ($step_wb > $step_wa ? $step_wb - $step_wa : $step_wa - $step_wb) / ($step_wb > $step_wa ? $step_wb : $step_wa)") %"
+    echo "$round $name $rate $([[ $pair_steady == 1 ]] && echo "$carried" || echo v) $p99 $lag99 $step_cpu" >>"$tmp/steps.txt"
+    echo "| $round | $name | $q | $(calc '%.1fk' "$rate / 1000") | $try | $([[ $carried == 1 ]] && calc '%.1fk' "$step_answered / 1000") | $(calc '%.1fk' "$step_wb / 1000") / $(calc '%.1fk' "$step_wa / 1000") | $([[ $carried == 1 ]] && echo "${step_ratio}x") | $ok | $((errs + tos + unsent)) | $(calc '%.0f us' "$p50 / 1000") | $(calc '%.2f ms' "$p99 / 1e6") | $(calc '%.2f ms' "$lag99 / 1e6") | $step_cpu us | $steal % | $verdict |" >>"$tmp/steps.md"
+    log "round $round: $name at $rate/s (${q}x the wrk run before): p99 $(calc '%.2f' "$p99 / 1e6") ms, send lag p99 $(calc '%.2f' "$lag99 / 1e6") ms -> $([[ $carried == 1 ]] && echo "carried, ${step_ratio}x the better wrk run either side" || echo "not carried")$([[ $pair_steady == 0 ]] && echo " (void: the wrk runs either side differ by more than $steady_pct %)")"
 }
 # Saturated throughput, no latency criterion: offered 1.5x the rate of the wrk run before it,
 # tailhunt's backlog keeps every connection busy as wrk's closed loop does, so its replies/s is
 # the client + server capacity measured like wrk's (nothing times out: --timeout 60s); compared
 # with the better wrk run either side, like a step.
 th_sat() { # round
+    local voids=0
+    while :; do
+        th_sat_once "$1"
+        [[ "$pair_steady" == 1 ]] || ((voids >= void_max)) && break
+        voids=$((voids + 1))
+        log "round $1: the saturated run's pair is void (the wrk runs either side differ by more than $steady_pct %): again"
+    done
+    if ((sat_ans > 0)); then
+        record sat_max "$sat_ans"
+        record sat_cpu_us "$sat_cpu"
+        echo "$1 sat $sat_ans $ref_rate" >>"$tmp/maxes.txt"
+    fi
+}
+th_sat_once() { # round
     local rate json="$tmp/sat.json"
     rate="$(calc '%.0f' "int($wb_rate * 1.5 / 100) * 100")"
     log "round $1: tailhunt saturated, offered $rate/s"
@@ -315,19 +347,17 @@ th_sat() { # round
         --timeout 60s --conns "$conns" --threads 1 --max-inflight 1 --nodelay=true --spin 50us \
         --request-bytes 0 --json >"$json" 2>"$tmp/sat.err" || true
     read -r st ok errs tos unsent _ _ _ _ _ run series _ _ < <(step_fields "$json")
-    local ans=0
-    [[ "$st" == complete ]] && ((errs + tos + unsent == 0)) && ans="$(answered_rate "$run" "$series")"
+    sat_ans=0
+    [[ "$st" == complete ]] && ((errs + tos + unsent == 0)) && sat_ans="$(answered_rate "$run" "$series")"
     wrk_flank "$1"
-    if ((ans == 0)); then
+    if ((sat_ans == 0)); then
         log "round $1: saturated run: status $st, $errs errors, $tos timeouts, $unsent unsent"
         return 0
     fi
-    record sat_max "$ans"
     # CPU per request when saturated, like wrk's (a closed loop is always saturated): every
     # connection busy, so polling finds work; the whole process over the requests answered.
-    record sat_cpu_us "$(awk -v n="$ok" '{ printf "%.2f", ($1 + $2) * 1e6 / n }' "$tmp/sat-time.txt")"
-    echo "$1 sat $ans $ref_rate" >>"$tmp/maxes.txt"
-    log "round $1: tailhunt saturated: $ans replies/s, $(ratio "$ans" "$ref_rate")x the better wrk run either side"
+    sat_cpu="$(awk -v n="$ok" '{ printf "%.2f", ($1 + $2) * 1e6 / n }' "$tmp/sat-time.txt")"
+    log "round $1: tailhunt saturated: $sat_ans replies/s, $(ratio "$sat_ans" "$ref_rate")x the better wrk run either side"
 }
 # Highest carried multiple of wrk's rate: from a start multiple Q (the median of earlier rounds,
 # else 1), x1.1 up (or /1.1 down) until the verdict flips (at most 12 steps), then bisection
@@ -694,8 +724,13 @@ that must not be the bottleneck here.
   or non-2xx replies, p99 <= $slo_ms ms; its p99 is from the actual send) beats one that does
   not, then the higher rate counts. The host's speed moves by a fifth within minutes here, and
   tailhunt's search takes about two; a wrk figure from the start of the round then says more
-  about the host's minute than about the clients. The wrk row below is every wrk run of the
-  benchmark ($(agg wrk_rate | awk '{ print $4 }') runs; $(agg wrk_not_accepted | awk '{ n = $4 } END { print n + 0 }') not accepted).
+  about the host's minute than about the clients. **Void pairs:** this host also moves between
+  two speeds a fifth apart for seconds at a time; when the wrk runs either side of a tailhunt
+  run differ by more than $steady_pct %, the host changed speed during the pair, neither figure
+  compares with the other, and the pair is run again (up to $void_max times a step; the rule
+  reads only wrk's runs, never tailhunt's result). $(agg wrk_pairs_void | awk '{ n = $4 } END { print n + 0 }') pair(s) of this run were void (in the step
+  table below). The wrk row below is every wrk run of the benchmark
+  ($(agg wrk_rate | awk '{ print $4 }') runs; $(agg wrk_not_accepted | awk '{ n = $4 } END { print n + 0 }') not accepted).
 - tailhunt (open loop): \`tailhunt load http://127.0.0.1:PORT/ --rate R --duration ${http_secs}s
   --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --spin 50us --request-bytes 0 --json\`,
   so it has the same $conns connections with at most one request in flight on each, as wrk
