@@ -299,10 +299,8 @@ pub fn close_window(
     start_ms: i64,
     tracker: &mut FindingTracker,
 ) -> Result<(Vec<FindingState>, RetentionCounts), String> {
-    let diagnosis = tailhunt_diagnose::diagnose_run(store, id)
-        .map_err(|e| format!("diagnosing run {id}: {e}"))?;
-    tailhunt_diagnose::store_findings(store, id, &diagnosis)
-        .map_err(|e| format!("storing the findings of run {id}: {e}"))?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(store, id)
+        .map_err(|e| format!("diagnosing run {id} and storing its findings: {e}"))?;
     let findings = tracker
         .close_window(
             start_ms,

@@ -43,7 +43,8 @@ pub mod timeout;
 pub mod window;
 
 pub use stored::{
-    detectors_for, diagnose_capture_run, diagnose_run, store_findings, DiagnoseError, Diagnosis,
+    detectors_for, diagnose_and_store, diagnose_capture_run, diagnose_run, store_findings,
+    DiagnoseError, Diagnosis,
 };
 
 pub use tailhunt_model::Finding;

@@ -54,3 +54,21 @@ fn every_kind_of_old_run_is_diagnosed_by_its_own_detectors() {
     let runq = stored::timelines(&store, "8a9d7eefd7").unwrap();
     assert!(!runq.is_empty() && runq.iter().all(|t| !t.steps.is_empty()));
 }
+
+#[test]
+fn diagnose_and_store_keeps_with_each_run_what_it_returns() {
+    let (_dir, mut store) = fixture();
+    let mut found = 0;
+    for run in store.runs().unwrap() {
+        let d = tailhunt_diagnose::diagnose_and_store(&mut store, &run.id).unwrap();
+        assert_eq!(
+            store.findings(&run.id).unwrap(),
+            d.findings,
+            "run {}",
+            run.id
+        );
+        found += d.findings.len();
+    }
+    // The fixture's runs hold causes the detectors name: an empty comparison proves little.
+    assert!(found > 0, "no run of the fixture had a finding");
+}

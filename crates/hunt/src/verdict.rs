@@ -44,8 +44,7 @@ pub fn diagnose_all(
 ) -> Result<Vec<Ranked>, HuntError> {
     let mut all = Vec::new();
     for (source, run_id) in runs {
-        let d = tailhunt_diagnose::diagnose_run(store, run_id)?;
-        tailhunt_diagnose::store_findings(store, run_id, &d)?;
+        let d = tailhunt_diagnose::diagnose_and_store(store, run_id)?;
         all.extend(d.findings.into_iter().map(|finding| Ranked {
             rank: 0,
             source: *source,

@@ -65,6 +65,23 @@ pub struct RunWriter<'a> {
     last_commit: Instant,
 }
 
+/// How [`RunWriter::abandon`] left a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Abandoned {
+    /// What was stored before the source failed stays, as a `partial` run.
+    Kept {
+        /// The run.
+        id: String,
+        /// Its values, over all its series (a derived series counts its parent's).
+        samples: u64,
+    },
+    /// Nothing was stored: the run is gone.
+    Removed {
+        /// The run it was.
+        id: String,
+    },
+}
+
 impl Store {
     /// Starts a run of `kind` with its parameters and clock origin; it is visible (as `partial`)
     /// immediately.
@@ -384,8 +401,45 @@ impl RunWriter<'_> {
         Ok((self.end(extra_params, !partial)?, status))
     }
 
+    /// Ends a run whose source failed before it finished (a bad line, a lost server, a signal
+    /// before anything was measured): what was stored stays, as a `partial` run, and a run
+    /// that stored no value at all is removed, since an empty run would only say that
+    /// something was tried. Says which, so the caller's message can name the kept run.
+    ///
+    /// Ending is best effort, as when a writer is dropped: the error that stopped the source
+    /// may be the store's own (a full disk), and what cannot be written now is lost either
+    /// way. What was committed is what is kept.
+    pub fn abandon(mut self, extra_params: serde_json::Value) -> Result<Abandoned, StoreError> {
+        if self.close(extra_params, false).is_err() {
+            self.finished = true;
+            if self.in_transaction {
+                // A failed write can leave SQLite's transaction open or already rolled back;
+                // either way nothing more of it will be committed.
+                let _ = self.store.conn.execute_batch("ROLLBACK");
+                self.in_transaction = false;
+            }
+        }
+        let id = self.id.clone();
+        let samples = self.store.run(&id)?.samples;
+        if samples > 0 {
+            return Ok(Abandoned::Kept { id, samples });
+        }
+        self.store.delete_run(&id)?;
+        Ok(Abandoned::Removed { id })
+    }
+
     fn end(
         mut self,
+        extra_params: serde_json::Value,
+        complete: bool,
+    ) -> Result<String, StoreError> {
+        self.close(extra_params, complete)
+    }
+
+    /// Flushes, merges `extra_params` into the parameters, marks the run `complete` when
+    /// `complete` (else it stays `partial`) and marks the writer finished.
+    fn close(
+        &mut self,
         extra_params: serde_json::Value,
         complete: bool,
     ) -> Result<String, StoreError> {

@@ -8,7 +8,7 @@ use tailhunt_model::{
     ClockOrigin, Evidence, Finding, IntervalHistogram, Outcome, Point, RunKind, RunStatus, Sample,
     SamplePart, SeriesData, SeriesKind, SeriesMeta, SeriesSink, Unit, Verdict,
 };
-use tailhunt_store::{Store, StoreError};
+use tailhunt_store::{Abandoned, Store, StoreError};
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -337,6 +337,50 @@ fn dropped_writer_keeps_samples_and_marks_run_partial() {
     let info = store.run(&id).unwrap();
     assert_eq!(info.status, RunStatus::Partial);
     assert_eq!(info.samples, 20_000);
+}
+
+#[test]
+fn an_abandoned_run_keeps_what_it_stored_and_an_empty_one_is_removed() {
+    let (_d, mut store) = store();
+    // Samples stored before the source failed: kept, partial, with the extra params.
+    let mut run = store
+        .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
+        .unwrap();
+    let s = run.open_series(&SeriesMeta::latency("latency")).unwrap();
+    run.push_samples(s, &samples(3_000)).unwrap();
+    let kept = run
+        .abandon(json!({ "why": "the server went away" }))
+        .unwrap();
+    let Abandoned::Kept { id, samples: n } = kept else {
+        panic!("a run with samples was removed: {kept:?}");
+    };
+    assert_eq!(n, 3_000);
+    let info = store.run(&id).unwrap();
+    assert_eq!(
+        (info.status, info.samples),
+        (RunStatus::Partial, 3_000),
+        "{info:?}"
+    );
+    assert_eq!(info.params["why"], "the server went away");
+    assert_eq!(
+        store
+            .load_samples(store.series(&id).unwrap()[0].id)
+            .unwrap()
+            .len(),
+        3_000
+    );
+
+    // A series opened but nothing pushed: no value stored, so no run.
+    let mut run = store
+        .begin_run(RunKind::Other("test".into()), json!({}), ClockOrigin::now())
+        .unwrap();
+    run.open_series(&SeriesMeta::latency("latency")).unwrap();
+    let gone = run.abandon(json!({})).unwrap();
+    let Abandoned::Removed { id: gone_id } = gone else {
+        panic!("an empty run was kept: {gone:?}");
+    };
+    assert!(matches!(store.run(&gone_id), Err(StoreError::NoSuchRun(_))));
+    assert_eq!(store.runs().unwrap().len(), 1);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use serde_json::json;
 use tailhunt_import::{import_reader, ImportOptions, ImportSummary};
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
-use tailhunt_store::Store;
+use tailhunt_store::{Abandoned, RunWriter};
 
 use crate::cli::{Cli, ImportArgs};
 use crate::progress::Watched;
@@ -42,23 +42,18 @@ fn options(a: &ImportArgs) -> Result<ImportOptions> {
     })
 }
 
-/// Ends a failed import once its writer is dropped (which flushes and commits, leaving the run
-/// partial): keeps what was read as a partial run, or removes an empty one, and says which and
-/// where (a full disk or a bad line stops an import part way).
-fn keep_partial(store: &mut Store, run_id: &str, error: anyhow::Error) -> anyhow::Error {
-    let kept = store.run(run_id).map(|r| r.samples).unwrap_or(0);
-    let db = store.path().display().to_string();
-    if kept == 0 {
-        if store.delete_run(run_id).is_ok() {
-            return error;
-        }
-        return error.context(format!(
-            "no samples were kept (run {run_id} in {db} is empty)"
-        ));
+/// Ends a failed import: keeps what was read as a partial run, or removes an empty one, and
+/// says which and where (a full disk or a bad line stops an import part way).
+fn keep_partial(writer: RunWriter<'_>, db: &str, error: anyhow::Error) -> anyhow::Error {
+    match writer.abandon(json!({})) {
+        Ok(Abandoned::Removed { .. }) => error,
+        Ok(Abandoned::Kept { id, samples }) => error.context(format!(
+            "kept the {samples} samples read before it stopped as partial run {id} in {db}"
+        )),
+        Err(e) => error.context(format!(
+            "keeping what was read failed too ({e}; database {db})"
+        )),
     }
-    error.context(format!(
-        "kept the {kept} samples read before it stopped as partial run {run_id} in {db}"
-    ))
 }
 
 /// Imports `a.file` as a new run.
@@ -70,6 +65,7 @@ pub fn import_file(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let mut store = crate::cmd::open_tagged(cli)?;
     let now = ClockOrigin::now();
     let params = json!({ "file": file, "unit": a.unit, "name": a.name });
+    let db = store.path().display().to_string();
     // Untimed and relative times count from 0 at the moment of the import.
     let mut writer = store.begin_run(
         RunKind::Import,
@@ -81,11 +77,7 @@ pub fn import_file(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     )?;
     let summary: ImportSummary = match import_reader(&file, &mut reader, &opts, &mut writer) {
         Ok(s) => s,
-        Err(e) => {
-            let run_id = writer.id().to_string();
-            drop(writer);
-            return Err(keep_partial(&mut store, &run_id, e.into()));
-        }
+        Err(e) => return Err(keep_partial(writer, &db, e.into())),
     };
     if let Some(first) = summary.first_epoch_ns {
         writer.set_origin(ClockOrigin::wall(first))?;

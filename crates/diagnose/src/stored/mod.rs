@@ -124,6 +124,14 @@ pub fn diagnose_capture_run(
     })
 }
 
+/// [`diagnose_run`], then [`store_findings`]: how a run ends in every command that makes one,
+/// and in `tailhunt diagnose` and `tailhunt report` on a run already stored.
+pub fn diagnose_and_store(store: &mut Store, run_id: &str) -> Result<Diagnosis, DiagnoseError> {
+    let diagnosis = diagnose_run(store, run_id)?;
+    store_findings(store, run_id, &diagnosis)?;
+    Ok(diagnosis)
+}
+
 /// Stores a diagnosis' findings with the run, replacing earlier ones.
 pub fn store_findings(
     store: &mut Store,

@@ -10,8 +10,7 @@ use crate::output;
 pub fn run(cli: &Cli, a: &DiagnoseArgs) -> Result<()> {
     let mut store = open_existing(&cli.db)?;
     let run_id = store.resolve_run(&a.run)?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
-    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut store, &run_id)?;
     let doc = DiagnoseDoc {
         run: store.run(&run_id)?,
         findings: diagnosis.findings,

@@ -14,6 +14,7 @@ use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::units::parse_request_rates;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::doc::LoadDoc;
+use tailhunt_store::Abandoned;
 
 use crate::cli::{Cli, LoadArgs};
 use crate::progress::Line;
@@ -162,16 +163,17 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     } = ran;
     let failure = failure.map(|why| anyhow::anyhow!(why));
     if steps.is_empty() {
-        drop(writer);
-        // Nothing measured (no connection): no run to keep.
-        if store.run(&run_id).is_ok_and(|r| r.samples == 0) {
-            store.delete_run(&run_id).ok();
-        }
-        return Err(failure.unwrap_or_else(|| Interrupted.into()));
+        // No step finished: a run that stored nothing (no connection) is not kept.
+        let e = failure.unwrap_or_else(|| Interrupted.into());
+        return Err(match writer.abandon(json!({}))? {
+            Abandoned::Kept { id, samples } => e.context(format!(
+                "kept the {samples} samples measured as partial run {id}"
+            )),
+            Abandoned::Removed { .. } => e,
+        });
     }
     let (_, status) = writer.finish_as(failure.is_some() || interrupted, json!({}))?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
-    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut store, &run_id)?;
     let findings = diagnosis.findings;
     let doc = LoadDoc {
         run_id: run_id.clone(),

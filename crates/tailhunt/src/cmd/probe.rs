@@ -148,8 +148,7 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
     let finished = ran.with_context(|| format!("run {run_id}"))?;
     let (_, status) = writer.finish_as(finished.interrupted, json!({}))?;
     // The detectors read the run back from the store, as `tailhunt diagnose` would.
-    let diagnosis = tailhunt_diagnose::diagnose_run(&store, &run_id)?;
-    tailhunt_diagnose::store_findings(&mut store, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut store, &run_id)?;
     let r = finished.record;
     let doc = ProbeDoc {
         run_id: run_id.clone(),

@@ -33,9 +33,8 @@ pub fn run(cli: &Cli, a: &ReportArgs) -> Result<()> {
     let mut runs = Vec::with_capacity(a.runs.len());
     for (i, spec) in a.runs.iter().enumerate() {
         let id = store.resolve_run(spec)?;
-        let diagnosis = tailhunt_diagnose::diagnose_run(&store, &id)
+        let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut store, &id)
             .with_context(|| format!("running the detectors on run {id}"))?;
-        tailhunt_diagnose::store_findings(&mut store, &id, &diagnosis)?;
         let group = match a.compare_by {
             CompareBy::All => None,
             CompareBy::Tag => run_tag(&store, &id)?,

@@ -14,7 +14,7 @@ use tailhunt_report::runq::{
 };
 use tailhunt_sched::record::{DegradedRecorder, Recorder};
 use tailhunt_sched::{Interval, Observer, TracerConfig};
-use tailhunt_store::Store;
+use tailhunt_store::{Abandoned, Store};
 
 use crate::cli::{Cli, RunqArgs};
 use crate::output;
@@ -154,23 +154,18 @@ fn traced(
     let summary = match result {
         Ok(s) => s,
         Err(e) => {
-            let kept = !intervals.is_empty();
-            let id = writer.finish_partial(json!({}))?;
             let e = anyhow::Error::new(e);
-            return Err(if kept {
-                e.context(format!(
+            return Err(match writer.abandon(json!({}))? {
+                Abandoned::Kept { id, .. } => e.context(format!(
                     "tracing stopped: kept {} interval(s) as partial run {id}",
                     intervals.len()
-                ))
-            } else {
-                store.delete_run(&id)?;
-                e
+                )),
+                Abandoned::Removed { .. } => e,
             });
         }
     };
     let (run_id, status, cut_short) = close(writer, summary.interrupted, cfg)?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(store, &run_id)?;
-    tailhunt_diagnose::store_findings(store, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(store, &run_id)?;
     let findings = diagnosis.findings;
     let doc = RunqDoc {
         run_id,
@@ -222,10 +217,13 @@ fn degraded(
     let (_, stopped) = match result {
         Ok(r) => r,
         Err(e) => {
-            let id = writer.finish_partial(json!({}))?;
-            return Err(anyhow::Error::new(e).context(format!(
-                "sampling stopped: kept what was read as partial run {id}"
-            )));
+            let e = anyhow::Error::new(e);
+            return Err(match writer.abandon(json!({}))? {
+                Abandoned::Kept { id, .. } => e.context(format!(
+                    "sampling stopped: kept what was read as partial run {id}"
+                )),
+                Abandoned::Removed { .. } => e,
+            });
         }
     };
     let (run_id, status, cut_short) = close(writer, stopped, cfg)?;

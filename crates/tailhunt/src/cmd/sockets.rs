@@ -58,8 +58,7 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     // A signal before --duration ended cuts the sampling short: kept, marked partial.
     let cut_short = signals::requested();
     let (run_id, _) = run.finish_as(cut_short, serde_json::json!({}))?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(&db, &run_id)?;
-    tailhunt_diagnose::store_findings(&mut db, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut db, &run_id)?;
     let doc = SocketsDoc {
         run_id: run_id.clone(),
         report: m.report,

@@ -66,8 +66,7 @@ fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
     t.record(&mut run)
         .map_err(|e| anyhow::anyhow!("storing the transfer: {e}"))?;
     let run_id = run.finish(serde_json::json!({}))?;
-    let diagnosis = tailhunt_diagnose::diagnose_run(store, &run_id)?;
-    tailhunt_diagnose::store_findings(store, &run_id, &diagnosis)?;
+    let diagnosis = tailhunt_diagnose::diagnose_and_store(store, &run_id)?;
     Ok(TransferDoc {
         run_id,
         bound_ratio: r.bound_ratio(),
