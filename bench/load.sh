@@ -728,8 +728,8 @@ that must not be the bottleneck here.
   two speeds a fifth apart for seconds at a time; when the wrk runs either side of a tailhunt
   run differ by more than $steady_pct %, the host changed speed during the pair, neither figure
   compares with the other, and the pair is run again (up to $void_max times a step; the rule
-  reads only wrk's runs, never tailhunt's result). $(agg wrk_pairs_void | awk '{ n = $4 } END { print n + 0 }') pair(s) of this run were void (in the step
-  table below). The wrk row below is every wrk run of the benchmark
+  reads only wrk's runs, never tailhunt's result). $(agg wrk_pairs_void | awk '{ n = $4 } END { print n + 0 }') pair(s) of this run were void (the steps among them are in
+  the step table below). The wrk row below is every wrk run of the benchmark
   ($(agg wrk_rate | awk '{ print $4 }') runs; $(agg wrk_not_accepted | awk '{ n = $4 } END { print n + 0 }') not accepted).
 - tailhunt (open loop): \`tailhunt load http://127.0.0.1:PORT/ --rate R --duration ${http_secs}s
   --warmup 0s --conns $conns --max-inflight 1 --threads T --nodelay=true --spin 50us --request-bytes 0 --json\`,
