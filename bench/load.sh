@@ -10,8 +10,8 @@
 #    either side of it in the same half minute; tailhunt (open loop, --conns CONNS
 #    --max-inflight 1: the same connections and requests in flight as wrk, the same request
 #    bytes) searches for the highest multiple of the wrk run before it that it carries (a failed
-#    step is tried once more), with --threads from TH_THREADS. Ratio: replies/s of tailhunt's
-#    highest carried step / the better of the wrk runs either side of that step.
+#    step is tried once more), with --threads from TH_THREADS. A round's ratio: the highest, over
+#    its carried steps, of a step's replies/s / the better of the wrk runs either side of it.
 #    PIN=1 (2+ CPUs): the max-rate server on CPU 0, its clients (wrk, tailhunt) on CPU 1; the
 #    ping-pong part is not pinned (a cross-CPU wake-up per message would dominate it).
 #    PRIORITY=1 (root): this session's autogroup runs at nice -20 (restored at exit), so other
@@ -364,15 +364,28 @@ th_sat_once() { # round
 # until the bracket is within $res_pct % of its low end. A step is offered Q times the wrk run
 # before it; the round's figure is the replies/s of the highest carried Q's step over the
 # better wrk run either side of that step.
+# The round's figure is its best evidence: of the carried steps whose pair was not void, the
+# one with the highest ratio to the better wrk run either side of it, as the unpaired search's
+# figure was its highest carried rate (the highest Q carried need not be that step: the wrk run
+# after it may have been faster than the one its rate was set from). Without such a step, the
+# step of the highest Q carried. keep_best (called in th_search) sets th_search's best_*.
+keep_best() {
+    if [[ "$carried" == 1 && "$pair_steady" == 1 ]] && awk "BEGIN { exit !($step_ratio > $best_ratio) }"; then
+        best_ratio="$step_ratio" best_p50="$step_p50" best_p99="$step_p99" best_lag="$step_lag99"
+        best_cpu="$step_cpu_us" best_ans="$step_answered" best_lat50="$step_lag50" best_ref="$ref_rate"
+    fi
+}
 th_search() { # round name threads inflight
     local round="$1" name="$2" threads="$3" inflight="$4"
     local q lo=0 hi=0 tries=0 lo_p50=0 lo_p99=0 lo_lag=0 lo_cpu=0 lo_ans=0 lo_lat50=0 lo_ref=0
+    local best_ratio=0 best_p50 best_p99 best_lag best_cpu best_ans best_lat50 best_ref
     q="$(median_of "${name}_q")"
     [[ "$q" == 0 ]] && q=1.000
     steal_mark
     while ((tries < 12)); do
         tries=$((tries + 1))
         th_step "$round" "$name" "$threads" "$inflight" "$q"
+        keep_best
         if [[ "$carried" == 1 ]]; then
             lo="$q" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50" lo_ref="$ref_rate"
             [[ "$hi" != 0 ]] && break
@@ -389,6 +402,7 @@ th_search() { # round name threads inflight
     while [[ "$lo" != 0 && "$hi" != 0 ]] && awk "BEGIN { exit !(($hi - $lo) > $lo * $res_pct / 100) }"; do
         mid="$(calc '%.3f' "($lo + $hi) / 2")"
         th_step "$round" "$name" "$threads" "$inflight" "$mid"
+        keep_best
         if [[ "$carried" == 1 ]]; then
             lo="$mid" lo_p50="$step_p50" lo_p99="$step_p99" lo_lag="$step_lag99" lo_cpu="$step_cpu_us" lo_ans="$step_answered" lo_lat50="$step_lag50" lo_ref="$ref_rate"
         else
@@ -396,6 +410,10 @@ th_search() { # round name threads inflight
         fi
     done
     record "${name}_q" "$lo"
+    if [[ "$best_ratio" != 0 ]]; then
+        lo_p50="$best_p50" lo_p99="$best_p99" lo_lag="$best_lag" lo_cpu="$best_cpu"
+        lo_ans="$best_ans" lo_lat50="$best_lat50" lo_ref="$best_ref"
+    fi
     record "${name}_max" "$lo_ans"
     record "${name}_p50_us" "$(calc '%.1f' "$lo_p50 / 1000")"
     record "${name}_p99_us" "$(calc '%.1f' "$lo_p99 / 1000")"
@@ -403,7 +421,7 @@ th_search() { # round name threads inflight
     record "${name}_lag99_us" "$(calc '%.1f' "$lo_lag / 1000")"
     record "${name}_cpu_us" "$lo_cpu"
     record "steal_$round" "$(steal_since)"
-    log "round $round: $name carried ${lo}x the wrk run before (bracket $lo-${hi}x): $lo_ans replies/s against wrk's $lo_ref"
+    log "round $round: $name carried up to ${lo}x the wrk run before (bracket $lo-${hi}x); best: $lo_ans replies/s against wrk's $lo_ref"
     echo "$round $name $lo_ans $lo_ref" >>"$tmp/maxes.txt"
 }
 
@@ -747,9 +765,12 @@ that must not be the bottleneck here.
   offered R is in the step table). The search is over the multiple Q of the wrk run before the
   step (R = Q x that run's rate): it starts at the median carried Q of earlier rounds (round 1:
   1.0), goes up (or down) by 1.1x until the verdict flips, then bisects the bracket until it is
-  within $res_pct % of its low end (the resolution of the figure). A round's ratio is its highest
-  carried step's replies/s over the better wrk run either side of that step; the saturated run
-  is flanked and compared the same way. Both tools get the same retries.
+  within $res_pct % of its low end (the resolution of the figure). A round's ratio is its best
+  evidence, as the figure of a search for a rate is its highest carried rate: of its carried
+  steps whose pair was not void, the highest replies/s over the better wrk run either side of
+  the step (the step of the highest Q carried need not be that one: the wrk run after it can be
+  faster than the one its rate was set from). The saturated run is flanked and compared the
+  same way. Both tools get the same retries.
   The p99 limit matters: \`achieved_rate\` alone is the completions per second of the
   scheduled window, so it equals R whenever every request is eventually answered — even when an
   overloaded client sends them hundreds of ms late. Offered a fraction e more than it can carry,
