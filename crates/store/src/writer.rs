@@ -377,20 +377,20 @@ impl RunWriter<'_> {
 
     /// Flushes, merges `extra_params` (a JSON object) into the run's parameters and marks the run
     /// `complete`. Returns the run id.
-    pub fn finish(self, extra_params: serde_json::Value) -> Result<String, StoreError> {
-        self.end(extra_params, true)
+    pub fn finish(mut self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+        self.close(extra_params, true)
     }
 
     /// Like [`RunWriter::finish`], but the run stays `partial`: its input stopped early (a
     /// truncated capture, Ctrl-C) and what was measured is kept and marked.
-    pub fn finish_partial(self, extra_params: serde_json::Value) -> Result<String, StoreError> {
-        self.end(extra_params, false)
+    pub fn finish_partial(mut self, extra_params: serde_json::Value) -> Result<String, StoreError> {
+        self.close(extra_params, false)
     }
 
     /// [`RunWriter::finish_partial`] when `partial`, else [`RunWriter::finish`]; returns the
     /// run id and the status it ended with.
     pub fn finish_as(
-        self,
+        mut self,
         partial: bool,
         extra_params: serde_json::Value,
     ) -> Result<(String, tailhunt_model::RunStatus), StoreError> {
@@ -398,7 +398,7 @@ impl RunWriter<'_> {
             true => tailhunt_model::RunStatus::Partial,
             false => tailhunt_model::RunStatus::Complete,
         };
-        Ok((self.end(extra_params, !partial)?, status))
+        Ok((self.close(extra_params, !partial)?, status))
     }
 
     /// Ends a run whose source failed before it finished (a bad line, a lost server, a signal
@@ -426,14 +426,6 @@ impl RunWriter<'_> {
         }
         self.store.delete_run(&id)?;
         Ok(Abandoned::Removed { id })
-    }
-
-    fn end(
-        mut self,
-        extra_params: serde_json::Value,
-        complete: bool,
-    ) -> Result<String, StoreError> {
-        self.close(extra_params, complete)
     }
 
     /// Flushes, merges `extra_params` into the parameters, marks the run `complete` when

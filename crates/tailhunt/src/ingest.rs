@@ -8,7 +8,6 @@ use serde_json::json;
 use tailhunt_import::{import_reader, ImportOptions, ImportSummary};
 use tailhunt_model::{ClockOrigin, RunKind, RunStatus};
 use tailhunt_report::doc::{ImportDoc, Outcomes};
-use tailhunt_store::{Abandoned, RunWriter};
 
 use crate::cli::{Cli, ImportArgs};
 use crate::progress::Watched;
@@ -42,20 +41,6 @@ fn options(a: &ImportArgs) -> Result<ImportOptions> {
     })
 }
 
-/// Ends a failed import: keeps what was read as a partial run, or removes an empty one, and
-/// says which and where (a full disk or a bad line stops an import part way).
-fn keep_partial(writer: RunWriter<'_>, db: &str, error: anyhow::Error) -> anyhow::Error {
-    match writer.abandon(json!({})) {
-        Ok(Abandoned::Removed { .. }) => error,
-        Ok(Abandoned::Kept { id, samples }) => error.context(format!(
-            "kept the {samples} samples read before it stopped as partial run {id} in {db}"
-        )),
-        Err(e) => error.context(format!(
-            "keeping what was read failed too ({e}; database {db})"
-        )),
-    }
-}
-
 /// Imports `a.file` as a new run.
 pub fn import_file(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     let file = a.file.display().to_string();
@@ -77,7 +62,13 @@ pub fn import_file(cli: &Cli, a: &ImportArgs) -> Result<ImportDoc> {
     )?;
     let summary: ImportSummary = match import_reader(&file, &mut reader, &opts, &mut writer) {
         Ok(s) => s,
-        Err(e) => return Err(keep_partial(writer, &db, e.into())),
+        // A full disk or a bad line stops an import part way: what was read is kept, and
+        // the message says as which run and where.
+        Err(e) => {
+            return Err(crate::cmd::abandoned(writer, e.into(), |id, n| {
+                format!("kept the {n} samples read before it stopped as partial run {id} in {db}")
+            }))
+        }
     };
     if let Some(first) = summary.first_epoch_ns {
         writer.set_origin(ClockOrigin::wall(first))?;

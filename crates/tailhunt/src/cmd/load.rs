@@ -14,7 +14,6 @@ use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::units::parse_request_rates;
 use tailhunt_model::{ClockOrigin, RunKind};
 use tailhunt_report::doc::LoadDoc;
-use tailhunt_store::Abandoned;
 
 use crate::cli::{Cli, LoadArgs};
 use crate::progress::Line;
@@ -165,12 +164,9 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     if steps.is_empty() {
         // No step finished: a run that stored nothing (no connection) is not kept.
         let e = failure.unwrap_or_else(|| Interrupted.into());
-        return Err(match writer.abandon(json!({}))? {
-            Abandoned::Kept { id, samples } => e.context(format!(
-                "kept the {samples} samples measured as partial run {id}"
-            )),
-            Abandoned::Removed { .. } => e,
-        });
+        return Err(super::abandoned(writer, e, |id, n| {
+            format!("kept the {n} samples measured as partial run {id}")
+        }));
     }
     let (_, status) = writer.finish_as(failure.is_some() || interrupted, json!({}))?;
     let diagnosis = tailhunt_diagnose::diagnose_and_store(&mut store, &run_id)?;

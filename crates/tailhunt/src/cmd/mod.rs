@@ -23,7 +23,7 @@ pub(crate) mod transfer;
 use std::path::Path;
 
 use anyhow::Result;
-use tailhunt_store::Store;
+use tailhunt_store::{Abandoned, RunWriter, Store};
 
 use crate::cli::{Cli, Command, LabCommand};
 
@@ -69,4 +69,20 @@ pub(crate) fn open_tagged(cli: &Cli) -> Result<Store, tailhunt_store::StoreError
 /// this user may not write is opened read-only.
 fn open_existing(db: &Path) -> Result<Store> {
     Ok(Store::open_for_reading(db)?)
+}
+
+/// Ends the run of a command whose source failed ([`RunWriter::abandon`]) and returns the
+/// error to report: with `kept(run, samples)` as its context when what was measured was kept,
+/// as it is when the empty run was removed, and with a note when even ending the run failed
+/// (the source's error is the one that matters either way).
+pub(crate) fn abandoned(
+    writer: RunWriter<'_>,
+    error: anyhow::Error,
+    kept: impl FnOnce(&str, u64) -> String,
+) -> anyhow::Error {
+    match writer.abandon(serde_json::json!({})) {
+        Ok(Abandoned::Kept { id, samples }) => error.context(kept(&id, samples)),
+        Ok(Abandoned::Removed { .. }) => error,
+        Err(e) => error.context(format!("ending its run failed too: {e}")),
+    }
 }

@@ -14,7 +14,7 @@ use tailhunt_report::runq::{
 };
 use tailhunt_sched::record::{DegradedRecorder, Recorder};
 use tailhunt_sched::{Interval, Observer, TracerConfig};
-use tailhunt_store::{Abandoned, Store};
+use tailhunt_store::Store;
 
 use crate::cli::{Cli, RunqArgs};
 use crate::output;
@@ -154,14 +154,10 @@ fn traced(
     let summary = match result {
         Ok(s) => s,
         Err(e) => {
-            let e = anyhow::Error::new(e);
-            return Err(match writer.abandon(json!({}))? {
-                Abandoned::Kept { id, .. } => e.context(format!(
-                    "tracing stopped: kept {} interval(s) as partial run {id}",
-                    intervals.len()
-                )),
-                Abandoned::Removed { .. } => e,
-            });
+            return Err(super::abandoned(writer, e.into(), |id, _| {
+                let n = intervals.len();
+                format!("tracing stopped: kept {n} interval(s) as partial run {id}")
+            }));
         }
     };
     let (run_id, status, cut_short) = close(writer, summary.interrupted, cfg)?;
@@ -217,13 +213,9 @@ fn degraded(
     let (_, stopped) = match result {
         Ok(r) => r,
         Err(e) => {
-            let e = anyhow::Error::new(e);
-            return Err(match writer.abandon(json!({}))? {
-                Abandoned::Kept { id, .. } => e.context(format!(
-                    "sampling stopped: kept what was read as partial run {id}"
-                )),
-                Abandoned::Removed { .. } => e,
-            });
+            return Err(super::abandoned(writer, e.into(), |id, _| {
+                format!("sampling stopped: kept what was read as partial run {id}")
+            }));
         }
     };
     let (run_id, status, cut_short) = close(writer, stopped, cfg)?;
