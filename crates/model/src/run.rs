@@ -52,6 +52,7 @@ pub struct Run {
     pub params: serde_json::Value,
     /// Number of series.
     pub series: u64,
-    /// Samples (or histogram counts, or values) over all series.
+    /// Samples (or histogram counts, or values) stored, over all series: a series worked out
+    /// from another when read (a load step's `client_lateness` and `service`) adds none.
     pub samples: u64,
 }
