@@ -110,7 +110,7 @@ impl Plan {
         // A step runs a little past its planned time (its requests in flight drain, the
         // store commits): plan for 90% so the ramp and its repeat both fit.
         let (step, measured) = share(sweep.mul_f64(0.9) / 2, &rates);
-        let warmup = (step / 5).min(Duration::from_secs(1));
+        let warmup = tailhunt_load::engine::default_warmup_within(step);
         Ok(Plan {
             budget_ns: cfg.budget.as_nanos() as u64,
             max_rate: cfg.max_rate,

@@ -70,6 +70,22 @@ pub struct StepConfig {
     pub timing: Timing,
 }
 
+/// The longest warm-up a step gets when none is asked for.
+pub const MAX_DEFAULT_WARMUP: Duration = Duration::from_secs(1);
+
+/// The warm-up of a step measured for `measured` when none is asked for: a fifth of it, at most
+/// [`MAX_DEFAULT_WARMUP`] (enough for connections, caches and the server's threads to be warm,
+/// short enough that a short step is mostly measured).
+pub fn default_warmup(measured: Duration) -> Duration {
+    MAX_DEFAULT_WARMUP.min(measured / 5)
+}
+
+/// The warm-up of a step that must fit in `total` with its measured time, by the same rule as
+/// [`default_warmup`] (so `total - warm-up` gets `default_warmup` of itself).
+pub fn default_warmup_within(total: Duration) -> Duration {
+    MAX_DEFAULT_WARMUP.min(total / 6)
+}
+
 /// Counters of a step (what the requests' outcomes do not say; those are in the samples).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -447,4 +463,29 @@ pub(crate) use timing::wait_events;
 
 pub(crate) fn stopped(stop: &AtomicBool) -> bool {
     stop.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_that_must_fit_a_total_warms_up_as_one_measured_for_the_rest() {
+        for ms in [100, 600, 3_000, 5_990, 6_000, 6_010, 60_000] {
+            let total = Duration::from_millis(ms);
+            let warm = default_warmup_within(total);
+            let measured = total - warm;
+            let again = default_warmup(measured);
+            let diff = again.abs_diff(warm);
+            assert!(
+                diff <= Duration::from_nanos(5),
+                "{total:?}: {warm:?} vs {again:?}"
+            );
+        }
+        assert_eq!(default_warmup(Duration::from_secs(10)), MAX_DEFAULT_WARMUP);
+        assert_eq!(
+            default_warmup(Duration::from_secs(2)),
+            Duration::from_millis(400)
+        );
+    }
 }

@@ -44,10 +44,9 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
     if measured.is_zero() {
         anyhow::bail!("--duration must be above 0");
     }
-    let warmup = match a.warmup {
-        Some(w) => w,
-        None => Duration::from_secs(1).min(measured / 5),
-    };
+    let warmup = a
+        .warmup
+        .unwrap_or_else(|| tailhunt_load::engine::default_warmup(measured));
     let timeout = a.timeout;
     if timeout.is_zero() {
         anyhow::bail!("--timeout must be above 0");
