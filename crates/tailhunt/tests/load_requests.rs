@@ -89,6 +89,9 @@ fn redis_set_with_a_value_size_incr_and_an_array_reply() {
     let s = only_step(&doc);
     assert_eq!(s["ok"], 0, "LRANGE on a string is WRONGTYPE: {s:#}");
     assert!(s["errors"].as_u64().unwrap() >= 150, "{s:#}");
+    // The run says what the server answered, not only that it was an error.
+    let first = doc["first_error"].as_str().unwrap_or_default();
+    assert!(first.starts_with("error reply: -WRONGTYPE"), "{doc:#}");
 }
 
 #[test]

@@ -531,6 +531,11 @@ impl<'a> Loop<'a> {
                         broken = Some("a response arrived with no request outstanding".to_string());
                         break;
                     };
+                    if !resp.ok {
+                        // What the server said, so a run of error replies says why.
+                        let reply = &c.rbuf[used..used + resp.len];
+                        r.note_error(|| format!("error reply: {}", proto::first_line(reply)));
+                    }
                     used += resp.len;
                     let outcome = if resp.ok { Outcome::Ok } else { Outcome::Error };
                     let breakdown = self.cfg.breakdown.then(|| {

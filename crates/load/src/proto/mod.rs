@@ -61,6 +61,20 @@ fn is_command(word: &[u8]) -> bool {
     !word.is_empty() && word.iter().all(u8::is_ascii_alphabetic)
 }
 
+/// A response's first line as text, for a message: up to its line end (CR LF or LF), at most
+/// 120 characters, bytes that are not UTF-8 replaced. HTTP's status line, a Redis error
+/// (`-ERR unknown command ...`), memcached's `SERVER_ERROR ...`.
+pub fn first_line(response: &[u8]) -> String {
+    const MAX: usize = 120;
+    let end = memchr::memchr(b'\n', response).unwrap_or(response.len());
+    let line = String::from_utf8_lossy(&response[..end]);
+    let line = line.trim_end_matches('\r');
+    match line.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None => line.to_string(),
+    }
+}
+
 /// The codec for a target; `None` for UDP (datagrams have their own path).
 ///
 /// Redis: `redis://H/KEY` is `GET KEY`; `redis://H/CMD/ARG/...` sends any command (`SET/k` gets
@@ -123,4 +137,26 @@ pub(crate) fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
         .windows(2)
         .position(|w| w == b"\r\n")
         .map(|p| p + from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_reply_is_named_by_its_first_line() {
+        assert_eq!(
+            first_line(b"-ERR unknown command 'FOO'\r\n"),
+            "-ERR unknown command 'FOO'"
+        );
+        assert_eq!(
+            first_line(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"),
+            "HTTP/1.1 404 Not Found"
+        );
+        assert_eq!(first_line(b"NOT_STORED\r\n"), "NOT_STORED");
+        assert_eq!(first_line(b"no line end"), "no line end");
+        let long = first_line(&[b'x'; 300]);
+        assert_eq!(long.len(), 123, "cut at 120 characters, marked");
+        assert_eq!(first_line(b"\xff\xfe\r\n"), "\u{fffd}\u{fffd}");
+    }
 }
