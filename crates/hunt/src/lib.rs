@@ -229,6 +229,18 @@ pub enum HuntError {
         /// What happened, with a hint.
         reason: String,
     },
+    /// A signal stopped the hunt before the sweep's first step ran: there is no verdict. What
+    /// was measured by then (the floor, packets, socket samples) is kept as the hunt's runs.
+    #[error(
+        "stopped before the rate sweep's first step, so there is no verdict; {}",
+        kept_runs(hunt_id, kept)
+    )]
+    Interrupted {
+        /// The hunt's id (its runs' `hunt` tag).
+        hunt_id: String,
+        /// The runs kept, by id.
+        kept: Vec<String>,
+    },
     /// A flag out of range.
     #[error("{0}")]
     Flag(String),
@@ -241,6 +253,17 @@ pub enum HuntError {
     /// A detector could not read a run.
     #[error(transparent)]
     Diagnose(#[from] tailhunt_diagnose::DiagnoseError),
+}
+
+/// What an interrupted hunt kept, in words.
+fn kept_runs(hunt_id: &str, kept: &[String]) -> String {
+    match kept {
+        [] => "nothing was measured yet".into(),
+        runs => format!(
+            "kept what was measured as run(s) {} of hunt {hunt_id}",
+            runs.join(", ")
+        ),
+    }
 }
 
 impl From<tailhunt_model::SinkError> for HuntError {

@@ -71,6 +71,19 @@ pub fn run(
     let _ = relay.join();
     let (swept, sweep_id) = swept?;
     let Some(sweep_id) = sweep_id else {
+        if stop.load(Ordering::Relaxed) {
+            // Stopped by the user before a step ran: keep what the other sources measured.
+            let mut kept: Vec<String> = ledger.runs.iter().map(|(_, id)| id.clone()).collect();
+            for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+                match store.run(&c.run_id) {
+                    Ok(run) if run.samples > 0 => kept.push(c.run_id.clone()),
+                    _ => {
+                        let _ = store.delete_run(&c.run_id);
+                    }
+                }
+            }
+            return Err(HuntError::Interrupted { hunt_id, kept });
+        }
         // Not one step ran: the target stopped answering after the floor.
         for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
             let _ = store.delete_run(&c.run_id);
@@ -307,9 +320,11 @@ fn store_floor(store: &mut Store, f: &Floor, tags: &Value) -> Result<Collected, 
     merge(&mut params, tags, "floor");
     let mut w = store.begin_run(RunKind::Other("floor".into()), params, ClockOrigin::now())?;
     f.record(&mut w)?;
+    // Fewer connects than planned: a signal cut the floor short.
+    let partial = f.samples.len() < FLOOR_CONNECTS;
     Ok(Collected {
-        run_id: w.finish(json!({}))?,
-        partial: false,
+        run_id: w.finish_as(partial, json!({}))?.0,
+        partial,
         note: format!(
             "{} connects, fastest {:.3} ms, median {:.3} ms",
             f.connects,

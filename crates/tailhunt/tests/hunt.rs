@@ -476,3 +476,37 @@ fn hunt_stopped_by_a_signal_keeps_what_it_measured() {
     let runs = env.ok(&["runs"]);
     assert!(runs.contains(sweep["run_id"].as_str().unwrap()), "{runs}");
 }
+
+/// A signal during the floor (before the sweep's first step) is an interruption, not an
+/// unreachable target: exit 130, the floor kept as a partial run, no verdict claimed.
+#[test]
+fn hunt_stopped_before_its_first_step_says_so_and_keeps_the_floor() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let srv = tailhunt_serve("tcp", &[]);
+    let url = format!("tcp://{}", srv.addr);
+    let child = spawn_hunt(&env, &[&url, "--budget", "1m", "--max-rate", "1k"]);
+    // Inside the floor: 20 connects 20 ms apart, about 0.4 s from the start.
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "exit status; stderr: {err}");
+    assert!(
+        err.contains("stopped before the rate sweep's first step") && !err.contains("cannot reach"),
+        "{err}"
+    );
+    let runs = env.json("runs", &["runs"]);
+    let runs = runs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "the floor only: {runs:#?}");
+    assert_eq!(
+        (&runs[0]["kind"], &runs[0]["status"]),
+        (&"floor".into(), &"partial".into())
+    );
+    assert!(err.contains(runs[0]["id"].as_str().unwrap()), "{err}");
+}

@@ -67,7 +67,13 @@ pub fn run(cli: &Cli, a: &HuntArgs) -> Result<()> {
         },
     };
     signals::install();
-    let hunt = tailhunt_hunt::run(&cfg, signals::flag(), &mut Stderr { json: cli.json })?;
+    let hunt = match tailhunt_hunt::run(&cfg, signals::flag(), &mut Stderr { json: cli.json }) {
+        Ok(hunt) => hunt,
+        Err(e @ tailhunt_hunt::HuntError::Interrupted { .. }) => {
+            return Err(anyhow::Error::new(Interrupted).context(e.to_string()));
+        }
+        Err(e) => return Err(e.into()),
+    };
     output::print(cli.json, &hunt, text::hunt)?;
     if hunt.interrupted {
         return Err(anyhow::Error::new(Interrupted).context(format!(
