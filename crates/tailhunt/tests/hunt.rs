@@ -52,6 +52,21 @@ fn spawn_hunt(env: &Env, args: &[&str]) -> std::process::Child {
         .expect("start the hunt")
 }
 
+/// A `--max-rate 1k` hunt with `args` sent SIG`sig` after `after`: its output and stderr.
+fn signalled(env: &Env, args: &[&str], after: Duration, sig: &str) -> (Output, String) {
+    let child = spawn_hunt(env, &[args, &["--max-rate", "1k"]].concat());
+    std::thread::sleep(after);
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args([&format!("-{sig}"), &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, err)
+}
+
 /// A hunt that must succeed: its document, checked against the schema.
 fn hunt_json(env: &Env, ns: Option<&Netns>, args: &[&str]) -> Value {
     let out = hunt(env, ns, args);
@@ -449,17 +464,13 @@ fn hunt_stopped_by_a_signal_keeps_what_it_measured() {
     let env = Env::new();
     let srv = tailhunt_serve("tcp", &[]);
     let url = format!("tcp://{}", srv.addr);
-    let child = spawn_hunt(&env, &[&url, "--budget", "2m", "--max-rate", "1k"]);
     // Into the sweep (the floor takes about half a second, each step about 10 s).
-    std::thread::sleep(Duration::from_secs(4));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (out, err) = signalled(
+        &env,
+        &[&url, "--budget", "2m"],
+        Duration::from_secs(4),
+        "TERM",
+    );
     assert_eq!(out.status.code(), Some(143), "exit status; stderr: {err}");
     assert!(err.contains("kept what was measured"), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("the summary is printed");
@@ -485,17 +496,13 @@ fn hunt_stopped_before_its_first_step_says_so_and_keeps_the_floor() {
     let env = Env::new();
     let srv = tailhunt_serve("tcp", &[]);
     let url = format!("tcp://{}", srv.addr);
-    let child = spawn_hunt(&env, &[&url, "--budget", "1m", "--max-rate", "1k"]);
     // Inside the floor: 20 connects 20 ms apart, about 0.4 s from the start.
-    std::thread::sleep(Duration::from_millis(200));
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (out, err) = signalled(
+        &env,
+        &[&url, "--budget", "1m"],
+        Duration::from_millis(200),
+        "INT",
+    );
     assert_eq!(out.status.code(), Some(130), "exit status; stderr: {err}");
     assert!(
         err.contains("stopped before the rate sweep's first step") && !err.contains("cannot reach"),
