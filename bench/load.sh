@@ -288,15 +288,23 @@ th_step() { # round name threads inflight q
     done
     return 0
 }
+# One `tailhunt load` of the max-rate part against the reference server, its user and system
+# seconds written to $1, its JSON to $2 and its stderr to $3, stopped after $4 s; the flags that
+# differ between a step and the saturated run follow.
+th_run() { # times json err secs flags...
+    local times="$1" json="$2" err="$3" secs="$4"
+    shift 4
+    # --request-bytes 0: no padding header, so the request is wrk's (GET / with a Host header).
+    timeout "$secs" /usr/bin/time -f '%U %S' -o "$times" \
+        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "http://127.0.0.1:$http_port/" \
+        --duration "${http_secs}s" --warmup 0s --conns "$conns" --nodelay=true --spin 50us \
+        --request-bytes 0 "$@" --json >"$json" 2>"$err" || true
+}
 th_once() { # round name threads inflight rate try q
     local round="$1" name="$2" threads="$3" inflight="$4" rate="$5" try="$6" q="$7"
     local json="$tmp/step.json"
-    # --request-bytes 0: no padding header, so the request is wrk's (GET / with a Host header).
-    timeout $((http_secs + 40)) /usr/bin/time -f '%U %S' -o "$tmp/time.txt" \
-        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load "http://127.0.0.1:$http_port/" \
-        --rate "$rate" --duration "${http_secs}s" --warmup 0s --conns "$conns" \
-        --threads "$threads" --max-inflight "$inflight" --nodelay=true --spin 50us --request-bytes 0 \
-        --json >"$json" 2>"$tmp/step.err" || true
+    th_run "$tmp/time.txt" "$json" "$tmp/step.err" $((http_secs + 40)) \
+        --rate "$rate" --threads "$threads" --max-inflight "$inflight"
     read -r st ok errs tos unsent achieved p50 p99 lag99 steal run series sent lag50 < <(step_fields "$json")
     # Client CPU per request (µs), warm-up included: user + system time over the requests sent.
     step_cpu="$(awk -v n="$sent" '{ printf "%.1f", (n > 0 ? 1e6 * ($1 + $2) / n : 0) }' "$tmp/time.txt" 2>/dev/null || echo 0)"
@@ -341,11 +349,8 @@ th_sat_once() { # round
     local rate json="$tmp/sat.json"
     rate="$(calc '%.0f' "int($wb_rate * 1.5 / 100) * 100")"
     log "round $1: tailhunt saturated, offered $rate/s"
-    timeout $((http_secs * 3 + 60)) /usr/bin/time -f '%U %S' -o "$tmp/sat-time.txt" \
-        "${cli_pin[@]}" "$tailhunt" --db "$tmp/load.db" load \
-        "http://127.0.0.1:$http_port/" --rate "$rate" --duration "${http_secs}s" --warmup 0s \
-        --timeout 60s --conns "$conns" --threads 1 --max-inflight 1 --nodelay=true --spin 50us \
-        --request-bytes 0 --json >"$json" 2>"$tmp/sat.err" || true
+    th_run "$tmp/sat-time.txt" "$json" "$tmp/sat.err" $((http_secs * 3 + 60)) \
+        --rate "$rate" --timeout 60s --threads 1 --max-inflight 1
     read -r st ok errs tos unsent _ _ _ _ _ run series _ _ < <(step_fields "$json")
     sat_ans=0
     [[ "$st" == complete ]] && ((errs + tos + unsent == 0)) && sat_ans="$(answered_rate "$run" "$series")"
