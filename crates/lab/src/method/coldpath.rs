@@ -244,11 +244,15 @@ target = "{server_ip}:7500"
 /// probe detector may say anything at medium about a probe where nothing was planted for it.
 fn named_check(findings: &[FindingRef]) -> Result<(), String> {
     let about = |f: &FindingRef| f.summary.split(" (").next().unwrap_or("").to_string();
-    let mut found: BTreeMap<(String, String), f64> = BTreeMap::new();
+    // Each (detector, probe): its most confident finding's confidence and summary (the
+    // summary goes into a failure, so a false finding says what it saw: its period, its step).
+    let mut found: BTreeMap<(String, String), (f64, &str)> = BTreeMap::new();
     for f in findings {
         let key = (f.detector.clone(), about(f));
-        let c = found.entry(key).or_default();
-        *c = c.max(f.confidence);
+        let best = found.entry(key).or_insert((f64::MIN, ""));
+        if f.confidence > best.0 {
+            *best = (f.confidence, f.summary.as_str());
+        }
     }
     let medium = crate::truth::score::MEDIUM;
     let missed: Vec<String> = EXPECTED
@@ -256,18 +260,18 @@ fn named_check(findings: &[FindingRef]) -> Result<(), String> {
         .filter(|(d, p)| {
             found
                 .get(&(d.to_string(), p.to_string()))
-                .is_none_or(|c| *c < medium)
+                .is_none_or(|(c, _)| *c < medium)
         })
         .map(|(d, p)| format!("{d} about {p}"))
         .collect();
     let wrong: Vec<String> = found
         .iter()
-        .filter(|((d, p), c)| {
-            **c >= medium
+        .filter(|((d, p), (c, _))| {
+            *c >= medium
                 && super::judge::PROBE_DETECTORS.contains(&d.as_str())
                 && !EXPECTED.contains(&(d.as_str(), p.as_str()))
         })
-        .map(|((d, p), c)| format!("{d} about {p} ({c:.2})"))
+        .map(|((d, p), (c, summary))| format!("{d} about {p} ({c:.2}: {summary})"))
         .collect();
     match (missed.is_empty(), wrong.is_empty()) {
         (true, true) => Ok(()),
@@ -454,7 +458,7 @@ mod tests {
         extra.push(f("step-change", "api (tcp-echo): p99 stepped", 0.7));
         assert!(named_check(&extra)
             .unwrap_err()
-            .contains("step-change about api (0.70)"));
+            .contains("step-change about api (0.70: api (tcp-echo): p99 stepped)"));
     }
 
     #[test]
