@@ -71,22 +71,20 @@ pub fn run(
     let _ = relay.join();
     let (swept, sweep_id) = swept?;
     let Some(sweep_id) = sweep_id else {
-        if stop.load(Ordering::Relaxed) {
-            // Stopped by the user before a step ran: keep what the other sources measured.
-            let mut kept: Vec<String> = ledger.runs.iter().map(|(_, id)| id.clone()).collect();
-            for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
-                match store.run(&c.run_id) {
-                    Ok(run) if run.samples > 0 => kept.push(c.run_id.clone()),
-                    _ => {
-                        let _ = store.delete_run(&c.run_id);
-                    }
+        // Not one step ran. Stopped by the user: what the other sources measured is kept;
+        // the target stopped answering after the floor: their runs go.
+        let interrupted = stop.load(Ordering::Relaxed);
+        let mut kept: Vec<String> = ledger.runs.iter().map(|(_, id)| id.clone()).collect();
+        for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
+            match store.run(&c.run_id) {
+                Ok(run) if interrupted && run.samples > 0 => kept.push(c.run_id.clone()),
+                _ => {
+                    let _ = store.delete_run(&c.run_id);
                 }
             }
-            return Err(HuntError::Interrupted { hunt_id, kept });
         }
-        // Not one step ran: the target stopped answering after the floor.
-        for c in gathered.iter().filter_map(|(_, r)| r.as_ref().ok()) {
-            let _ = store.delete_run(&c.run_id);
+        if interrupted {
+            return Err(HuntError::Interrupted { hunt_id, kept });
         }
         let reason = swept
             .failure
@@ -372,14 +370,14 @@ fn sweep(
     progress: &mut dyn Progress,
     deadline: Instant,
 ) -> Result<(Swept, Option<String>), HuntError> {
-    let mut params = json!({
-        "target": cfg.url, "rates": plan.rates, "duration_ns": plan.step_ns, "durations_ns": plan.steps_ns,
-        "warmup_ns": plan.warmup_ns, "conns": plan.conns, "threads": 1, "max_inflight": 1000,
-        "timeout_ns": 2_000_000_000u64, "nodelay": true, "split_writes": false,
-        "request_bytes": base.request_bytes, "arrival": "fixed", "order": "ramp-then-random",
-        "repeat": ramp::CONFIRM, "seed": cfg.seed, "breakdown": false,
-        "http": {"method": base.http.method_name(), "headers": base.http.headers.len(), "body_bytes": base.http.body.len()},
-    });
+    let mut params = tailhunt_load::record::run_params(
+        &cfg.url,
+        base,
+        &plan.rates,
+        "ramp-then-random",
+        ramp::CONFIRM,
+    );
+    params["durations_ns"] = json!(plan.steps_ns);
     merge(&mut params, tags, "sweep");
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(Duration::from_millis(500)));

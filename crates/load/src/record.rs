@@ -25,6 +25,29 @@ use crate::health;
 use crate::sweep::{self, Step};
 use crate::tally::Tally;
 
+/// The parameters a load run is stored with: what its steps share (`base`, whose rate and
+/// duration the steps set), the target as written, the rates, the order of the steps and how
+/// often each rate is run. `load` and `hunt`'s sweep add their own keys to it.
+pub fn run_params(
+    url: &str,
+    base: &StepConfig,
+    rates: &[f64],
+    order: &str,
+    repeat: usize,
+) -> serde_json::Value {
+    let ns = |d: std::time::Duration| d.as_nanos() as u64;
+    let http = &base.http;
+    serde_json::json!({
+        "target": url, "rates": rates, "duration_ns": ns(base.duration), "warmup_ns": ns(base.warmup),
+        "conns": base.conns, "threads": base.threads, "max_inflight": base.max_inflight,
+        "timeout_ns": ns(base.timeout), "nodelay": base.nodelay, "split_writes": base.split_writes,
+        "request_bytes": base.request_bytes, "arrival": format!("{:?}", base.arrival).to_lowercase(),
+        "order": order, "repeat": repeat, "seed": base.seed, "breakdown": base.breakdown,
+        "spin_ns": base.timing.spin.map(ns), "pin": base.timing.pin,
+        "http": {"method": http.method_name(), "headers": http.headers.len(), "body_bytes": http.body.len()},
+    })
+}
+
 /// A sweep to run: the steps, what they share, and what the summaries name.
 #[derive(Debug, Clone)]
 pub struct SweepRun {

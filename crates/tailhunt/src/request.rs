@@ -2,7 +2,6 @@
 //! HTTP method, headers and body, and how an https:// server's certificate is checked.
 
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
 use tailhunt_load::engine::tls::TlsOptions;
 use tailhunt_load::proto::HttpRequest;
 
@@ -41,10 +40,4 @@ pub fn tls(a: &RequestArgs) -> TlsOptions {
         ca_file: a.ca_file.clone(),
         insecure: a.insecure,
     }
-}
-
-/// The request as a run's params record it: the method, and how many headers and body bytes
-/// (their contents may be secrets and are not stored).
-pub fn params(http: &HttpRequest) -> Value {
-    json!({"method": http.method_name(), "headers": http.headers.len(), "body_bytes": http.body.len()})
 }

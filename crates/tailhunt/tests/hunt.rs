@@ -52,9 +52,14 @@ fn spawn_hunt(env: &Env, args: &[&str]) -> std::process::Child {
         .expect("start the hunt")
 }
 
-/// A `--max-rate 1k` hunt with `args` sent SIG`sig` after `after`: its output and stderr.
-fn signalled(env: &Env, args: &[&str], after: Duration, sig: &str) -> (Output, String) {
-    let child = spawn_hunt(env, &[args, &["--max-rate", "1k"]].concat());
+/// A hunt of a fresh local tcp server (`--budget BUDGET --max-rate 1k`), one at a time, sent
+/// SIG`sig` after `after`: its store, output and stderr.
+fn signalled(budget: &str, after: Duration, sig: &str) -> (Env, Output, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let srv = tailhunt_serve("tcp", &[]);
+    let url = format!("tcp://{}", srv.addr);
+    let child = spawn_hunt(&env, &[&url, "--budget", budget, "--max-rate", "1k"]);
     std::thread::sleep(after);
     let pid = child.id().to_string();
     assert!(Command::new("kill")
@@ -64,7 +69,7 @@ fn signalled(env: &Env, args: &[&str], after: Duration, sig: &str) -> (Output, S
         .success());
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out, err)
+    (env, out, err)
 }
 
 /// A hunt that must succeed: its document, checked against the schema.
@@ -460,17 +465,8 @@ fn root_hunt_names_the_noisy_neighbour_of_a_local_redis() {
 
 #[test]
 fn hunt_stopped_by_a_signal_keeps_what_it_measured() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let env = Env::new();
-    let srv = tailhunt_serve("tcp", &[]);
-    let url = format!("tcp://{}", srv.addr);
     // Into the sweep (the floor takes about half a second, each step about 10 s).
-    let (out, err) = signalled(
-        &env,
-        &[&url, "--budget", "2m"],
-        Duration::from_secs(4),
-        "TERM",
-    );
+    let (env, out, err) = signalled("2m", Duration::from_secs(4), "TERM");
     assert_eq!(out.status.code(), Some(143), "exit status; stderr: {err}");
     assert!(err.contains("kept what was measured"), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("the summary is printed");
@@ -492,17 +488,8 @@ fn hunt_stopped_by_a_signal_keeps_what_it_measured() {
 /// unreachable target: exit 130, the floor kept as a partial run, no verdict claimed.
 #[test]
 fn hunt_stopped_before_its_first_step_says_so_and_keeps_the_floor() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let env = Env::new();
-    let srv = tailhunt_serve("tcp", &[]);
-    let url = format!("tcp://{}", srv.addr);
     // Inside the floor: 20 connects 20 ms apart, about 0.4 s from the start.
-    let (out, err) = signalled(
-        &env,
-        &[&url, "--budget", "1m"],
-        Duration::from_millis(200),
-        "INT",
-    );
+    let (env, out, err) = signalled("1m", Duration::from_millis(200), "INT");
     assert_eq!(out.status.code(), Some(130), "exit status; stderr: {err}");
     assert!(
         err.contains("stopped before the rate sweep's first step") && !err.contains("cannot reach"),

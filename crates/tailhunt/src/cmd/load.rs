@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::json;
 use tailhunt_load::engine::{Live, StepConfig, Timing};
-use tailhunt_load::record::{run_sweep, Ran, SweepRun};
+use tailhunt_load::record::{self, run_sweep, Ran, SweepRun};
 use tailhunt_load::sweep;
 use tailhunt_load::{limits, target};
 use tailhunt_model::evidence::put_evidence;
@@ -118,16 +118,9 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let interval = commit_interval(a)?;
     signals::install();
     let mut store = crate::cmd::open_tagged(cli)?;
-    let params = json!({
-        "target": a.url, "rates": rates, "duration_ns": a.duration.as_nanos() as u64, "warmup_ns": base.warmup.as_nanos() as u64,
-        "conns": a.conns, "threads": a.threads, "max_inflight": a.max_inflight, "timeout_ns": a.timeout.as_nanos() as u64,
-        "nodelay": a.nodelay, "split_writes": a.split_writes, "request_bytes": a.request.request_bytes,
-        "arrival": format!("{:?}", a.arrival).to_lowercase(), "order": format!("{:?}", a.order).to_lowercase(),
-        "repeat": a.repeat, "seed": a.seed, "breakdown": a.breakdown,
-        "commit_interval_ns": a.commit_interval.as_nanos() as u64,
-        "spin_ns": a.spin.map(|d| d.as_nanos() as u64), "pin": a.pin,
-        "http": request::params(&base.http),
-    });
+    let order_name = format!("{order:?}").to_lowercase();
+    let mut params = record::run_params(&a.url, &base, &rates, &order_name, a.repeat);
+    params["commit_interval_ns"] = json!(a.commit_interval.as_nanos() as u64);
     let mut writer = store.begin_run(RunKind::Load, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));
     let run_id = writer.id().to_string();
