@@ -519,8 +519,10 @@ time by hand, is much slower than the one tailhunt links, flate2's.)
 
 \`tailhunt pcap FILE --threads N --link-rate 10gbit --db TMP\` (the whole command), and the pass
 alone (\`crates/pcap/examples/pass.rs FILE --threads N\`: from the first frame to the report
-built, series handed to a sink that drops them); the rest of the command (storing the report
-and series, the detectors, printing) runs on one thread whatever N is. Throughput is over CPU
+built, series handed to a sink that drops them). Of N threads one reads and decodes and N-1
+analyse the connections (until 2026-11-30 N counted the analysing threads alone, so 2 meant
+three); the rest of the command (storing the report and series, the detectors, printing) runs
+on one thread whatever N is. Throughput is over CPU
 time (all threads), so it is per core; speed-up is over wall time, against 1 thread in the
 same rounds.
 

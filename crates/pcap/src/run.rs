@@ -191,13 +191,12 @@ pub fn analyse(
 }
 
 /// The analysis threads to use when none are asked for: one per CPU this process may use (its
-/// affinity and CPU quota) besides the one the reader needs, and the one-thread path when that
-/// leaves fewer than two. On 2 CPUs (bench/pcap.sh, two runs on 2026-11-30 at 04:57 and 05:02
-/// UTC) 2 analysis threads plus the reader took the command on the mixed capture 1.35-1.40x
-/// faster than one thread, but on bulk traffic alone they were slower in two rounds of three
-/// (0.78-0.82x the one-thread speed, median; a third run, at 05:08, had no slow round, and by
-/// hand it never happened: docs/benchmarks.md). Peak memory on the 100,000-connection capture
-/// was 1.37-1.39x that on the 1,000-connection one (1.15x on one thread). So 2 CPUs keep one
+/// affinity and CPU quota), the reader being one of them, and the one-thread path on fewer
+/// than three. On 2 CPUs two threads (the reader and one worker) took the command 1.27-1.54x
+/// faster than one by hand on 2026-11-30 (bulk traffic and the mixed capture), but peak memory
+/// on the 100,000-connection capture was 1.31x that on the 1,000-connection one against 1.17x
+/// on one thread (issue 18 asks for 1.2x), and in earlier bench rounds with two workers the
+/// split was slower on bulk traffic in some rounds (docs/benchmarks.md). So 2 CPUs keep one
 /// thread unless `--threads 2` is asked for.
 pub fn default_threads() -> usize {
     threads_for(usable_cpus())
@@ -210,15 +209,17 @@ fn usable_cpus() -> usize {
 
 /// [`default_threads`] on a host with `cpus` CPUs (at most 256, as `--threads` accepts).
 fn threads_for(cpus: usize) -> usize {
-    match cpus.saturating_sub(1) {
-        n if n < 2 => 1,
+    match cpus {
+        n if n < 3 => 1,
         n => n.min(256),
     }
 }
 
 /// Analyses `sources` in order into `sink` with `threads` threads: with more than one, the
-/// sources are read and decoded on a thread of their own and the flows split over `threads`
-/// workers ([`crate::shard`]); what is stored and reported is the same as with one.
+/// sources are read and decoded on a thread of their own and the flows split over the other
+/// `threads - 1` ([`crate::shard`]); what is stored and reported is the same as with one.
+/// (Until 2026-11-30 `threads` counted the workers alone, so two meant three busy threads on
+/// two CPUs: as fast as the reader and one worker, with 3 MiB more in flight.)
 pub fn analyse_threads(
     sources: &mut (dyn SourceSet + Send),
     cfg: AnalysisConfig,
@@ -230,7 +231,7 @@ pub fn analyse_threads(
     if threads <= 1 {
         analyse(sources, cfg, sink, stop, progress)
     } else {
-        crate::shard::analyse(sources, cfg, threads, sink, stop, progress)
+        crate::shard::analyse(sources, cfg, threads - 1, sink, stop, progress)
     }
 }
 
@@ -433,10 +434,10 @@ mod tests {
     }
 
     #[test]
-    fn one_thread_below_three_cpus_then_one_less_than_the_cpus() {
+    fn one_thread_below_three_cpus_then_one_per_cpu() {
         assert_eq!(
             [1, 2, 3, 4, 16, 1000].map(threads_for),
-            [1, 1, 2, 3, 15, 256]
+            [1, 1, 3, 4, 16, 256]
         );
     }
 }

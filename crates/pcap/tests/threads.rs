@@ -365,7 +365,8 @@ fn two_and_three_threads_give_what_one_gives() {
         if cfg.link_rate_bps.is_some() {
             assert!(!report["bursts"].as_array().unwrap().is_empty());
         }
-        for threads in [2, 3] {
+        // The reader and one, two and four workers.
+        for threads in [2, 3, 5] {
             let many = run(&mut FileSet::new(files.clone()), cfg, threads);
             assert!(
                 one == many,
