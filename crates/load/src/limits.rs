@@ -99,6 +99,14 @@ pub fn check_step(cfg: &StepConfig) -> Result<(), LimitError> {
             cfg.rate
         ));
     }
+    if cfg.duration.is_zero() {
+        return refuse("--duration must be above 0: it is the time measured".into());
+    }
+    if cfg.timeout.is_zero() {
+        return refuse(
+            "--timeout must be above 0: a request unanswered that long counts as a timeout".into(),
+        );
+    }
     for (flag, d) in [
         ("--duration", cfg.duration),
         ("--warmup", cfg.warmup),
@@ -224,6 +232,17 @@ mod tests {
         let mut c = cfg(100.0);
         c.timeout = Duration::from_secs(u64::MAX / 4);
         assert!(check_step(&c).unwrap_err().0.contains("--timeout"));
+        c.timeout = Duration::ZERO;
+        assert!(check_step(&c)
+            .unwrap_err()
+            .0
+            .contains("--timeout must be above 0"));
+        let mut c = cfg(100.0);
+        c.duration = Duration::ZERO;
+        assert!(check_step(&c)
+            .unwrap_err()
+            .0
+            .contains("--duration must be above 0"));
         assert!(check_sweep(&[1.0, 2.0], usize::MAX)
             .unwrap_err()
             .0

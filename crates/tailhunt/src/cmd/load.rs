@@ -40,29 +40,21 @@ fn config(a: &LoadArgs) -> Result<(StepConfig, Vec<f64>)> {
         (None, Some(s)) => parse_request_rates(s).context("--sweep")?,
         (None, None) => anyhow::bail!("give --rate R or --sweep R1,R2,..."),
     };
-    let measured = a.duration;
-    if measured.is_zero() {
-        anyhow::bail!("--duration must be above 0");
-    }
     let warmup = a
         .warmup
-        .unwrap_or_else(|| tailhunt_load::engine::default_warmup(measured));
-    let timeout = a.timeout;
-    if timeout.is_zero() {
-        anyhow::bail!("--timeout must be above 0");
-    }
+        .unwrap_or_else(|| tailhunt_load::engine::default_warmup(a.duration));
     // Every flag that sizes memory is checked here, before the store is opened: an absurd
     // value is refused at once and leaves no empty run behind.
     limits::check_sweep(&rates, a.repeat)?;
     let cfg = StepConfig {
         target,
         rate: rates[0],
-        duration: measured,
+        duration: a.duration,
         warmup,
         conns: a.conns,
         threads: a.threads,
         max_inflight: a.max_inflight,
-        timeout,
+        timeout: a.timeout,
         nodelay: a.nodelay,
         split_writes: a.split_writes,
         request_bytes: a.request.request_bytes,
