@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tailhunt_load::clock::mono_ns;
-use tailhunt_model::{quantile, Outcome, Sample, SeriesMeta, SeriesSink, SinkError};
+use tailhunt_model::{quantile, ClockOrigin, Outcome, Sample, SeriesMeta, SeriesSink, SinkError};
 
 /// How long one connect may take before the target counts as unreachable: a path slower
 /// than this is not one a latency hunt can help with.
@@ -36,6 +36,10 @@ pub struct Floor {
     /// Every connect: intended start, end and outcome (kept for the store, not the JSON).
     #[serde(skip)]
     pub samples: Vec<Sample>,
+    /// The clocks when the first connect began: the stored run's origin, so that its
+    /// connects fall at and after its start, not before it.
+    #[serde(skip)]
+    pub origin: ClockOrigin,
 }
 
 /// Connects `count` times, `gap` apart (or until `stop`). The first connect's error is
@@ -46,6 +50,7 @@ pub fn measure(
     gap: Duration,
     stop: &AtomicBool,
 ) -> std::io::Result<Floor> {
+    let origin = ClockOrigin::now();
     let mut samples = Vec::with_capacity(count);
     let mut failures = 0;
     for i in 0..count.max(1) {
@@ -69,10 +74,10 @@ pub fn measure(
         }
         std::thread::sleep(gap);
     }
-    Ok(summarise(samples, failures))
+    Ok(summarise(origin, samples, failures))
 }
 
-fn summarise(samples: Vec<Sample>, failures: usize) -> Floor {
+fn summarise(origin: ClockOrigin, samples: Vec<Sample>, failures: usize) -> Floor {
     let mut ok: Vec<u64> = samples
         .iter()
         .filter(|s| s.outcome == Outcome::Ok)
@@ -87,6 +92,7 @@ fn summarise(samples: Vec<Sample>, failures: usize) -> Floor {
         p50_ns: quantile::of_sorted(&ok, 0.5).unwrap_or(0),
         max_ns: ok.last().copied().unwrap_or(0),
         samples,
+        origin,
     }
 }
 
@@ -114,6 +120,10 @@ mod tests {
         assert_eq!((f.connects, f.failures), (5, 0));
         assert!(f.min_ns > 0 && f.min_ns <= f.p50_ns && f.p50_ns <= f.max_ns);
         assert_eq!(f.samples.len(), 5);
+        assert!(
+            f.samples.iter().all(|s| s.intended_ns >= f.origin.mono_ns),
+            "every connect is at or after the run's origin"
+        );
     }
 
     #[test]

@@ -316,7 +316,7 @@ fn relay(
 fn store_floor(store: &mut Store, f: &Floor, tags: &Value) -> Result<Collected, HuntError> {
     let mut params = json!({ "probe": f.probe });
     merge(&mut params, tags, "floor");
-    let mut w = store.begin_run(RunKind::Other("floor".into()), params, ClockOrigin::now())?;
+    let mut w = store.begin_run(RunKind::Other("floor".into()), params, f.origin)?;
     f.record(&mut w)?;
     // Fewer connects than planned: a signal cut the floor short.
     let partial = f.samples.len() < FLOOR_CONNECTS;

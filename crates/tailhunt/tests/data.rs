@@ -91,13 +91,7 @@ fn export_import_export_of_a_load_sweep_with_repeats_is_byte_identical() {
             first.len(),
             second.len()
         );
-        let runs = env.json("runs", &["runs"]);
-        let imported = runs["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == again.as_str())
-            .unwrap();
+        let imported = env.run_row(&again);
         assert_eq!(imported["samples"], doc_samples(&doc));
     }
     // The import knows the labels: diagnose reads the rates back as a sweep.

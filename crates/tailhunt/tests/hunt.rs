@@ -150,19 +150,31 @@ fn healthy_hunt() {
     );
     // Every collected source is a run of the store, tagged with the hunt, that the other
     // commands read.
-    let runs: Value = serde_json::from_str(&env.ok(&["--json", "runs"])).unwrap();
     for e in doc["evidence"].as_array().unwrap() {
         let Some(id) = e["run_id"].as_str() else {
             assert!(!e["note"].as_str().unwrap().is_empty(), "missing says why");
             continue;
         };
-        let run = runs["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .unwrap_or_else(|| panic!("run {id} not stored: {runs:#}"));
+        let run = env.run_row(id);
         assert_eq!(run["params"]["hunt"], doc["hunt_id"], "{run:#}");
+        if ["floor", "sweep"].contains(&e["source"].as_str().unwrap()) {
+            // A chart's time axis starts at the run's origin: no request before it.
+            let origin = run["origin"]["mono_ns"].as_i64().unwrap();
+            let csv = env.ok(&["export", id, "--format", "csv"]);
+            let first = csv
+                .lines()
+                .skip(1)
+                // series,intended_ns,start_ns,end_ns,latency_ns,outcome; the series may be quoted.
+                .filter_map(|l| l.rsplit(',').nth(4)?.parse::<i64>().ok())
+                .min()
+                .unwrap_or_else(|| panic!("no samples in run {id}: {csv}"));
+            assert!(
+                first >= origin,
+                "{}: first request {} ms before the run's origin",
+                e["source"],
+                (origin - first) as f64 / 1e6
+            );
+        }
     }
     let sweep = evidence(&doc, "sweep")["run_id"].as_str().unwrap();
     let report = doc["report"]
@@ -226,14 +238,8 @@ fn hunt_an_https_target_with_a_private_ca_sends_the_request_it_is_given() {
     // The server answered every measured request (and the warm-ups), the last one as given.
     assert!(srv.served() >= ok, "served {} < ok {ok}", srv.served());
     assert_eq!(srv.last(), "POST hunt hello");
-    let runs: Value = serde_json::from_str(&env.ok(&["--json", "runs"])).unwrap();
     let sweep = evidence(&doc, "sweep")["run_id"].as_str().unwrap();
-    let run = runs["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == sweep)
-        .unwrap();
+    let run = env.run_row(sweep);
     let http = &run["params"]["http"];
     assert_eq!(
         (&http["method"], &http["headers"], &http["body_bytes"]),

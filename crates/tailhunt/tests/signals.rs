@@ -73,18 +73,6 @@ fn stopped_doc(out: &Output, status: i32, sig: &str, schema: &str) -> Value {
     doc
 }
 
-/// The run's row in `tailhunt runs --json`.
-fn run_row(env: &Env, id: &str) -> Value {
-    let runs = env.json("runs", &["runs"]);
-    runs["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == id)
-        .unwrap_or_else(|| panic!("run {id} not listed: {runs:#}"))
-        .clone()
-}
-
 #[test]
 fn sigterm_and_sighup_stop_a_load_run_keeping_its_samples() {
     let server = tailhunt_serve("tcp", &[]);
@@ -116,7 +104,7 @@ fn sigterm_and_sighup_stop_a_load_run_keeping_its_samples() {
             !step["warnings"].to_string().contains("--conns"),
             "{sig}: {step:#}"
         );
-        let row = run_row(&env, doc["run_id"].as_str().unwrap());
+        let row = env.run_row(doc["run_id"].as_str().unwrap());
         assert_eq!(row["status"], "partial");
         assert!(row["samples"].as_u64().unwrap() >= ok, "{row:#}");
     }
@@ -213,7 +201,7 @@ fn root_sigterm_and_sighup_stop_a_live_capture_keeping_its_packets() {
             packets >= 200,
             "{sig}: {packets} packets in ~2 s at 100 req/s"
         );
-        let row = run_row(&env, doc["run_id"].as_str().unwrap());
+        let row = env.run_row(doc["run_id"].as_str().unwrap());
         assert_eq!(row["status"], "partial");
     }
 }
@@ -234,7 +222,7 @@ fn root_sigterm_and_sighup_stop_runq_keeping_its_intervals() {
         let doc = stopped_doc(&out, status, &format!("SIG{sig}"), "runq");
         let intervals = doc["intervals"].as_array().unwrap().len();
         assert!(intervals >= 2, "{sig}: {intervals} intervals in ~2.5 s");
-        let row = run_row(&env, doc["run_id"].as_str().unwrap());
+        let row = env.run_row(doc["run_id"].as_str().unwrap());
         assert_eq!(row["status"], "partial");
         assert!(row["series"].as_u64().unwrap() > 0, "{row:#}");
     }

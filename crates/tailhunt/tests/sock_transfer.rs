@@ -219,6 +219,15 @@ fn pinned_rcvbuf_at_80ms_is_window_limited_and_named_autotuning_is_2x_faster_roo
     let run = pinned["run_id"].as_str().unwrap();
     let d = env.json("diagnose", &["diagnose", run]);
     assert_eq!(findings(&d, "receive-window-limited").len(), 1, "{d:#}");
+    // The run's clock origin is the transfer's start (it is stored once the transfer is over),
+    // so its readings are not before it.
+    let origin = env.run_row(run)["origin"]["mono_ns"].as_i64().unwrap();
+    let start = pinned["range_ns"][0].as_i64().unwrap();
+    assert!(
+        origin <= start,
+        "origin {} ms after the transfer began",
+        (origin - start) as f64 / 1e6
+    );
 }
 
 #[test]

@@ -42,6 +42,7 @@ pub fn download(
     let (rcvbuf_effective, sndbuf_effective) = buffers(&fd);
     let stream = Arc::new(TcpStream::from(fd));
     let (local, peer) = ends(&stream);
+    let origin = ClockOrigin::now();
     let sampler = Sampler::start(stream.clone(), opts.sample_interval);
 
     let start_ns = ClockOrigin::now().mono_ns;
@@ -110,7 +111,11 @@ pub fn download(
         last_byte_ns: first_byte_ns.map(|_| last_byte_ns),
         kernel: read_context(),
     };
-    Ok(Transfer { report, readings })
+    Ok(Transfer {
+        report,
+        readings,
+        origin,
+    })
 }
 
 /// The round trip the sender lived with and whose view it is: the sender's own (its trailer,

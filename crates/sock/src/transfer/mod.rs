@@ -29,7 +29,7 @@ use std::time::Duration;
 use rustix::net::{sockopt, AddressFamily, SocketType};
 use tailhunt_model::evidence::put_evidence;
 use tailhunt_model::evidence::sock::TransferReport;
-use tailhunt_model::{Labels, SeriesSink, SinkError};
+use tailhunt_model::{ClockOrigin, Labels, SeriesSink, SinkError};
 
 pub use client::download;
 pub use sampler::{Reading, Sampler};
@@ -77,6 +77,9 @@ pub struct Transfer {
     pub report: TransferReport,
     /// Every reading, in time order.
     pub readings: Vec<Reading>,
+    /// The clocks as the sampler started, before the first reading: the stored run's
+    /// origin (the run is stored once the transfer is over).
+    pub origin: ClockOrigin,
 }
 
 impl Transfer {

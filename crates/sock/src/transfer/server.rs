@@ -93,6 +93,7 @@ impl Server {
         let stream = Arc::new(stream);
         let bytes = read_request(&stream)?;
         let (local, peer) = ends(&stream);
+        let origin = ClockOrigin::now();
         let sampler = Sampler::start(stream.clone(), self.opts.sample_interval);
         let start_ns = ClockOrigin::now().mono_ns;
         let (sent, outcome, error) = send(&stream, bytes);
@@ -145,7 +146,11 @@ impl Server {
             last_byte_ns: None,
             kernel: read_context(),
         };
-        Ok(Transfer { report, readings })
+        Ok(Transfer {
+            report,
+            readings,
+            origin,
+        })
     }
 }
 

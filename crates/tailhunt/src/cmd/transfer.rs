@@ -4,7 +4,7 @@
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tailhunt_model::{ClockOrigin, RunKind};
+use tailhunt_model::RunKind;
 use tailhunt_report::sock::{
     render_transfer, render_transfer_server, TransferDoc, TransferServerDoc,
 };
@@ -62,7 +62,7 @@ fn addr(flag: &str, text: &str) -> Result<SocketAddr> {
 fn store(store: &mut Store, t: &Transfer) -> Result<TransferDoc> {
     let r = &t.report;
     let params = serde_json::json!({ "role": r.role, "flow": r.flow });
-    let mut run = store.begin_run(RunKind::Transfer, params, ClockOrigin::now())?;
+    let mut run = store.begin_run(RunKind::Transfer, params, t.origin)?;
     t.record(&mut run)
         .map_err(|e| anyhow::anyhow!("storing the transfer: {e}"))?;
     let run_id = run.finish(serde_json::json!({}))?;

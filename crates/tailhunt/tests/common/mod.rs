@@ -72,6 +72,18 @@ impl Env {
         value
     }
 
+    /// The row of run `id` in `tailhunt runs --json`.
+    pub fn run_row(&self, id: &str) -> Value {
+        let runs = self.json("runs", &["runs"]);
+        runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("run {id} not listed: {runs:#}"))
+            .clone()
+    }
+
     /// Runs, asserts exit status 2 and a one-line message on stderr; returns it.
     pub fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args);
