@@ -189,6 +189,19 @@ fn healthy_hunt() {
         html.contains("data-kind=\"latency-vs-rate\""),
         "no latency-vs-rate chart"
     );
+    // Every time axis is time from its run's (or capture's) start: within the hunt's
+    // budget, not seconds since boot (a connection the socket sampler listed without a
+    // reading once set the sockets run's axis at 0 of the monotonic clock).
+    for axis in html.split("data-x=\"lin,").skip(1) {
+        let f: Vec<&str> = axis.split('"').next().unwrap().split(',').collect();
+        if f.get(4) == Some(&"s") {
+            let (lo, hi): (f64, f64) = (f[0].parse().unwrap(), f[1].parse().unwrap());
+            assert!(
+                lo >= -1.0 && hi < 600.0,
+                "a time axis from {lo} s to {hi} s"
+            );
+        }
+    }
     env.ok(&["diagnose", sweep]);
     env.ok(&["analyze", sweep]);
     if is_root() {

@@ -158,9 +158,15 @@ impl<'s> RunData<'s> {
                 data.evidence::<CaptureReport>().map(|c| c.first_ns)
             }
             RunKind::Transfer => data.evidence::<TransferReport>().map(|t| t.range_ns.0),
-            RunKind::Sockets => data
-                .evidence::<SocketsReport>()
-                .and_then(|s| s.connections.iter().map(|c| c.range_ns.0).min()),
+            // A connection listed without a reading has no range (0, 0): it does not start
+            // the axis.
+            RunKind::Sockets => data.evidence::<SocketsReport>().and_then(|s| {
+                s.connections
+                    .iter()
+                    .filter(|c| c.readings > 0)
+                    .map(|c| c.range_ns.0)
+                    .min()
+            }),
             _ => None,
         };
         if let Some(t) = start {
