@@ -454,27 +454,38 @@ fn heatmap(rd: &RunData<'_>, g: &Group, k: usize) -> Option<Chart> {
     })
 }
 
-/// What counts as slow for the fan-out odds: above the first gap between modes when there are
-/// several modes (the share of requests outside the main mode), else ten times the median.
+/// What counts as slow for the fan-out odds: above the gap over the main mode (the one with
+/// the most requests) when there is one, so the slow requests are those outside it above;
+/// else ten times the median. (The first gap of all was used until 2026-11-30: below a main
+/// mode holding 95% of a capture's requests it called those 95% slow.)
 fn slow_threshold(g: &Group) -> Option<(u64, String)> {
-    let a = &g.analysis;
-    if let Some(gap) = a.gaps.first() {
-        return Some((
+    let median = g.dist.histogram().quantile(0.5)?;
+    Some(slow_threshold_of(&g.analysis, median))
+}
+
+fn slow_threshold_of(a: &Analysis, median: u64) -> (u64, String) {
+    let main = a
+        .modes
+        .iter()
+        .enumerate()
+        .max_by(|x, y| x.1.share.total_cmp(&y.1.share))
+        .map(|(i, _)| i);
+    if let Some(gap) = a.gaps.iter().find(|g| Some(g.below) == main) {
+        return (
             gap.boundary_ns,
             format!(
-                "above the first gap between modes ({})",
+                "above the gap over the main mode ({})",
                 fmt_value(Fmt::Duration, gap.boundary_ns as f64)
             ),
-        ));
+        );
     }
-    let median = g.dist.histogram().quantile(0.5)?;
-    Some((
+    (
         median * 10,
         format!(
             "over ten times the median ({})",
             fmt_value(Fmt::Duration, (median * 10) as f64)
         ),
-    ))
+    )
 }
 
 /// Requests below which the share of slow ones is too coarse for the fan-out odds.
@@ -529,4 +540,41 @@ fn fanout(rd: &RunData<'_>, g: &Group) -> Option<Chart> {
         ),
         series: vec![g.series.clone()],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` values spread evenly over `lo..hi` ns.
+    fn spread(n: u64, lo: u64, hi: u64) -> impl Iterator<Item = u64> {
+        (0..n).map(move |i| lo + (hi - lo) * i / n)
+    }
+
+    fn threshold(values: Vec<u64>) -> (u64, String) {
+        let dist = Distribution::from_values(values);
+        let a = analyze(&dist, &AnalyzeOptions::default());
+        assert!(a.gaps.len() == 1, "two modes: {:?}", a.modes);
+        slow_threshold_of(&a, dist.histogram().quantile(0.5).unwrap())
+    }
+
+    #[test]
+    fn slow_is_above_the_main_mode_not_above_a_small_fast_one() {
+        // 5% answered in 2-3 us, 95% in 25-35 us: the fast few are not the normal case.
+        let (t, why) = threshold(
+            spread(500, 2_000, 3_000)
+                .chain(spread(9_500, 25_000, 35_000))
+                .collect(),
+        );
+        assert!(why.starts_with("over ten times the median"), "{why}");
+        assert!(t > 250_000, "{t}");
+        // 90% in 1-1.2 ms, 10% in 12-14 ms: the slow ones are the mode above the main one.
+        let (t, why) = threshold(
+            spread(9_000, 1_000_000, 1_200_000)
+                .chain(spread(1_000, 12_000_000, 14_000_000))
+                .collect(),
+        );
+        assert!(why.starts_with("above the gap over the main mode"), "{why}");
+        assert!((1_200_000..12_000_000).contains(&t), "{t}");
+    }
 }
