@@ -210,6 +210,19 @@ fn unknown_link_types_are_named_and_a_file_of_nothing_else_is_an_error() {
     let r = expect(&env, &["ethernet-and-user0.pcapng"], 0, Some(4), "");
     let doc = r.doc.unwrap();
     assert_eq!(doc["report"]["flows"].as_array().unwrap().len(), 1);
+    // The HTML report's trust facts say why those frames were left out.
+    let html = env.path("odd.html");
+    env.ok(&[
+        "report",
+        doc["run_id"].as_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains("frames not analysed</td><td class=\"doubt\">2 (2 unknown-link)"),
+        "no reason for the frames left out"
+    );
     let text = env.ok(&[
         "pcap",
         odd_dir()

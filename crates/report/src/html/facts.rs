@@ -52,14 +52,20 @@ pub fn facts(rd: &RunData<'_>) -> Vec<(String, String)> {
                 fmt_value(Fmt::Duration, c.bin_ns as f64)
             ),
         ));
+        // Frames read but not analysed (not IP, a segment after its connection closed, ...)
+        // and out of order: said with their reasons, as the terminal report does; nothing
+        // here was lost by the capture itself.
         let skipped: u64 = c.skipped.values().sum();
         if skipped > 0 || c.out_of_order > 0 {
+            let reasons: Vec<String> = c.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            let reasons = if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            };
             rows.push((
-                "capture losses".into(),
-                format!(
-                    "! {skipped} frames not analysed, {} out of order",
-                    c.out_of_order
-                ),
+                "frames not analysed".into(),
+                format!("! {skipped}{reasons}; {} out of order", c.out_of_order),
             ));
         }
     }
