@@ -181,6 +181,38 @@ fn one_connection_end_to_end() {
     assert_eq!(t.exchanges, 1);
 }
 
+/// A SYN answered by a reset (a closed port) is a refused connection, and says so; a reset
+/// after the handshake is not.
+#[test]
+fn a_reset_answering_the_syn_is_a_refusal() {
+    let mut f = Flow::new(None);
+    let c = f.cseq;
+    f.push(0, &packet(C, S, CP, SP, c, 0, SYN, 65535, Some(7), None, 0));
+    f.push(
+        MS,
+        &packet(S, C, SP, CP, 0, c + 1, RST | ACK, 0, None, None, 0),
+    );
+    let r = f.report();
+    let close = r.flows[0].tcp.as_ref().unwrap().close.clone().unwrap();
+    assert_eq!((close.by, close.how), (Role::Server, CloseKind::Rst));
+    assert_eq!(
+        close.note,
+        "server refused the connection: a reset answered the SYN"
+    );
+
+    let mut f = Flow::new(None);
+    f.handshake(0, MS);
+    let (c, s2) = (f.cseq, f.sseq);
+    f.push(
+        20 * MS,
+        &packet(S, C, SP, CP, s2, c, RST | ACK, 0, None, None, 0),
+    );
+    let r = f.report();
+    let close = r.flows[0].tcp.as_ref().unwrap().close.clone().unwrap();
+    assert_eq!((close.by, close.how), (Role::Server, CloseKind::Rst));
+    assert!(!close.note.contains("refused"), "{}", close.note);
+}
+
 /// Captured next to the receiver, 80 ms from the sender: the sender's window (64 KiB, scale
 /// 0) is full every round trip although the receiver acknowledges each train at once.
 #[test]

@@ -1,7 +1,7 @@
 //! The per-connection report: what a user reads, what detectors weigh, what is stored.
 
 use tailhunt_model::evidence::capture::{
-    Handshake, RttSummary, SenderRtt, SideSummary, TcpSummary,
+    CloseKind, Handshake, Role, RttSummary, SenderRtt, SideSummary, TcpSummary,
 };
 
 use super::flow::TcpFlow;
@@ -80,7 +80,18 @@ impl TcpFlow {
             window_bound_bps: window_bound,
             exchanges: self.exchanges,
             nagle_stalls: self.stalls,
-            close: self.close.summary(c, &self.halves),
+            close: self.close.summary(c, &self.halves).map(|mut close| {
+                // A reset answering the SYN, before any SYN-ACK: a closed port (or a full
+                // backlog), which reads as a refusal, not as a connection ended early.
+                if close.by == Role::Server
+                    && close.how == CloseKind::Rst
+                    && self.syn_ns.is_some()
+                    && self.synack_ns.is_none()
+                {
+                    close.note = "server refused the connection: a reset answered the SYN".into();
+                }
+                close
+            }),
             ports_reused: self.reused,
         }
     }
