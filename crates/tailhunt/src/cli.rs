@@ -167,7 +167,7 @@ pub struct ProbeArgs {
     pub seed: Option<u64>,
     /// Longest time samples wait before they are committed to the store: what a `kill -9`
     /// can lose (10ms .. 10s).
-    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::flags::duration)]
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = crate::flags::commit_interval)]
     pub commit_interval: Duration,
 }
 
@@ -542,7 +542,7 @@ pub struct LoadArgs {
     pub breakdown: bool,
     /// Longest time finished requests wait before they are committed to the store: what a
     /// `kill -9` (or the OOM killer) can lose (10ms .. 10s).
-    #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = crate::flags::duration)]
+    #[arg(long, default_value = "500ms", value_name = "DURATION", value_parser = crate::flags::commit_interval)]
     pub commit_interval: Duration,
     /// Poll instead of sleeping this long before each send is due, so wake-ups do not make the
     /// client late; given explicitly, also after each send while its reply is expected (0s:

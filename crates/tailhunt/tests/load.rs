@@ -336,6 +336,15 @@ fn bad_targets_and_rates_are_clear_one_line_errors() {
         "0s",
     ]);
     assert!(err.contains("--duration must be above 0"), "{err}");
+    let err = env.fails(&[
+        "load",
+        "tcp://127.0.0.1:7",
+        "--rate",
+        "10",
+        "--commit-interval",
+        "1ms",
+    ]);
+    assert!(err.contains("give 10ms to 10s"), "{err}");
     let port = common::servers::free_port();
     let err = env.fails(&[
         "load",
