@@ -80,6 +80,23 @@ impl Ran {
             steps: self.steps.clone(),
         }
     }
+
+    /// Why the run measured no success at all: requests were sent and every one ended in an
+    /// error or a timeout (a wrong path, a command the server refuses, a server that never
+    /// answers). Its latencies are those of the failures, not of the service. `None` when a
+    /// request succeeded, or none ended.
+    pub fn nothing_succeeded(&self) -> Option<String> {
+        let sum = |f: fn(&SweepStep) -> u64| self.steps.iter().map(f).sum::<u64>();
+        let (ok, errors, timeouts) = (sum(|s| s.ok), sum(|s| s.errors), sum(|s| s.timeouts));
+        if ok > 0 || errors + timeouts == 0 {
+            return None;
+        }
+        let mut why = format!("no request succeeded: {errors} errors, {timeouts} timeouts");
+        if let Some(first) = &self.first_error {
+            why.push_str(&format!(" (first: {first})"));
+        }
+        Some(why)
+    }
 }
 
 /// Runs the plan's steps until it ends, `stop` is set, or a step fails (no connection, the
@@ -411,5 +428,33 @@ mod tests {
         let l = step_latency(&samples).unwrap();
         assert_eq!((l.p50, l.p999, l.max), (1_500_000, 2_997_000, 3_000_000));
         assert!(step_latency(&[]).is_none());
+    }
+
+    /// A run with no success is named so; one success anywhere in the sweep, or nothing
+    /// ended at all, is not.
+    #[test]
+    fn a_run_of_only_errors_and_timeouts_is_named() {
+        let step = |ok, errors, timeouts| SweepStep {
+            ok,
+            errors,
+            timeouts,
+            sent: ok + errors + timeouts,
+            ..SweepStep::default()
+        };
+        let ran = |steps| Ran {
+            steps,
+            first_error: Some("error reply: HTTP/1.1 404 Not Found".into()),
+            failure: None,
+        };
+        let why = ran(vec![step(0, 90, 10), step(0, 100, 0)]).nothing_succeeded();
+        assert_eq!(
+            why.as_deref(),
+            Some("no request succeeded: 190 errors, 10 timeouts (first: error reply: HTTP/1.1 404 Not Found)")
+        );
+        assert!(ran(vec![step(0, 100, 0), step(1, 99, 0)])
+            .nothing_succeeded()
+            .is_none());
+        assert!(ran(vec![step(0, 0, 0)]).nothing_succeeded().is_none());
+        assert!(ran(vec![]).nothing_succeeded().is_none());
     }
 }

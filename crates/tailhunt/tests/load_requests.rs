@@ -19,7 +19,8 @@ fn only_step(doc: &Value) -> &Value {
     &doc["steps"][0]
 }
 
-fn load(env: &Env, url: &str, extra: &[&str]) -> Value {
+/// `load URL` at 200/s for 1 s, with `extra` flags.
+fn load_args<'a>(url: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "load",
         url,
@@ -32,7 +33,11 @@ fn load(env: &Env, url: &str, extra: &[&str]) -> Value {
         "--nodelay=true",
     ];
     args.extend_from_slice(extra);
-    env.json("load", &args)
+    args
+}
+
+fn load(env: &Env, url: &str, extra: &[&str]) -> Value {
+    env.json("load", &load_args(url, extra))
 }
 
 /// Sends one raw request line(s) to `addr` and returns the first reply line.
@@ -85,13 +90,29 @@ fn redis_set_with_a_value_size_incr_and_an_array_reply() {
     let doc = load(&env, &format!("redis://{}/LRANGE/q/0/-1", r.addr), &[]);
     let s = only_step(&doc);
     assert!(s["ok"].as_u64().unwrap() >= 150, "{s:#}");
-    let doc = load(&env, &format!("redis://{}/LRANGE/blob/0/-1", r.addr), &[]);
+    // A run in which every request failed is measured and kept, but it is not a success: its
+    // latencies are the errors'. Exit status 2, naming the first error and the run.
+    let url = format!("redis://{}/LRANGE/blob/0/-1", r.addr);
+    let out = env.run(&load_args(&url, &["--json"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("the run's document");
+    common::check_schema("load", &doc);
     let s = only_step(&doc);
     assert_eq!(s["ok"], 0, "LRANGE on a string is WRONGTYPE: {s:#}");
     assert!(s["errors"].as_u64().unwrap() >= 150, "{s:#}");
     // The run says what the server answered, not only that it was an error.
     let first = doc["first_error"].as_str().unwrap_or_default();
     assert!(first.starts_with("error reply: -WRONGTYPE"), "{doc:#}");
+    let run = doc["run_id"].as_str().unwrap();
+    assert!(
+        err.contains("no request succeeded: ")
+            && err.contains("(first: error reply: -WRONGTYPE")
+            && err.contains(&format!("the run is kept as {run}"))
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(doc["status"], "complete", "{doc:#}");
 }
 
 #[test]

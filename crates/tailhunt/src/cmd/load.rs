@@ -126,6 +126,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
     let ran = ran.map_err(|e| anyhow::anyhow!("storing the run: {e}"))?;
     let interrupted = stop.load(Ordering::Relaxed);
     put_evidence(&mut writer, &ran.record()).map_err(|e| anyhow::anyhow!(e))?;
+    let none_ok = ran.nothing_succeeded();
     let Ran {
         steps,
         first_error,
@@ -158,6 +159,14 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
         ))),
         (None, true) => Err(anyhow::Error::new(Interrupted)
             .context(format!("kept what was measured as partial run {run_id}"))),
-        (None, false) => Ok(()),
+        (None, false) => match none_ok {
+            // Measured whole, so the run stays complete; but its latencies are the
+            // failures', and a script must not take them for the service's.
+            Some(why) => Err(anyhow::anyhow!(
+                "{why}; check the target and the request (path, --method, --header, --body, \
+                 or the command); the run is kept as {run_id}"
+            )),
+            None => Ok(()),
+        },
     }
 }
