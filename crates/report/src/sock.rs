@@ -7,7 +7,9 @@
 use std::fmt::Write;
 
 use serde::Serialize;
-use tailhunt_model::evidence::sock::{ConnectionCounts, SocketsReport, TransferReport};
+use tailhunt_model::evidence::sock::{
+    ConnectionCounts, SocketsReport, SockoptEvent, TransferReport,
+};
 use tailhunt_model::Finding;
 
 use crate::terminal::{render_duration, render_findings};
@@ -234,10 +236,116 @@ pub fn render_sockets(d: &SocketsDoc) -> String {
                 String::new()
             }
         );
-        for e in a.events.iter().take(50) {
-            let _ = writeln!(out, "  {}", e.describe());
+        for line in audit_lines(&a.events).iter().take(AUDIT_LINES) {
+            let _ = writeln!(out, "  {line}");
         }
     }
     render_findings(&d.findings, &mut out);
     out
+}
+
+/// Lines of the audit the terminal shows at most (the JSON keeps every call).
+const AUDIT_LINES: usize = 50;
+
+/// Options that size a socket's buffers or clamp its window: what limits a transfer (the
+/// receive-window cause), listed before the others.
+const BUFFER_OPTIONS: [&str; 5] = [
+    "SO_RCVBUF",
+    "SO_RCVBUFFORCE",
+    "SO_SNDBUF",
+    "SO_SNDBUFFORCE",
+    "TCP_WINDOW_CLAMP",
+];
+
+/// The audit's calls for a reader: the calls of one process setting one option to one value
+/// make one line with their count and peers (a server sets TCP_NODELAY on every connection it
+/// accepts: one line per call buried the one SO_RCVBUF that mattered), buffer options first,
+/// otherwise in the order of their first call.
+fn audit_lines(events: &[SockoptEvent]) -> Vec<String> {
+    let mut groups: Vec<(&SockoptEvent, Vec<&str>, usize)> = Vec::new();
+    for e in events {
+        let same = |g: &&mut (&SockoptEvent, Vec<&str>, usize)| {
+            (g.0.pid, &g.0.comm, &g.0.option, g.0.value) == (e.pid, &e.comm, &e.option, e.value)
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => {
+                g.2 += 1;
+                if let Some(p) = e.peer.as_deref() {
+                    if !g.1.contains(&p) {
+                        g.1.push(p);
+                    }
+                }
+            }
+            None => groups.push((e, e.peer.as_deref().into_iter().collect(), 1)),
+        }
+    }
+    // Stable: within each kind the order of first calls is kept.
+    groups.sort_by_key(|g| !BUFFER_OPTIONS.contains(&g.0.option.as_str()));
+    groups
+        .into_iter()
+        .map(|(first, peers, calls)| {
+            if calls == 1 {
+                return first.describe();
+            }
+            let value = first.value.map_or_else(|| "?".into(), |v| v.to_string());
+            let to = match peers.as_slice() {
+                [] => String::new(),
+                [one] => format!(" to {one}"),
+                [a, b] => format!(" to {a} and {b}"),
+                [a, b, rest @ ..] => format!(" to {a}, {b} and {} more", rest.len()),
+            };
+            format!(
+                "pid {} ({}) set {}={value} {calls} times, on sockets{to}",
+                first.pid, first.comm, first.option
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(pid: u32, option: &str, value: i64, peer: Option<&str>) -> SockoptEvent {
+        SockoptEvent {
+            pid,
+            comm: format!("app{pid}"),
+            option: option.into(),
+            value: Some(value),
+            peer: peer.map(Into::into),
+            t_ns: 0,
+            tid: pid,
+            fd: 0,
+            inode: 0,
+        }
+    }
+
+    /// Forty TCP_NODELAY calls of a server are one line; the one SO_RCVBUF call, made after
+    /// them, comes first; a different value is its own line.
+    #[test]
+    fn audit_groups_repeated_calls_and_lists_buffer_options_first() {
+        let mut events: Vec<SockoptEvent> = (0..40)
+            .map(|i| {
+                call(
+                    7,
+                    "TCP_NODELAY",
+                    1,
+                    Some(&format!("10.0.0.2:{}", 40_000 + i)),
+                )
+            })
+            .collect();
+        events.push(call(9, "SO_RCVBUF", 65_536, Some("10.0.0.3:9092")));
+        events.push(call(7, "TCP_NODELAY", 0, None));
+        events.push(call(7, "TCP_NODELAY", 1, Some("10.0.0.2:40000")));
+        assert_eq!(
+            audit_lines(&events),
+            vec![
+                "pid 9 (app9) set SO_RCVBUF=65536 on the socket to 10.0.0.3:9092".to_string(),
+                "pid 7 (app7) set TCP_NODELAY=1 41 times, on sockets to 10.0.0.2:40000, \
+                 10.0.0.2:40001 and 38 more"
+                    .to_string(),
+                "pid 7 (app7) set TCP_NODELAY=0 on fd 0".to_string(),
+            ]
+        );
+    }
 }
