@@ -13,7 +13,8 @@
 //! | `ByName` | `by-name` | look the host up + connect + one request |
 //! | `ByIp` | `by-ip` | connect to the address looked up at start + one request |
 //!
-//! A kept connection that failed is dropped and opened again (untimed) before the next
+//! A kept connection that failed, or that the server closed while it was kept (found before
+//! the request, without waiting), is dropped and opened again (untimed) before the next
 //! request on it; when that opening fails, the failure is the sample (timed from when the
 //! opening began). The address looked up at start is looked up again after a failure to get
 //! one.
@@ -98,6 +99,12 @@ impl Conversation {
 
     /// A request on the kept connection, opened first (untimed) when there is none.
     fn on_kept(&mut self, variant: &'static str, timeout: Duration, out: &mut Vec<Measured>) {
+        // A connection the server closed while it was kept (an HTTP/1.0 or `Connection:
+        // close` answer, an idle timeout shorter than the interval) is opened again, as any
+        // client's pool does, instead of failing the next request on it.
+        if self.kept.as_mut().is_some_and(|s| s.closed()) {
+            self.kept = None;
+        }
         if self.kept.is_none() {
             let (start, deadline) = (now_ns(), Deadline::after(timeout));
             let opened = self
@@ -210,5 +217,51 @@ mod tests {
         assert_eq!(split_host_port("[::1]:80"), Some(("::1".into(), 80)));
         assert_eq!(split_host_port("127.0.0.1"), None);
         assert_eq!(split_host_port(":80"), None);
+    }
+
+    /// An HTTP server that answers one request per connection and closes it (HTTP/1.0 style,
+    /// as Python's http.server): each round's request on the kept connection succeeds, on a
+    /// connection opened again once the server closed the last. (Before, every other round
+    /// failed with "the server closed the connection".) Returns the connections it served.
+    #[test]
+    fn a_kept_connection_the_server_closed_is_opened_again() {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let served = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&served);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { return };
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = c.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                count.fetch_add(1, Ordering::SeqCst);
+                // Dropped: the server closes the connection after its answer.
+            }
+        });
+        let url = format!("http://127.0.0.1:{port}/");
+        let cfg =
+            crate::config::from_urls(&[url], &crate::config::Overrides::default()).expect("probe");
+        let mut probe = super::super::build(&cfg.probes[0]).expect("built");
+        let mut out = Vec::new();
+        for _ in 0..4 {
+            probe.run(Op::Default, Duration::from_secs(2), &mut out);
+            // The server's FIN arrives while the connection is kept, as between rounds.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let failures: Vec<_> = out.iter().filter_map(|m| m.failure.clone()).collect();
+        assert_eq!(out.len(), 4);
+        assert!(failures.is_empty(), "{failures:?}");
+        assert_eq!(served.load(Ordering::SeqCst), 4);
     }
 }

@@ -139,6 +139,12 @@ pub trait Probe: Send {
 pub trait Session: Send {
     /// Sends one request and reads its whole answer before `deadline`.
     fn request(&mut self, deadline: Deadline) -> Result<(), Failure>;
+
+    /// Whether the server has closed this kept connection since its last answer (checked,
+    /// untimed, before the next request on it). Sessions that cannot tell say no.
+    fn closed(&mut self) -> bool {
+        false
+    }
 }
 
 /// Opens [`Session`]s to an address.
