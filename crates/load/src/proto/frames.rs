@@ -22,6 +22,7 @@ impl StreamProtocol for Frames {
             len,
             ok: true,
             server: wire::parse_response_body(&buf[wire::FRAME_HEADER..len]).map(|(_, t)| t),
+            closes: false,
         }))
     }
 }

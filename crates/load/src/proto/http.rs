@@ -128,6 +128,9 @@ struct Head {
     content_length: Option<Result<usize, String>>,
     chunked: bool,
     server: Option<wire::ServerTimes>,
+    /// The server closes the connection after this response (RFC 9112 section 9.3:
+    /// `Connection: close`, or HTTP/1.0 without `keep-alive`).
+    closes: bool,
 }
 
 /// Reads the head at the start of `buf` in one pass over its lines (this runs once per
@@ -143,12 +146,14 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtoError> {
             String::from_utf8_lossy(status_line)
         ))
     })?;
+    let http10 = status_line.starts_with(b"HTTP/1.0");
     let mut head = Head {
         status,
         body_start: 0,
         content_length: None,
         chunked: false,
         server: None,
+        closes: http10,
     };
     let mut pos = first + 1;
     loop {
@@ -173,6 +178,16 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ProtoError> {
             );
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             head.chunked = value.eq_ignore_ascii_case(b"chunked");
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            // A list of options: `close` ends the connection, `keep-alive` keeps an
+            // HTTP/1.0 one.
+            for option in value.split(|&b| b == b',').map(trim) {
+                if option.eq_ignore_ascii_case(b"close") {
+                    head.closes = true;
+                } else if option.eq_ignore_ascii_case(b"keep-alive") && http10 {
+                    head.closes = false;
+                }
+            }
         } else if name.eq_ignore_ascii_case(wire::TIMESTAMP_HEADER.as_bytes()) {
             head.server = wire::parse_timestamp_header(value);
         }
@@ -248,6 +263,7 @@ impl StreamProtocol for Http {
             len,
             ok: (200..400).contains(&status),
             server: head.server,
+            closes: head.closes,
         }))
     }
 }
@@ -309,6 +325,27 @@ mod tests {
         );
         let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\nHTTP/1.1 200 OK";
         assert_eq!(head.parse_response(reply).unwrap().unwrap().len, 39);
+    }
+
+    /// Whether a response closes its connection: HTTP/1.0 unless it keeps it alive, HTTP/1.1
+    /// when it says `close` (among other options too, in any case).
+    #[test]
+    fn a_response_that_closes_its_connection_says_so() {
+        let h = Http::new("h", "/", 0);
+        for (head, closes) in [
+            ("HTTP/1.0 200 OK\r\n", true),
+            ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n", false),
+            ("HTTP/1.0 404 Not Found\r\nconnection: Keep-Alive\r\n", false),
+            ("HTTP/1.1 200 OK\r\n", false),
+            ("HTTP/1.1 200 OK\r\nConnection: close\r\n", true),
+            ("HTTP/1.1 503 Busy\r\nConnection: Upgrade, CLOSE\r\n", true),
+            ("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\n", false),
+            ("HTTP/1.1 200 OK\r\nX-Connection: close\r\n", false),
+        ] {
+            let reply = format!("{head}Content-Length: 2\r\n\r\nok");
+            let r = h.parse_response(reply.as_bytes()).unwrap().unwrap();
+            assert_eq!((r.closes, r.len), (closes, reply.len()), "{head}");
+        }
     }
 
     #[test]

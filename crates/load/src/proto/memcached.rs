@@ -43,6 +43,7 @@ impl StreamProtocol for Memcached {
                     len: next,
                     ok: true,
                     server: None,
+                    closes: false,
                 }));
             }
             if line == b"ERROR"
@@ -56,6 +57,7 @@ impl StreamProtocol for Memcached {
                     len: next,
                     ok: false,
                     server: None,
+                    closes: false,
                 }));
             }
             if let Some(rest) = line.strip_prefix(b"VALUE ") {

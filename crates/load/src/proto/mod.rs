@@ -27,6 +27,10 @@ pub struct Response {
     pub ok: bool,
     /// The server's timestamps, when the protocol carries them.
     pub server: Option<ServerTimes>,
+    /// The server closes the connection after this response (HTTP `Connection: close`, or
+    /// HTTP/1.0 without `Connection: keep-alive`): no request may follow it on this
+    /// connection, and its end is no failure.
+    pub closes: bool,
 }
 
 /// Bytes that cannot be a response: the connection is unusable.

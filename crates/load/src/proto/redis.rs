@@ -92,6 +92,7 @@ impl StreamProtocol for Redis {
             len,
             ok,
             server: None,
+            closes: false,
         }))
     }
 }
