@@ -262,7 +262,12 @@ fn an_http_method_headers_and_a_body_reach_the_server() {
         trace: Some("lab-1".into()),
         body: br#"{"user": 42}"#.to_vec(),
     };
-    let same = |x: &Seen| Seen { conn: 0, ..x.clone() } == want;
+    let same = |x: &Seen| {
+        Seen {
+            conn: 0,
+            ..x.clone()
+        } == want
+    };
     assert!(seen.iter().all(same), "{:?}", seen.first());
 }
 

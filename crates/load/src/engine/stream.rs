@@ -620,9 +620,12 @@ impl<'a> Loop<'a> {
     }
 
     /// Connection `i` ended as the server said it would (a response that closes it), or
-    /// while idle: closed here and opened again at once, as a client's pool does, with no
-    /// failure counted. (Sending the next request on it failed one request in two against
-    /// an HTTP/1.0 server.) Requests sent after the closing response are never answered.
+    /// while idle: closed here and opened again for the next request, as a client's pool
+    /// does, with no failure counted. (Sending the next request on it failed one request in
+    /// two against an HTTP/1.0 server.) Requests sent after the closing response are never
+    /// answered. A closed connection is reopened only when a request is dispatched
+    /// ([`Loop::take_room`]), so a server that hangs up on every connection costs one connect
+    /// per request, never a loop of them.
     fn retire(&mut self, i: usize, r: &mut WorkerResult) {
         if !self.conns[i].inflight.is_empty() {
             r.note_error(|| {

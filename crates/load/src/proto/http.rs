@@ -335,7 +335,10 @@ mod tests {
         for (head, closes) in [
             ("HTTP/1.0 200 OK\r\n", true),
             ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n", false),
-            ("HTTP/1.0 404 Not Found\r\nconnection: Keep-Alive\r\n", false),
+            (
+                "HTTP/1.0 404 Not Found\r\nconnection: Keep-Alive\r\n",
+                false,
+            ),
             ("HTTP/1.1 200 OK\r\n", false),
             ("HTTP/1.1 200 OK\r\nConnection: close\r\n", true),
             ("HTTP/1.1 503 Busy\r\nConnection: Upgrade, CLOSE\r\n", true),
