@@ -90,12 +90,12 @@ fn redis_set_with_a_value_size_incr_and_an_array_reply() {
     let doc = load(&env, &format!("redis://{}/LRANGE/q/0/-1", r.addr), &[]);
     let s = only_step(&doc);
     assert!(s["ok"].as_u64().unwrap() >= 150, "{s:#}");
-    // A run in which every request failed is measured and kept, but it is not a success: its
-    // latencies are the errors'. Exit status 2, naming the first error and the run.
+    // A run in which every request failed is measured and kept (exit 0: failures may be what
+    // it measures), with a warning naming the first error: its latencies are the errors'.
     let url = format!("redis://{}/LRANGE/blob/0/-1", r.addr);
     let out = env.run(&load_args(&url, &["--json"]));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("the run's document");
     common::check_schema("load", &doc);
     let s = only_step(&doc);
@@ -104,11 +104,9 @@ fn redis_set_with_a_value_size_incr_and_an_array_reply() {
     // The run says what the server answered, not only that it was an error.
     let first = doc["first_error"].as_str().unwrap_or_default();
     assert!(first.starts_with("error reply: -WRONGTYPE"), "{doc:#}");
-    let run = doc["run_id"].as_str().unwrap();
     assert!(
-        err.contains("no request succeeded: ")
+        err.contains("tailhunt: warning: no request succeeded: ")
             && err.contains("(first: error reply: -WRONGTYPE")
-            && err.contains(&format!("the run is kept as {run}"))
             && err.lines().count() == 1,
         "{err}"
     );
