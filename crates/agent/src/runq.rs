@@ -521,7 +521,11 @@ impl Window<'_> {
         let start_ms = now_wall_ns() / 1_000_000;
         let mut params = self.params.clone();
         params["window_ns"] = json!(self.retention.window.as_nanos() as u64);
-        let mut writer = match store.begin_run(RunKind::Runq, params, ClockOrigin::now()) {
+        // The run begins where its first interval does (it arrives as that interval ends), so
+        // no interval is drawn before the run's origin.
+        let now = ClockOrigin::now();
+        let origin = now.at(self.first.start_ns.min(now.mono_ns));
+        let mut writer = match store.begin_run(RunKind::Runq, params, origin) {
             Ok(w) => w,
             Err(e) => {
                 // The window's intervals are still read, so the next window starts on time.

@@ -45,6 +45,15 @@ impl ClockOrigin {
         self.wall_ns
             .saturating_add(mono_ns.saturating_sub(self.mono_ns))
     }
+
+    /// The same clocks read at monotonic time `mono_ns` instead (earlier, for a run whose
+    /// first data was measured before it was stored).
+    pub fn at(&self, mono_ns: i64) -> ClockOrigin {
+        ClockOrigin {
+            wall_ns: self.to_wall(mono_ns),
+            mono_ns,
+        }
+    }
 }
 
 /// Why a duration could not be parsed.
@@ -240,6 +249,20 @@ mod tests {
             }
         }
         ByFloat(ns).to_string()
+    }
+
+    /// Moving an origin keeps the two clocks' offset: a time converts to the same wall time
+    /// through either.
+    #[test]
+    fn an_origin_moved_earlier_keeps_its_clocks_offset() {
+        let now = ClockOrigin {
+            wall_ns: 1_700_000_000_000_000_000,
+            mono_ns: 5_000_000_000,
+        };
+        let earlier = now.at(4_000_000_000);
+        assert_eq!(earlier.mono_ns, 4_000_000_000);
+        assert_eq!(earlier.wall_ns, 1_699_999_999_000_000_000);
+        assert_eq!(earlier.to_wall(4_500_000_000), now.to_wall(4_500_000_000));
     }
 
     #[test]

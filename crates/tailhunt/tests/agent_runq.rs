@@ -194,6 +194,33 @@ fn root_agent_exports_run_queue_latency_and_names_the_neighbour() {
         Some(0.0),
         "{m}"
     );
+    // Each window's run begins where its first interval does: none is drawn before the run's
+    // origin (the first interval arrives as it ends; its run's origin was taken then).
+    // The runq windows go to `STORE-runq.db` beside the probe store.
+    let db = rusqlite::Connection::open(dir.path().join("agent-runq.db")).unwrap();
+    let mut q = db
+        .prepare(
+            "SELECT r.id, r.origin_mono_ns, MIN(h.start_ns) FROM runs r \
+             JOIN series s ON s.run_id = r.id JOIN histograms h ON h.series_id = s.id \
+             WHERE r.kind = 'runq' GROUP BY r.id",
+        )
+        .unwrap();
+    let windows: Vec<(String, i64, i64)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        !windows.is_empty(),
+        "no runq window's intervals in the store"
+    );
+    for (id, origin, first) in windows {
+        assert!(
+            first >= origin,
+            "runq window {id}: its first interval starts {} ms before the run's origin",
+            (origin - first) as f64 / 1e6
+        );
+    }
     let findings = get(&addr, "/findings");
     let body = findings.split("\r\n\r\n").nth(1).unwrap_or("");
     let parsed: serde_json::Value = serde_json::from_str(body)
