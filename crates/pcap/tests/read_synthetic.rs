@@ -146,19 +146,15 @@ fn not_a_capture_names_the_first_bytes() {
 }
 
 /// Record boundaries (start offsets) of a file, and its length.
-fn boundaries_pcap(frames: &[(i64, u32, Vec<u8>)]) -> Vec<u64> {
-    let mut at = 24u64;
-    let mut out = vec![at];
-    for f in frames {
-        at += 16 + f.2.len() as u64;
-        out.push(at);
-    }
-    out
-}
-
+/// Every cut of `file`, read as a stream and as a (mapped) file: both must keep the packets
+/// before the cut and name the record it cuts.
 fn check_every_cut(file: &[u8], header_end: u64, starts: &[u64], packets: usize) {
-    for cut in 0..=file.len() {
-        let (pkts, err) = read_all(&file[..cut]);
+    for (cut, (pkts, err)) in (0..=file.len()).flat_map(|cut| {
+        [
+            (cut, read_all(&file[..cut])),
+            (cut, read_file_all(&file[..cut])),
+        ]
+    }) {
         let cut = cut as u64;
         let complete = starts
             .iter()
@@ -194,7 +190,7 @@ fn check_every_cut(file: &[u8], header_end: u64, starts: &[u64], packets: usize)
 fn pcap_cut_at_every_byte_returns_earlier_packets_then_truncated_at_the_record() {
     let frames = small_frames(4);
     let file = pcap_file(Order::Big, true, 1, &frames);
-    check_every_cut(&file, 24, &boundaries_pcap(&frames), 4);
+    check_every_cut(&file, 24, &record_starts(&frames), 4);
 }
 
 #[test]
@@ -256,7 +252,7 @@ fn gzip_and_zstd_read_like_the_plain_file() {
 fn cut_compressed_files_keep_earlier_packets_then_truncated_at_a_record() {
     let frames = small_frames(6);
     let plain = pcap_file(Order::Little, true, 1, &frames);
-    let starts = boundaries_pcap(&frames);
+    let starts = record_starts(&frames);
     let (all, _) = read_all(&plain);
     let mut truncated = 0;
     for bytes in [gzip(&plain), zstd::encode_all(&plain[..], 3).unwrap()] {

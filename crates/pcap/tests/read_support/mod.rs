@@ -205,6 +205,14 @@ pub fn read_stream(
     if ahead {
         r.read_ahead();
     }
+    let (out, err) = drain(&mut r);
+    (out, err, r.position())
+}
+
+/// Every packet `r` has left, and the error it ended with, if any.
+pub fn drain(
+    r: &mut dyn tailhunt_pcap::PacketSource,
+) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
     let mut out = Vec::new();
     loop {
         match r.next_packet() {
@@ -215,8 +223,30 @@ pub fn read_stream(
                 p.wire_len,
                 p.data.to_vec(),
             )),
-            Ok(None) => return (out, None, r.position()),
-            Err(e) => return (out, Some(e), r.position()),
+            Ok(None) => return (out, None),
+            Err(e) => return (out, Some(e)),
         }
     }
+}
+
+/// [`read_all`] through a file (a plain one is read through its map).
+pub fn read_file_all(bytes: &[u8]) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.pcap");
+    std::fs::write(&path, bytes).unwrap();
+    match tailhunt_pcap::open_file(&path) {
+        Ok(mut r) => drain(&mut r),
+        Err(e) => (Vec::new(), Some(e)),
+    }
+}
+
+/// Where each record of a classic pcap file of `frames` starts, and where the last ends.
+pub fn record_starts(frames: &[(i64, u32, Vec<u8>)]) -> Vec<u64> {
+    let mut at = 24u64;
+    let mut out = vec![at];
+    for f in frames {
+        at += 16 + f.2.len() as u64;
+        out.push(at);
+    }
+    out
 }
