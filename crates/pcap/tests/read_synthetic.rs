@@ -146,8 +146,8 @@ fn not_a_capture_names_the_first_bytes() {
 }
 
 /// Record boundaries (start offsets) of a file, and its length.
-/// Every cut of `file`, read as a stream and as a (mapped) file: both must keep the packets
-/// before the cut and name the record it cuts.
+/// Every cut of `file`, read as a stream and as a file: both must keep the packets before the
+/// cut and name the record it cuts.
 fn check_every_cut(file: &[u8], header_end: u64, starts: &[u64], packets: usize) {
     for (cut, (pkts, err)) in (0..=file.len()).flat_map(|cut| {
         [

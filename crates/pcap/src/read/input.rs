@@ -1,8 +1,7 @@
 //! The one reusable buffer every file reader pulls records from.
 //!
-//! In: any `Read` (a file, a decompressor, stdin), or a plain file's map ([`Input::mapped`]:
-//! the windows are then over the map, and its end is the file's end when last looked at).
-//! Out: borrowed windows of at least `n` bytes at the current stream offset. Reads are large (1 MiB) so a plain file costs one syscall per
+//! In: any `Read` (a file, a decompressor, stdin). Out: borrowed windows of at least `n` bytes
+//! at the current stream offset. Reads are large (1 MiB) so a plain file costs one syscall per
 //! MiB; the buffer only grows when a single record is bigger than it, and never past
 //! [`MAX_BUFFER`] (plus one chunk when reading ahead): a record claiming more is corrupt, not
 //! an allocation.
@@ -21,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 
-use super::mapped::Mapped;
 use super::ReadError;
 
 /// Size of one read from the underlying stream.
@@ -88,8 +86,6 @@ struct Ahead {
 /// A growing-only-when-needed window over a byte stream.
 pub struct Input {
     src: Box<dyn Read + Send>,
-    /// A plain file's map: then the window is over its bytes, and `buf` and `src` are unused.
-    map: Option<Mapped>,
     /// Set once [`Input::read_ahead`] has moved `src` to its thread.
     ahead: Option<Ahead>,
     buf: Vec<u8>,
@@ -117,7 +113,6 @@ impl Input {
     ) -> Self {
         Input {
             src,
-            map: None,
             ahead: None,
             buf: vec![0; READ_CHUNK],
             start: 0,
@@ -131,25 +126,6 @@ impl Input {
         }
     }
 
-    /// Reads a plain file through its map (see [`super::mapped`]).
-    pub fn mapped(map: Mapped, path: PathBuf) -> Self {
-        let end = map.bytes().len();
-        Input {
-            src: Box::new(std::io::empty()),
-            map: Some(map),
-            ahead: None,
-            buf: Vec::new(),
-            start: 0,
-            end,
-            offset: 0,
-            eof: false,
-            cut: false,
-            compressed: false,
-            path,
-            count: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
     /// Stream offset of the next unconsumed byte.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -157,9 +133,6 @@ impl Input {
 
     /// Bytes read from the underlying file.
     pub fn file_position(&self) -> u64 {
-        if self.map.is_some() {
-            return self.offset;
-        }
         self.count.load(Ordering::Relaxed)
     }
 
@@ -168,7 +141,7 @@ impl Input {
         self.compressed
     }
 
-    /// Current buffer size in bytes (for tests of the memory bound); a map has none.
+    /// Current buffer size in bytes (for tests of the memory bound).
     pub fn capacity(&self) -> usize {
         self.buf.len()
     }
@@ -176,48 +149,16 @@ impl Input {
     /// The unconsumed bytes in the buffer.
     #[inline]
     pub fn available(&self) -> &[u8] {
-        match &self.map {
-            Some(m) => &m.bytes()[self.start..self.end],
-            None => &self.buf[self.start..self.end],
-        }
+        &self.buf[self.start..self.end]
     }
 
     /// Makes at least `n` bytes available if the stream has them.
     #[inline]
     pub fn fill(&mut self, n: usize) -> Result<Fill, ReadError> {
         if self.end - self.start >= n {
-            match &self.map {
-                None => return Ok(Fill::Ready),
-                // A record claiming more than the limit is corrupt, as when reading.
-                Some(_) if n > MAX_BUFFER => {}
-                Some(m) if m.readable(self.start, self.start + n) => return Ok(Fill::Ready),
-                Some(_) => return self.cut_map(n),
-            }
+            return Ok(Fill::Ready);
         }
         self.fill_slow(n)
-    }
-
-    /// A page of the window could not be read: the file was cut while mapped (it now ends
-    /// where it ends), or the page failed to read (an I/O error).
-    #[cold]
-    fn cut_map(&mut self, n: usize) -> Result<Fill, ReadError> {
-        let Some(m) = &self.map else {
-            return Ok(Fill::Ready);
-        };
-        let len = m
-            .cut_at(self.start + n - 1)
-            .map_err(|e| self.stream_error(e))?;
-        self.eof = true;
-        if self.start > len {
-            // The bytes between the new end and the end of its page read as zeros, without
-            // a fault, until the next page was touched.
-            return Err(self.truncated(
-                len as u64,
-                "end of the file (it was cut while it was read; the frames read from the last page before the cut was noticed may be zeros)",
-            ));
-        }
-        self.end = self.end.min(len);
-        self.filled_from(self.start, n)
     }
 
     /// Reads the rest of the stream on a thread of its own from now on (see the module's
@@ -258,9 +199,6 @@ impl Input {
         if self.ahead.is_some() {
             return self.fill_ahead(n);
         }
-        if self.map.is_some() {
-            return self.fill_map(n);
-        }
         if self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
@@ -278,21 +216,6 @@ impl Input {
             }
         }
         self.filled(n)
-    }
-
-    /// `fill_slow` over a map: at its end, the file may have grown since it was mapped.
-    fn fill_map(&mut self, n: usize) -> Result<Fill, ReadError> {
-        if let (Some(m), false) = (&mut self.map, self.eof) {
-            match m.grow() {
-                Ok(true) => self.end = m.bytes().len(),
-                Ok(false) => self.eof = true,
-                Err(e) => return Err(self.stream_error(e)),
-            }
-            if self.end - self.start >= n {
-                return self.fill(n);
-            }
-        }
-        self.filled_from(self.start, n)
     }
 
     /// `fill_slow` with the read-ahead thread: chunks are taken whole, the unread bytes
@@ -374,18 +297,12 @@ impl Input {
         debug_assert!(n <= self.end - self.start);
         self.start += n;
         self.offset += n as u64;
-        if let Some(m) = &mut self.map {
-            m.advance(self.start);
-        }
     }
 
     /// The last `n` bytes consumed (valid until the next `fill`).
     #[inline]
     pub fn consumed(&self, n: usize) -> &[u8] {
-        match &self.map {
-            Some(m) => &m.bytes()[self.start - n..self.start],
-            None => &self.buf[self.start - n..self.start],
-        }
+        &self.buf[self.start - n..self.start]
     }
 
     /// Consumes `n` bytes that may not be buffered (skipping a block nobody reads), without

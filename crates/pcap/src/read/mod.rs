@@ -6,9 +6,7 @@
 //! obsolete Packet Blocks) and the compression (gzip, zstd) from the content, not the name.
 //!
 //! The reader keeps one buffer, filled by 1 MiB reads, and returns packets that borrow it: no
-//! allocation per packet, and memory does not grow with the file. A plain regular file is
-//! mapped instead and its records borrowed from the map (no copy; [`mapped`] says why and how
-//! a file cut or grown meanwhile is handled). The buffer grows only for a
+//! allocation per packet, and memory does not grow with the file. The buffer grows only for a
 //! record larger than itself and never past [`MAX_BUFFER`]; a record claiming more is
 //! [`ReadError::Corrupt`]. Unknown pcapng blocks are skipped without being buffered.
 //!
@@ -19,7 +17,6 @@
 //! when its turn comes). Simple Packet Blocks carry no timestamp; they get the last one seen.
 
 mod input;
-mod mapped;
 mod pcap;
 mod pcapng;
 mod set;
@@ -129,21 +126,12 @@ pub fn open(path: &Path) -> Result<Box<dyn PacketSource>, ReadError> {
     Ok(Box::new(open_file(path)?))
 }
 
-/// Opens a capture file as the concrete [`FileReader`] (no dynamic dispatch per packet). A
-/// plain (uncompressed) regular file is read through a memory map ([`mapped`]).
+/// Opens a capture file as the concrete [`FileReader`] (no dynamic dispatch per packet).
 pub fn open_file(path: &Path) -> Result<FileReader, ReadError> {
     let file = File::open(path).map_err(|source| ReadError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    if let Some(map) = mapped::Mapped::open(&file) {
-        let b = map.bytes();
-        if !b.starts_with(&GZIP_MAGIC) && !b.starts_with(&ZSTD_MAGIC) {
-            let mut input = Input::mapped(map, path.to_path_buf());
-            let format = detect(&mut input)?;
-            return Ok(FileReader { input, format });
-        }
-    }
     open_reader(path, Box::new(file))
 }
 

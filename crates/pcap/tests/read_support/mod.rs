@@ -229,7 +229,7 @@ pub fn drain(
     }
 }
 
-/// [`read_all`] through a file (a plain one is read through its map).
+/// [`read_all`] through a file.
 pub fn read_file_all(bytes: &[u8]) -> (Vec<Pkt>, Option<tailhunt_pcap::ReadError>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.pcap");
