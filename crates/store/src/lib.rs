@@ -47,7 +47,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use error::StoreError;
 pub use read::SeriesInfo;
-pub use writer::{Abandoned, RunWriter};
+pub use writer::{user_commit_interval, Abandoned, RunWriter, USER_COMMIT_INTERVALS};
 
 /// Schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = 6;

@@ -31,6 +31,26 @@ const BLOCKS_PER_COMMIT: usize = 8;
 /// Default longest time between commits while samples are arriving.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// The commit intervals a user may choose (`--commit-interval` of `load` and `probe`): more
+/// often than every 10 ms the commits themselves become the work, and past 10 s a killed run
+/// loses more than a user would guess from "commits as it goes".
+pub const USER_COMMIT_INTERVALS: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(10)..=Duration::from_secs(10);
+
+/// `interval` if a user may choose it (see [`USER_COMMIT_INTERVALS`]); else why not, in words
+/// that name the range.
+pub fn user_commit_interval(interval: Duration) -> Result<Duration, String> {
+    if USER_COMMIT_INTERVALS.contains(&interval) {
+        return Ok(interval);
+    }
+    Err(format!(
+        "give {}ms to {}s, not {} (how much a killed run may lose)",
+        USER_COMMIT_INTERVALS.start().as_millis(),
+        USER_COMMIT_INTERVALS.end().as_secs(),
+        tailhunt_model::format_duration_ns(interval.as_nanos() as f64)
+    ))
+}
+
 struct OpenSeries {
     id: i64,
     kind: SeriesKind,
@@ -623,5 +643,20 @@ impl SeriesSink for RunWriter<'_> {
 
     fn commit_now(&mut self) -> Result<(), SinkError> {
         Ok(RunWriter::flush(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_interval_outside_the_users_range_is_refused_naming_the_range() {
+        for ok in [Duration::from_millis(10), Duration::from_secs(10)] {
+            assert_eq!(user_commit_interval(ok), Ok(ok));
+        }
+        let e = user_commit_interval(Duration::from_millis(5)).unwrap_err();
+        assert!(e.starts_with("give 10ms to 10s, not 5.00ms"), "{e}");
+        assert!(user_commit_interval(Duration::from_secs(11)).is_err());
     }
 }

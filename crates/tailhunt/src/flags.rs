@@ -28,17 +28,10 @@ pub fn request_rate(text: &str) -> Result<f64, String> {
     units::parse_request_rate(text).map_err(|e| e.to_string())
 }
 
-/// `--commit-interval`: a duration from 10ms to 10s. More often costs a commit per interval;
-/// less often lets a killed run lose more.
+/// `--commit-interval`: a duration in the store's range for it
+/// ([`tailhunt_store::USER_COMMIT_INTERVALS`]).
 pub fn commit_interval(text: &str) -> Result<Duration, String> {
-    let d = duration(text)?;
-    if !(Duration::from_millis(10)..=Duration::from_secs(10)).contains(&d) {
-        return Err(format!(
-            "give 10ms to 10s, not {} (how much a killed run may lose)",
-            show(d)
-        ));
-    }
-    Ok(d)
+    tailhunt_store::user_commit_interval(duration(text)?)
 }
 
 /// A duration flag's value as people write it back (`10.0s`, `500ms`).

@@ -36,6 +36,23 @@ fn record(env: &Env, run: &str) -> ProbeRecord {
         .expect("probe document")
 }
 
+/// Runs `tailhunt probe` on `config` (written to `name` in the test's directory) for
+/// `duration`: its JSON document.
+fn probe_with_config(env: &Env, name: &str, config: &str, duration: &str) -> serde_json::Value {
+    let file = env.path(name);
+    std::fs::write(&file, config).unwrap();
+    env.json(
+        "probe",
+        &[
+            "probe",
+            "--config",
+            file.to_str().unwrap(),
+            "--duration",
+            duration,
+        ],
+    )
+}
+
 #[test]
 fn every_kind_and_variant_yields_samples_from_real_servers() {
     let env = Env::new();
@@ -134,18 +151,7 @@ hops = 4
         eprintln!("not root: the icmp probe is left out (no raw socket)");
         config
     };
-    let file = env.path("probes.toml");
-    std::fs::write(&file, config).unwrap();
-    let doc = env.json(
-        "probe",
-        &[
-            "probe",
-            "--config",
-            file.to_str().unwrap(),
-            "--duration",
-            "10s",
-        ],
-    );
+    let doc = probe_with_config(&env, "probes.toml", &config, "10s");
     let run = doc["run_id"].as_str().unwrap();
     assert_eq!(doc["status"], "complete");
     let rounds = doc["rounds"].as_u64().unwrap();
@@ -225,6 +231,61 @@ hops = 4
     );
 }
 
+/// Database servers that close a kept connection left idle past their limit (PostgreSQL's
+/// `idle_session_timeout`, MariaDB's `wait_timeout`), shorter here than the interval: the
+/// `reused` variant finds its connection closed before each round, opens it again untimed,
+/// and every round's query answers. (Before, the query went to the closed connection and
+/// every other round failed, and PostgreSQL's notice of it counted as a timeout.)
+#[test]
+fn databases_that_close_idle_connections_do_not_fail_every_other_round() {
+    let env = Env::new();
+    let pg = databases::postgres_with(&["-c", "idle_session_timeout=400"]);
+    let maria = databases::mariadb_with(&["--wait-timeout=1"]);
+    let config = format!(
+        r#"
+interval = "1500ms"
+timeout = "300ms"
+[[probe]]
+name = "pg"
+kind = "postgres"
+target = "{pg}"
+compare = ["connection"]
+[[probe]]
+name = "maria"
+kind = "mysql"
+target = "{maria}"
+compare = ["connection"]
+[[probe]]
+name = "pgerr"
+kind = "postgres"
+target = "{pg}"
+query = "DO $$BEGIN RAISE EXCEPTION 'lock timeout'; END$$"
+"#,
+        pg = pg.addr(),
+        maria = maria.addr(),
+    );
+    let doc = probe_with_config(&env, "probes.toml", &config, "6s");
+    let run = doc["run_id"].as_str().unwrap();
+    let rounds = doc["rounds"].as_u64().unwrap();
+    assert!(rounds >= 3, "{doc:#}");
+    let got = samples(&env, run);
+    for probe in ["pg", "maria"] {
+        for variant in ["fresh", "reused"] {
+            let s = &got[&(probe.to_string(), variant.to_string())];
+            assert_eq!(s.len() as u64, rounds, "{probe}/{variant}");
+            let failed: Vec<_> = s.iter().filter(|x| x.outcome != Outcome::Ok).collect();
+            assert!(failed.is_empty(), "{probe}/{variant}: {failed:?}\n{doc:#}");
+        }
+    }
+    // A server's error that mentions a timeout is the server's error, not the probe's
+    // timeout (the idle-session FATAL was counted as a timeout before).
+    let s = &got[&("pgerr".to_string(), "default".to_string())];
+    assert!(
+        !s.is_empty() && s.iter().all(|x| x.outcome == Outcome::Error),
+        "{s:?}"
+    );
+}
+
 /// The acceptance case of the cold path and the floor: a name looked up at a caching resolver
 /// (whose uncached answers take a second hop to the authority) costs more than the address,
 /// round by round, with an interval above zero; a server that never answers in under 3 ms is
@@ -259,18 +320,7 @@ target = "{floor}"
         echo = echo.addr,
         floor = floor.addr,
     );
-    let file = env.path("cold.toml");
-    std::fs::write(&file, config).unwrap();
-    let doc = env.json(
-        "probe",
-        &[
-            "probe",
-            "--config",
-            file.to_str().unwrap(),
-            "--duration",
-            "8s",
-        ],
-    );
+    let doc = probe_with_config(&env, "cold.toml", &config, "8s");
     let findings = doc["findings"].as_array().unwrap();
     let about = |detector: &str, probe: &str| {
         findings

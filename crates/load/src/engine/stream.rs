@@ -1,31 +1,30 @@
 //! The stream worker: TCP connections, pipelined requests, one epoll loop.
 
 use std::collections::VecDeque;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::event::epoll;
-use tailhunt_model::{Outcome, Sample};
+use tailhunt_model::Outcome;
 
 use super::handoff::Outbox;
 use super::tls::{self, Link, Tls};
 use super::{stopped, Live, StepConfig, Window, WorkerResult, MAX_WAIT_NS};
-use crate::breakdown::{Breakdown, ClientTimes};
 use crate::clock::{mono_ns, real_ns};
 use crate::proto::{self, StreamProtocol};
 use crate::schedule::Schedule;
 use crate::tstamp;
 
-/// How long a (re)connect may block the loop.
+mod lifecycle;
+mod receive;
+
+/// How long a connect at the start may block the loop.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const RECONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 /// Bytes asked of each read.
 const READ_CHUNK: usize = 1 << 16;
-/// Wait between reconnect attempts of one connection.
-const RECONNECT_BACKOFF_NS: i64 = 100_000_000;
 
 struct InFlight {
     intended: i64,
@@ -342,23 +341,6 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Reopens the closed connections whose back-off has passed.
-    fn revive(&mut self, now: i64, r: &mut WorkerResult) {
-        self.dead_retry = i64::MAX;
-        for i in 0..self.conns.len() {
-            if self.conns[i].sock.is_some() {
-                continue;
-            }
-            if now >= self.conns[i].retry_at {
-                self.reconnect(i, r);
-                self.offer(i);
-            }
-            if self.conns[i].sock.is_none() {
-                self.dead_retry = self.dead_retry.min(self.conns[i].retry_at);
-            }
-        }
-    }
-
     /// Hands the counts since the last call to [`Live`].
     fn publish(&mut self) {
         if self.live_sent > 0 {
@@ -459,262 +441,6 @@ impl<'a> Loop<'a> {
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(e) => {
                 r.note_error(|| format!("write: {e}"));
-                self.fail(i, Outcome::Error, r);
-            }
-        }
-    }
-
-    fn read(&mut self, i: usize, r: &mut WorkerResult) {
-        let mut closed = false;
-        // Kernel receive timestamp of the last read that returned data (breakdown only).
-        let mut kernel_rx_ns = 0;
-        if self.cfg.breakdown {
-            // Before the replies: the request's transmit stamp is queued when it leaves, so it
-            // is there by the time its reply is (and the queue keeps EPOLLERR up until drained).
-            self.take_tx_stamps(i);
-        }
-        {
-            let c = &mut self.conns[i];
-            let Some(sock) = c.sock.as_mut() else { return };
-            loop {
-                // Grow (zeroing) only when less than a chunk is free: the buffer is reused, never
-                // re-zeroed per read (a 64 KiB memset per read cost more than the syscall).
-                if c.rbuf.len() - c.rlen < READ_CHUNK {
-                    c.rbuf.resize(c.rlen + READ_CHUNK, 0);
-                }
-                let len = c.rlen;
-                let got = if self.cfg.breakdown {
-                    self.reader
-                        .recv(sock.tcp(), &mut c.rbuf[len..])
-                        .map(|(k, t)| (k, t.software_ns))
-                } else {
-                    sock.read(&mut c.rbuf[len..]).map(|k| (k, None))
-                };
-                match got {
-                    Ok((0, _)) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok((k, rx)) => {
-                        c.rlen += k;
-                        kernel_rx_ns = rx.unwrap_or(kernel_rx_ns);
-                        // A TLS session may hold more plaintext than one read returned.
-                        if k < READ_CHUNK && sock.short_read_drains() {
-                            break;
-                        }
-                    }
-                    Err(e) => {
-                        if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
-                            r.note_error(|| format!("read: {e}"));
-                            closed = true;
-                        }
-                        break;
-                    }
-                }
-            }
-        }
-        let end = mono_ns();
-        self.last_reply_ns = end;
-        let end_real_ns = if self.cfg.breakdown {
-            real_ns() as u64
-        } else {
-            0
-        };
-        let mut used = 0;
-        let mut broken = None;
-        // The server said it closes the connection after a response of this read.
-        let mut closing = false;
-        loop {
-            let c = &self.conns[i];
-            match self.proto.parse_response(&c.rbuf[used..c.rlen]) {
-                Ok(Some(resp)) => {
-                    let c = &mut self.conns[i];
-                    let Some(f) = c.inflight.pop_front() else {
-                        broken = Some("a response arrived with no request outstanding".to_string());
-                        break;
-                    };
-                    if !resp.ok {
-                        // What the server said, so a run of error replies says why.
-                        let reply = &c.rbuf[used..used + resp.len];
-                        r.note_error(|| format!("error reply: {}", proto::first_line(reply)));
-                    }
-                    used += resp.len;
-                    let outcome = if resp.ok { Outcome::Ok } else { Outcome::Error };
-                    let breakdown = self.cfg.breakdown.then(|| {
-                        let client = ClientTimes {
-                            app_send_ns: f.send_real_ns,
-                            kernel_tx_ns: f.kernel_tx_ns,
-                            kernel_rx_ns,
-                            app_recv_ns: end_real_ns,
-                        };
-                        resp.server
-                            .and_then(|t| Breakdown::split_with_client(end - f.start, t, client))
-                            .unwrap_or_default()
-                    });
-                    r.finish(
-                        Sample::new(f.intended, f.start, end, outcome),
-                        true,
-                        breakdown,
-                    );
-                    self.refused_since_response = None;
-                    self.live_done += 1;
-                    if resp.closes {
-                        closing = true;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    broken = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        let c = &mut self.conns[i];
-        c.rbuf.copy_within(used..c.rlen, 0);
-        c.rlen -= used;
-        if let Some(e) = broken {
-            r.note_error(|| e);
-            self.fail(i, Outcome::Error, r);
-        } else if closing || (closed && self.conns[i].inflight.is_empty()) {
-            // Announced (`Connection: close`, HTTP/1.0) or idle: no request failed.
-            self.retire(i, r);
-        } else if closed {
-            r.note_error(|| "the server closed the connection".into());
-            self.fail(i, Outcome::Error, r);
-        } else {
-            self.offer(i);
-        }
-    }
-
-    /// Drains connection `i`'s error queue and gives each transmit timestamp to the requests it
-    /// covers: a stamp's id is the offset of the last byte of one `write`, so it is the
-    /// transmit time of every request whose last byte went in that write (the earliest stamp
-    /// at or after a request's last byte; requests are in byte order).
-    fn take_tx_stamps(&mut self, i: usize) {
-        let c = &mut self.conns[i];
-        let Some(sock) = c.sock.as_ref().filter(|_| c.tx_stamps) else {
-            return;
-        };
-        let inflight = &mut c.inflight;
-        let _ = self.reader.drain_tx(sock.tcp(), |stamp| {
-            let Some(t) = stamp.time.software_ns else {
-                return; // a hardware-only report of a send already stamped in software
-            };
-            for f in inflight.iter_mut().filter(|f| f.kernel_tx_ns == 0) {
-                if !tstamp::covers(stamp.id, tstamp::stream_id(f.end_offset)) {
-                    break;
-                }
-                f.kernel_tx_ns = t;
-            }
-        });
-    }
-
-    /// Connection `i` broke: it is closed, what was in flight on it ends with `outcome`
-    /// (timeouts that are overdue end as timeouts whatever `outcome` is), and it is opened
-    /// again after a back-off.
-    fn fail(&mut self, i: usize, outcome: Outcome, r: &mut WorkerResult) {
-        if self.close(i, outcome, r, RECONNECT_BACKOFF_NS) {
-            r.counters.disconnects += 1;
-        }
-    }
-
-    /// Connection `i` ended as the server said it would (a response that closes it), or
-    /// while idle: closed here and opened again for the next request, as a client's pool
-    /// does, with no failure counted. (Sending the next request on it failed one request in
-    /// two against an HTTP/1.0 server.) Requests sent after the closing response are never
-    /// answered. A closed connection is reopened only when a request is dispatched
-    /// ([`Loop::take_room`]), so a server that hangs up on every connection costs one connect
-    /// per request, never a loop of them.
-    fn retire(&mut self, i: usize, r: &mut WorkerResult) {
-        if !self.conns[i].inflight.is_empty() {
-            r.note_error(|| {
-                "a request was sent after the response that closed its connection".into()
-            });
-        }
-        self.close(i, Outcome::Error, r, 0);
-    }
-
-    /// Closes connection `i` (whether it was open), ends what was in flight on it, and
-    /// reopens it `backoff_ns` from now.
-    fn close(&mut self, i: usize, outcome: Outcome, r: &mut WorkerResult, backoff_ns: i64) -> bool {
-        let now = mono_ns();
-        let timeout = self.timeout_ns;
-        let c = &mut self.conns[i];
-        let open = c.sock.take().map(|s| {
-            let _ = epoll::delete(&self.epoll, s.as_fd());
-        });
-        for f in c.inflight.drain(..) {
-            let overdue = now >= f.intended + timeout;
-            let (o, end) = if overdue {
-                (Outcome::Timeout, f.intended + timeout)
-            } else {
-                (outcome, now)
-            };
-            let breakdown = self.cfg.breakdown.then(Breakdown::default);
-            r.finish(Sample::new(f.intended, f.start, end, o), true, breakdown);
-            self.live_done += 1;
-        }
-        c.rlen = 0;
-        c.wbuf.clear();
-        c.written = 0;
-        c.retry_at = now + backoff_ns;
-        self.dead_retry = self.dead_retry.min(c.retry_at);
-        open.is_some()
-    }
-
-    fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
-        match open(self.cfg, self.tls.as_ref(), RECONNECT_TIMEOUT) {
-            Ok((s, tx_stamps)) => {
-                if epoll::add(
-                    &self.epoll,
-                    s.as_fd(),
-                    epoll::EventData::new_u64(i as u64),
-                    interest_flags(false),
-                )
-                .is_ok()
-                {
-                    let c = &mut self.conns[i];
-                    (c.sock, c.written, c.tx_stamps) = (Some(s), 0, tx_stamps);
-                    r.counters.connects += 1;
-                }
-            }
-            Err(e) => {
-                r.counters.connect_failures += 1;
-                let why = super::connect_hint(&e);
-                r.note_error(|| format!("reconnect: {why}"));
-                self.refused_since_response = Some(format!(
-                    "its connections closed and reconnecting failed ({why})"
-                ));
-                self.conns[i].retry_at = mono_ns() + RECONNECT_BACKOFF_NS;
-            }
-        }
-    }
-
-    /// Times out requests whose deadline passed: in flight (the connection is closed, as a real
-    /// client would) or still waiting in the client (never sent).
-    fn expire(&mut self, now: i64, r: &mut WorkerResult) {
-        while let Some(&intended) = self.backlog.front() {
-            if now < intended + self.timeout_ns {
-                break;
-            }
-            self.backlog.pop_front();
-            let end = intended + self.timeout_ns;
-            let breakdown = self.cfg.breakdown.then(Breakdown::default);
-            r.finish(
-                Sample::new(intended, end, end, Outcome::Timeout),
-                false,
-                breakdown,
-            );
-            self.live_done += 1;
-        }
-        for i in 0..self.conns.len() {
-            if self.conns[i]
-                .inflight
-                .front()
-                .is_some_and(|f| now >= f.intended + self.timeout_ns)
-            {
-                r.note_error(|| format!("requests timed out after {:?}", self.cfg.timeout));
                 self.fail(i, Outcome::Error, r);
             }
         }

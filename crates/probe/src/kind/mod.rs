@@ -147,6 +147,24 @@ pub trait Session: Send {
     }
 }
 
+/// Whether the server has closed (or reset) the connection on socket `fd` while no request
+/// was outstanding: a read that does not wait finds its FIN (or an error) already there. Bytes
+/// waiting are no answer to anything either (a server's farewell, such as MySQL's error packet
+/// before it closes an idle connection): such a connection is not fit for a request.
+pub fn peer_gone(fd: std::os::fd::RawFd) -> bool {
+    use nix::errno::Errno;
+    use nix::sys::socket::{recv, MsgFlags};
+    match recv(
+        fd,
+        &mut [0u8; 1],
+        MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(_) => true,
+        Err(Errno::EAGAIN | Errno::EINTR) => false,
+        Err(_) => true,
+    }
+}
+
 /// Opens [`Session`]s to an address.
 pub trait Dialer: Send {
     /// Connects (and logs in, for databases) before `deadline`.

@@ -7,6 +7,7 @@
 //! row. The connection's read and write timeouts are the probe's timeout.
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use mysql::prelude::Queryable;
@@ -69,6 +70,12 @@ impl Session for MySession {
             Ok(None) => Err(Failure::error(format!("'{}' returned no row", self.query))),
             Err(e) => Err(my_failure("query", &e)),
         }
+    }
+
+    /// MariaDB closes a connection idle past `wait_timeout` without a word, MySQL 8 after an
+    /// error packet (`ER_CLIENT_INTERACTION_TIMEOUT`): either shows on the socket.
+    fn closed(&mut self) -> bool {
+        super::peer_gone(self.conn.as_raw_fd())
     }
 }
 

@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Config, NoTls, SimpleQueryMessage};
 
 use super::{Deadline, Dialer, Failure, Session};
@@ -77,21 +78,46 @@ impl Session for PgSession {
             Err(Failure::error(format!("'{}' returned no row", self.query)))
         }
     }
+
+    /// PostgreSQL ends a session idle past `idle_session_timeout` (or one an administrator
+    /// terminates) with an error message and a close. The client reads its connection only
+    /// while it is asked something, and its runtime learns that the socket has bytes only
+    /// when it waits: so this waits for notifications for a millisecond (untimed, before the
+    /// request), which reads what the server sent meanwhile. A connection that has ended
+    /// then fails the wait. (Taking them without waiting found nothing: the socket's
+    /// readiness was the runtime's from before the server wrote.)
+    fn closed(&mut self) -> bool {
+        let ended = {
+            let mut notifications = self.client.notifications();
+            let mut pending = notifications.timeout_iter(Duration::from_millis(1));
+            loop {
+                match pending.next() {
+                    Ok(Some(_)) => {} // a NOTIFY nobody listens for
+                    Ok(None) => break false,
+                    Err(_) => break true,
+                }
+            }
+        };
+        ended || self.client.is_closed()
+    }
 }
 
-/// A timed-out connect or a cancelled statement is a timeout; anything else an error with
-/// the server's message.
+/// A cancelled statement (the server's `statement_timeout`, set to the probe's timeout) or a
+/// connect that timed out is a timeout; anything else an error with the server's message. A
+/// server error whose words mention a timeout is still the server's error: "terminating
+/// connection due to idle-session timeout" is the server ending a session, not the probe
+/// giving up.
 fn pg_failure(what: &str, e: &postgres::Error) -> Failure {
-    let cancelled = e
-        .code()
-        .is_some_and(|c| *c == postgres::error::SqlState::QUERY_CANCELED);
-    let text = match e.as_db_error() {
-        Some(db) => db.message().to_string(),
-        None => e.to_string(),
-    };
-    if cancelled || text.contains("timed out") || text.contains("timeout") {
-        Failure::Timeout
-    } else {
-        Failure::error(format!("{what}: {text}"))
+    match e.as_db_error() {
+        Some(db) if *db.code() == postgres::error::SqlState::QUERY_CANCELED => Failure::Timeout,
+        Some(db) => Failure::error(format!("{what}: {}", db.message())),
+        None => {
+            let text = e.to_string();
+            if text.contains("timed out") || text.contains("timeout") {
+                Failure::Timeout
+            } else {
+                Failure::error(format!("{what}: {text}"))
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use tailhunt_load::proto::{Frames, Http, Memcached, Redis, StreamProtocol};
@@ -128,24 +129,7 @@ impl Session for StreamSession {
     }
 
     fn closed(&mut self) -> bool {
-        self.peer_gone()
-    }
-}
-
-impl StreamSession {
-    /// Whether the socket has reached its end or an error without a request outstanding: a
-    /// read that does not wait finds the server's FIN (or reset) already there. Bytes
-    /// waiting are no answer to anything: the connection is not fit for a request either.
-    fn peer_gone(&self) -> bool {
-        if self.sock.set_nonblocking(true).is_err() {
-            return false;
-        }
-        let gone = match self.sock.peek(&mut [0u8; 1]) {
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-            Ok(_) => true,
-        };
-        // A socket left non-blocking would make the request's reads fail at once.
-        gone || self.sock.set_nonblocking(false).is_err()
+        super::peer_gone(self.sock.as_raw_fd())
     }
 }
 

@@ -77,6 +77,11 @@ fn as_nobody(program: &Path) -> Command {
 
 /// A private PostgreSQL on a free loopback port; user `postgres`, trust authentication.
 pub fn postgres() -> Server {
+    postgres_with(&[])
+}
+
+/// [`postgres`] with more server options (`-c name=value` pairs).
+pub fn postgres_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     if super::is_root() {
@@ -104,7 +109,8 @@ pub fn postgres() -> Server {
             .arg(&data)
             .args(["-p", &port.to_string(), "-k"])
             .arg(dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]),
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(extra),
     )
     .spawn()
     .expect("postgres");
@@ -124,6 +130,11 @@ pub fn postgres() -> Server {
 
 /// A private MariaDB on a free loopback port; grant tables skipped (any user logs in).
 pub fn mariadb() -> Server {
+    mariadb_with(&[])
+}
+
+/// [`mariadb`] with more server options (`--name=value`).
+pub fn mariadb_with(extra: &[&str]) -> Server {
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("data");
     let st = quiet(
@@ -151,7 +162,8 @@ pub fn mariadb() -> Server {
             .arg(format!("--port={port}"))
             .arg(format!("--socket={}", dir.path().join("sock").display()))
             .arg(format!("--pid-file={}", dir.path().join("pid").display()))
-            .args(["--skip-log-bin", "--innodb-buffer-pool-size=16M"]),
+            .args(["--skip-log-bin", "--innodb-buffer-pool-size=16M"])
+            .args(extra),
     )
     .spawn()
     .expect("mariadbd");
