@@ -316,10 +316,7 @@ fn connection(t: &Tracked, netns: String, owners: &Owners) -> ConnectionReport {
         owner: owners.get(s.inode).cloned(),
         state: TcpState(s.state),
         readings: r.len() as u64,
-        range_ns: (
-            r.first().map_or(0, |x| x.t_ns),
-            r.last().map_or(0, |x| x.t_ns),
-        ),
+        range_ns: r.first().zip(r.last()).map(|(a, b)| (a.t_ns, b.t_ns)),
         bytes_sent,
         bytes_received,
         throughput_bps,

@@ -57,6 +57,29 @@ fn time_wait_connections_are_counted_by_state_not_dropped_root() {
         .filter(|c| c["state"] == "TIME_WAIT" && c["readings"] == 0)
         .collect();
     assert!(unread.len() >= 3, "{:#}", doc["connections"]);
+    // A connection without a reading has no range; one with readings spans them.
+    for c in conns {
+        match c["readings"].as_u64().unwrap() {
+            0 => assert!(c["range_ns"].is_null(), "{c:#}"),
+            _ => assert!(
+                c["range_ns"][0].as_i64() <= c["range_ns"][1].as_i64(),
+                "{c:#}"
+            ),
+        }
+    }
+    // Version 1 of the stored report gave them the range [0, 0]: read, it is none.
+    let mut v1 = doc.clone();
+    for c in v1["connections"].as_array_mut().unwrap() {
+        if c["range_ns"].is_null() {
+            c["range_ns"] = serde_json::json!([0, 0]);
+        }
+    }
+    use tailhunt_model::evidence::Document;
+    let old = tailhunt_model::evidence::sock::SocketsReport::upgrade(1, v1).unwrap();
+    assert!(old
+        .connections
+        .iter()
+        .all(|c| (c.readings == 0) == c.range_ns.is_none()));
     let counts = &doc["counts"];
     assert_eq!(counts["seen"].as_u64().unwrap(), conns.len() as u64);
     let without: u64 = counts["without_readings"]

@@ -156,6 +156,19 @@ pub trait Row: Serialize + DeserializeOwned {
     fn key(&self) -> i64;
 }
 
+/// A document written with `version`, read as the current shape of `D` (refused when a newer
+/// tailhunt wrote it): [`Document::upgrade`]'s default, and the first step of the upgrades
+/// that change something.
+pub fn read_as_current<D: Document>(version: u32, json: serde_json::Value) -> Result<D, String> {
+    if version > D::VERSION {
+        return Err(format!(
+            "it was written as version {version} by a newer tailhunt (this one reads up to {}): upgrade tailhunt",
+            D::VERSION
+        ));
+    }
+    serde_json::from_value(json).map_err(|e| e.to_string())
+}
+
 /// A run's evidence document: stored once per run under [`Document::NAME`] (zstd-compressed
 /// JSON) with its [`Document::VERSION`].
 ///
@@ -172,13 +185,7 @@ pub trait Document: Serialize + DeserializeOwned {
     /// Reads a document written with an older `version`. The default accepts only versions whose
     /// JSON the current type still reads as it is.
     fn upgrade(version: u32, json: serde_json::Value) -> Result<Self, String> {
-        if version > Self::VERSION {
-            return Err(format!(
-                "it was written as version {version} by a newer tailhunt (this one reads up to {}): upgrade tailhunt",
-                Self::VERSION
-            ));
-        }
-        serde_json::from_value(json).map_err(|e| e.to_string())
+        read_as_current(version, json)
     }
 
     /// Rebuilds the document of a run written before it had one, from the run's parameters;

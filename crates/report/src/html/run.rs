@@ -158,13 +158,11 @@ impl<'s> RunData<'s> {
                 data.evidence::<CaptureReport>().map(|c| c.first_ns)
             }
             RunKind::Transfer => data.evidence::<TransferReport>().map(|t| t.range_ns.0),
-            // A connection listed without a reading has no range (0, 0): it does not start
-            // the axis.
+            // A connection listed without a reading has no range: it does not start the axis.
             RunKind::Sockets => data.evidence::<SocketsReport>().and_then(|s| {
                 s.connections
                     .iter()
-                    .filter(|c| c.readings > 0)
-                    .map(|c| c.range_ns.0)
+                    .filter_map(|c| c.range_ns.map(|r| r.0))
                     .min()
             }),
             _ => None,

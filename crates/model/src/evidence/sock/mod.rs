@@ -151,8 +151,9 @@ pub struct ConnectionReport {
     pub state: TcpState,
     /// Readings.
     pub readings: u64,
-    /// First and last reading, monotonic ns.
-    pub range_ns: (i64, i64),
+    /// First and last reading, monotonic ns; `None` without a reading (the kernel keeps no
+    /// TCP_INFO for TIME_WAIT and request sockets). Version 1 stored `(0, 0)` then.
+    pub range_ns: Option<(i64, i64)>,
     /// Bytes the peer acknowledged during the sampling.
     pub bytes_sent: u64,
     /// Bytes received during the sampling.
@@ -443,11 +444,27 @@ impl Document for TransferReport {
 
 impl Document for SocketsReport {
     const NAME: &'static str = "sockets";
-    const VERSION: u32 = 1;
+    /// 2: a connection without a reading has no `range_ns` (version 1: `[0, 0]`).
+    const VERSION: u32 = 2;
 
-    /// Runs written before the document kept the report as `params.sockets`.
+    fn upgrade(version: u32, json: serde_json::Value) -> Result<Self, String> {
+        let mut report: SocketsReport = super::read_as_current(version, json)?;
+        report.no_range_without_readings();
+        Ok(report)
+    }
+
+    /// Runs written before the document kept the report as `params.sockets` (version 1).
     fn from_params(params: &serde_json::Value) -> Option<Result<Self, String>> {
         let v = params.get("sockets")?;
-        Some(serde_json::from_value(v.clone()).map_err(|e| e.to_string()))
+        Some(Self::upgrade(1, v.clone()))
+    }
+}
+
+impl SocketsReport {
+    /// Version 1 gave a connection without a reading the range `(0, 0)`: none, now.
+    fn no_range_without_readings(&mut self) {
+        for c in self.connections.iter_mut().filter(|c| c.readings == 0) {
+            c.range_ns = None;
+        }
     }
 }
