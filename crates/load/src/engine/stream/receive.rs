@@ -12,6 +12,16 @@ use crate::engine::WorkerResult;
 use crate::proto;
 use crate::tstamp;
 
+/// What the responses in a connection's read buffer came to.
+struct Taken {
+    /// Bytes they took.
+    used: usize,
+    /// Why the connection is broken, if it is (garbage, a response to nothing).
+    broken: Option<String>,
+    /// The server said it closes the connection after one of them.
+    closing: bool,
+}
+
 impl Loop<'_> {
     /// Connection `i` is readable: takes what the socket holds, finishes the requests it
     /// answers, and ends the connection if the server closed it or broke the protocol.
@@ -24,7 +34,11 @@ impl Loop<'_> {
         let Some((closed, kernel_rx_ns)) = self.receive(i, r) else {
             return;
         };
-        let (used, broken, closing) = self.take_responses(i, kernel_rx_ns, r);
+        let Taken {
+            used,
+            broken,
+            closing,
+        } = self.take_responses(i, kernel_rx_ns, r);
         let c = &mut self.conns[i];
         c.rbuf.copy_within(used..c.rlen, 0);
         c.rlen -= used;
@@ -90,15 +104,8 @@ impl Loop<'_> {
         Some((closed, kernel_rx_ns))
     }
 
-    /// Finishes the requests the responses in connection `i`'s read buffer answer: how many
-    /// bytes they took, why the connection is broken if it is, and whether the server said it
-    /// closes the connection after one of them.
-    fn take_responses(
-        &mut self,
-        i: usize,
-        kernel_rx_ns: u64,
-        r: &mut WorkerResult,
-    ) -> (usize, Option<String>, bool) {
+    /// Finishes the requests the responses in connection `i`'s read buffer answer.
+    fn take_responses(&mut self, i: usize, kernel_rx_ns: u64, r: &mut WorkerResult) -> Taken {
         let end = mono_ns();
         self.last_reply_ns = end;
         let end_real_ns = if self.cfg.breakdown {
@@ -156,7 +163,11 @@ impl Loop<'_> {
                 }
             }
         }
-        (used, broken, closing)
+        Taken {
+            used,
+            broken,
+            closing,
+        }
     }
 
     /// Drains connection `i`'s error queue and gives each transmit timestamp to the requests it
