@@ -1,18 +1,18 @@
-//! A pass over several threads: one reads, the others analyse, and the result is the same
-//! as one thread's.
+//! A pass over several threads: this one reads and stores, the others analyse, and the
+//! result is the same as one thread's.
 //!
-//! In: a [`SourceSet`] (sendable to a thread), an [`AnalysisConfig`], a number of workers,
-//! a [`SeriesSink`]. Out: what [`crate::run::analyse`] gives for the same sources — the same
-//! report, the same series with the same samples in the same order — and its [`Analyzer`].
+//! In: a [`SourceSet`], an [`AnalysisConfig`], a number of workers, a [`SeriesSink`]. Out:
+//! what [`crate::run::analyse`] gives for the same sources — the same report, the same series
+//! with the same samples in the same order — and its [`Analyzer`].
 //!
-//! - The *reader* thread reads the sources (a compressed one is decompressed on a thread of
-//!   its own, as on one thread: [`crate::read::PacketSource::read_ahead`]), decodes each frame, counts it
-//!   and adds it to its two channels' bins (the front of the analysis, see
+//! - *This thread* reads the sources (a compressed one is decompressed on a thread of its
+//!   own, as on one thread: [`crate::read::PacketSource::read_ahead`]), decodes each frame,
+//!   counts it and adds it to its two channels' bins (the front of the analysis, see
 //!   [`crate::analysis`]), and hands the decoded header (payload left out: the analysis
 //!   reads only lengths) to the worker its flow key hashes to. The key names a connection
-//!   regardless of direction, so both directions of a connection go to one worker. Frames and sweeps
-//!   go in chunks of [`CHUNK`] items, one batch per worker per chunk, and batches come back to be
-//!   refilled: no allocation and no channel send per packet.
+//!   regardless of direction, so both directions of a connection go to one worker. Frames and
+//!   sweeps go in chunks of [`CHUNK`] items, one batch per worker per chunk, and batches come
+//!   back to be refilled: no allocation and no channel send per packet.
 //! - Each *worker* keeps the flows of its share: TCP state, bins per flow, timestamps. Where
 //!   a one-thread pass sweeps (every 65,536 frames, or sooner once 10 ms of capture time
 //!   has passed) the reader sends every worker the sweep that pass makes before that
@@ -21,19 +21,22 @@
 //!   retired at the same packet and keeps the same bins as on one thread, and memory still
 //!   follows the open connections (the list grows with the capture's busy bins, not with
 //!   connections).
-//! - This thread stores the workers' samples as it goes: each is tagged with the frame
-//!   number of its packet, and a chunk's samples from all workers are put in that order
-//!   before the [`Recorder`] opens series and stores them. A worker numbers a flow with the
-//!   frame number of its first packet and reports it; this thread keeps those numbers in
-//!   order (packed into the scratch file a block of 4,096 at a time: [`FlowIds`]), so a
-//!   flow's id is its rank, as on one thread. With
-//!   [`AnalysisConfig::store_flows`] a worker hands each flow over as it finishes, and this
-//!   thread gives it its id, offers it to the report's choice and stores it, so memory
-//!   follows the open connections here too. At the end the front and the workers' analyzers
-//!   are joined and the pass ends as a one-thread pass does.
+//! - Before it hands out each chunk, this thread stores what the workers have made of the
+//!   chunks before (`Storer`): each sample is tagged with the frame number of its packet,
+//!   and a chunk's samples from all workers are put in that order before the [`Recorder`]
+//!   opens series and stores them. A worker numbers a flow with the frame number of its first
+//!   packet and reports it; this thread keeps those numbers in order (packed into the scratch
+//!   file a block of 4,096 at a time: [`FlowIds`]), so a flow's id is its rank, as on one
+//!   thread. With [`AnalysisConfig::store_flows`] a worker hands each flow over as it
+//!   finishes, and this thread gives it its id, offers it to the report's choice and stores
+//!   it, so memory follows the open connections here too. At the end the front and the
+//!   workers' analyzers are joined and the pass ends as a one-thread pass does.
+//! - The storing had a thread of its own until 2026-12-01: with one worker on two CPUs that
+//!   made three threads, and its wake-ups took the other two's time (docs/benchmarks.md).
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::Arc;
 
 use tailhunt_model::evidence::capture::{FlowSummary, InputReport, Proto};
@@ -102,6 +105,9 @@ pub fn worker_of(d: &Decoded<'_>, workers: usize) -> Option<usize> {
         Transport::Udp(u) => (Proto::Udp, u.src_port, u.dst_port),
         Transport::Other(_) => return None,
     };
+    if workers <= 1 {
+        return Some(0);
+    }
     let (key, _) = FlowKey::of(
         proto,
         std::net::SocketAddr::new(d.src, src),
@@ -150,8 +156,9 @@ fn detach(d: &Decoded<'_>) -> Decoded<'static> {
     }
 }
 
-/// The reader's side: counts and channels, and the batches being filled.
-struct Front {
+/// The reader's side: counts and channels, the batches being filled, and the storing of what
+/// the workers made of the chunks handed out before.
+struct Front<'r, 's> {
     an: Analyzer,
     /// The bins that reached the threshold, as last handed to the workers (an empty list is
     /// handed on without a new allocation).
@@ -165,14 +172,13 @@ struct Front {
     items: usize,
     workers: Vec<SyncSender<Vec<Item>>>,
     spare: Receiver<Vec<Item>>,
-    chunks: SyncSender<()>,
+    store: Storer<'r, 's>,
 }
 
-impl Front {
-    /// Hands the chunk's batches to the workers (and tells this thread a chunk is coming).
+impl Front<'_, '_> {
+    /// Stores what the workers have finished, then hands the chunk's batches to them.
     fn send(&mut self) -> Result<(), RunError> {
-        let gone = |_| RunError::Thread("the pass's recorder stopped");
-        self.chunks.send(()).map_err(gone)?;
+        self.store.store(false)?;
         for (batch, to) in self.batches.iter_mut().zip(&self.workers) {
             let empty = self
                 .spare
@@ -182,6 +188,7 @@ impl Front {
             to.send(full)
                 .map_err(|_| RunError::Thread("an analysis worker stopped"))?;
         }
+        self.store.pending += 1;
         self.items = 0;
         Ok(())
     }
@@ -195,7 +202,7 @@ impl Front {
     }
 }
 
-impl Frames for Front {
+impl Frames for Front<'_, '_> {
     fn packets(&self) -> u64 {
         self.an.packets()
     }
@@ -244,17 +251,21 @@ fn work(
     mut an: Analyzer,
     batches: Receiver<Vec<Item>>,
     spare: Sender<Vec<Item>>,
-    out: SyncSender<Made>,
+    out: Sender<Made>,
     stored: Receiver<Vec<Tagged>>,
 ) -> Analyzer {
     for mut batch in batches {
         // The vectors go round: allocating one per chunk here and freeing it on the storing
         // thread cost more than the merge itself.
         let mut tagged = stored.try_recv().unwrap_or_default();
-        for item in batch.drain(..) {
-            match item {
-                Item::Sweep { ordinal, now, hot } => {
-                    an.sweep_shard(ordinal, now, &hot);
+        for item in &batch {
+            match *item {
+                Item::Sweep {
+                    ordinal,
+                    now,
+                    ref hot,
+                } => {
+                    an.sweep_shard(ordinal, now, hot);
                     collect(&mut an, ordinal, 0, &mut tagged);
                 }
                 Item::Packet { ordinal, packet } => {
@@ -263,6 +274,7 @@ fn work(
                 }
             }
         }
+        batch.clear();
         // The reader may have finished: then nobody needs the batch back.
         let _ = spare.send(batch);
         let made = Made {
@@ -301,8 +313,8 @@ fn collect(an: &mut Analyzer, ordinal: u64, part: u8, out: &mut Vec<Tagged>) {
     an.events = ev;
 }
 
-/// Analyses `sources` in order into `sink` with a reader thread and `workers` analysis
-/// threads; see the module docs.
+/// Analyses `sources` in order into `sink`: this thread reads and stores, `workers` analysis
+/// threads keep the flows; see the module docs.
 pub fn analyse(
     sources: &mut (dyn SourceSet + Send),
     cfg: AnalysisConfig,
@@ -322,15 +334,15 @@ pub fn analyse(
         finished: Vec::new(),
     };
     let (front, inputs, stopped, shards) = std::thread::scope(|scope| {
-        let (chunk_tx, chunk_rx) = sync_channel(DEPTH);
-        let (progress_tx, progress_rx) = channel();
         let (spare_tx, spare_rx) = channel();
         let mut to_workers = Vec::new();
         let mut outs = Vec::new();
         let mut handles = Vec::new();
         for (i, an) in shards.into_iter().enumerate() {
             let (tx, rx) = sync_channel(DEPTH);
-            let (out_tx, out_rx) = sync_channel(DEPTH);
+            // Not bounded here: this thread takes what a worker made before it hands out each
+            // chunk, so no more than the chunks in flight wait in it.
+            let (out_tx, out_rx) = channel();
             let (back_tx, back_rx) = channel();
             let spare = spare_tx.clone();
             let worker = std::thread::Builder::new()
@@ -345,40 +357,32 @@ pub fn analyse(
         let batches = (0..workers.max(1))
             .map(|_| Vec::with_capacity(CHUNK))
             .collect();
-        let reader = std::thread::Builder::new().name("pcap-reader".into());
-        let reader = reader.spawn_scoped(scope, move || {
-            let mut front = Front {
-                an: front_an,
-                shared: Arc::new(Vec::new()),
-                batches,
-                items: 0,
-                workers: to_workers,
-                spare: spare_rx,
-                chunks: chunk_tx,
-            };
-            let mut report = |p| {
-                let _ = progress_tx.send(p);
-            };
-            let (inputs, stopped) = read_sources(&mut *sources, &mut front, stop, &mut report)?;
+        let mut front = Front {
+            an: front_an,
+            shared: Arc::new(Vec::new()),
+            batches,
+            items: 0,
+            workers: to_workers,
+            spare: spare_rx,
+            store: Storer::new(&mut rec, &mut flows, outs),
+        };
+        let read = read_sources(&mut *sources, &mut front, stop, progress).and_then(|done| {
             if front.items > 0 {
                 front.send()?;
             }
-            Ok::<_, RunError>((front.an, inputs, stopped))
+            Ok(done)
         });
-        // Without a reader the workers' channels close and they end at once.
-        let reader = reader.map_err(|_| RunError::Thread("cannot start the capture reader"))?;
-        let stored = store(&mut rec, &mut flows, chunk_rx, outs, progress_rx, progress);
-        let front = reader
-            .join()
-            .map_err(|_| RunError::Thread("the capture reader failed"))?;
+        // The workers end when their channels close: after the last chunk, or at once on an
+        // error (their results are not waited for then).
+        front.workers.clear();
+        let stored = read.and_then(|done| front.store.store(true).map(|()| done));
         let shards = handles
             .into_iter()
             .map(|h| h.join())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| RunError::Thread("an analysis worker failed"))?;
-        stored?;
-        let (front, inputs, stopped) = front?;
-        Ok::<_, RunError>((front, inputs, stopped, shards))
+        let (inputs, stopped) = stored?;
+        Ok::<_, RunError>((front.an, inputs, stopped, shards))
     })?;
     rec.flows(&mut flows.finished).map_err(RunError::Sink)?;
     let joined = Analyzer::merge(front, shards, &flows.ids, flows.kept);
@@ -412,50 +416,87 @@ impl Flows {
     }
 }
 
-/// This thread's part: each chunk's samples from every worker, put in the order of a
-/// one-thread pass, into the recorder; progress passed on. Returns when the reader is done
-/// (or at the first sink error, which ends the others: their channels close).
-fn store(
-    rec: &mut Recorder<'_>,
-    flows: &mut Flows,
-    chunks: Receiver<()>,
+/// The storing, done by the reader between chunks: each chunk's samples from every worker,
+/// put in the order of a one-thread pass, into the recorder.
+struct Storer<'r, 's> {
+    rec: &'r mut Recorder<'s>,
+    flows: &'r mut Flows,
     outs: Vec<WorkerOut>,
-    progress_rx: Receiver<Progress>,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<(), RunError> {
-    let mut merged: Vec<Tagged> = Vec::new();
-    let mut made = Vec::with_capacity(outs.len());
-    while chunks.recv().is_ok() {
-        for (out, back) in &outs {
-            match out.recv() {
-                Ok(mut m) => {
-                    merged.append(&mut m.tagged);
-                    // The worker may be done: then it needs no vector back.
-                    let _ = back.send(std::mem::take(&mut m.tagged));
-                    made.push(m);
-                }
-                // A worker that stopped: the reader finds out too and says why.
-                Err(_) => return Ok(()),
-            }
+    /// What each worker has made and this thread has not stored yet, oldest chunk first.
+    waiting: Vec<VecDeque<Made>>,
+    /// Chunks handed out and not stored yet.
+    pending: usize,
+    merged: Vec<Tagged>,
+    made: Vec<Made>,
+}
+
+impl<'r, 's> Storer<'r, 's> {
+    fn new(rec: &'r mut Recorder<'s>, flows: &'r mut Flows, outs: Vec<WorkerOut>) -> Self {
+        let waiting = outs.iter().map(|_| VecDeque::new()).collect();
+        let made = Vec::with_capacity(outs.len());
+        Storer {
+            rec,
+            flows,
+            outs,
+            waiting,
+            pending: 0,
+            merged: Vec::new(),
+            made,
         }
-        flows.take(&mut made);
-        made.clear();
-        if flows.finished.len() >= crate::record::FLOW_BATCH {
-            rec.flows(&mut flows.finished).map_err(RunError::Sink)?;
+    }
+
+    /// Stores every chunk all workers are done with; with `wait`, waits for them to finish
+    /// every chunk handed out. A worker that stopped is an error.
+    fn store(&mut self, wait: bool) -> Result<(), RunError> {
+        let gone = || RunError::Thread("an analysis worker stopped");
+        while self.pending > 0 {
+            for ((out, _), waiting) in self.outs.iter().zip(&mut self.waiting) {
+                // A worker that has ended may still have results waiting: they come first.
+                waiting.extend(out.try_iter());
+                if waiting.is_empty() {
+                    match (wait, out.try_recv()) {
+                        (_, Ok(m)) => waiting.push_back(m),
+                        (false, Err(TryRecvError::Empty)) => return Ok(()),
+                        (true, Err(TryRecvError::Empty)) => {
+                            waiting.push_back(out.recv().map_err(|_| gone())?)
+                        }
+                        (_, Err(TryRecvError::Disconnected)) => return Err(gone()),
+                    }
+                }
+            }
+            self.store_chunk()?;
+        }
+        Ok(())
+    }
+
+    /// Stores the oldest chunk, which every worker has made.
+    fn store_chunk(&mut self) -> Result<(), RunError> {
+        for ((_, back), waiting) in self.outs.iter().zip(&mut self.waiting) {
+            let Some(mut m) = waiting.pop_front() else {
+                continue;
+            };
+            self.merged.append(&mut m.tagged);
+            // The worker may be done: then it needs no vector back.
+            let _ = back.send(std::mem::take(&mut m.tagged));
+            self.made.push(m);
+        }
+        self.pending -= 1;
+        self.flows.take(&mut self.made);
+        self.made.clear();
+        if self.flows.finished.len() >= crate::record::FLOW_BATCH {
+            self.rec
+                .flows(&mut self.flows.finished)
+                .map_err(RunError::Sink)?;
         }
         // Stable: one worker's samples of one frame stay in the order it made them.
-        merged.sort_by_key(|t| t.key);
-        for t in merged.drain(..) {
-            rec.sample(t.series, t.sample).map_err(RunError::Sink)?;
+        self.merged.sort_by_key(|t| t.key);
+        for t in self.merged.drain(..) {
+            self.rec
+                .sample(t.series, t.sample)
+                .map_err(RunError::Sink)?;
         }
-        for p in progress_rx.try_iter() {
-            progress(p);
-        }
+        Ok(())
     }
-    for p in progress_rx.try_iter() {
-        progress(p);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -500,8 +541,18 @@ mod tests {
     fn sweeps_do_not_grow_the_batches() {
         let an = Analyzer::front(AnalysisConfig::default()).expect("config");
         let (to_worker, batches) = sync_channel(64);
-        let (chunks, chunk_rx) = sync_channel(64);
         let (_spare_tx, spare) = channel();
+        // A worker that has made nothing yet: the reader stores nothing.
+        let (_made_tx, made_rx) = channel();
+        let mut sink: Vec<tailhunt_model::Series> = Vec::new();
+        let mut rec = Recorder::new(&mut sink);
+        let an_ids = an.flow_ids();
+        let mut flows = Flows {
+            ids: an_ids,
+            kept: None,
+            finished: Vec::new(),
+        };
+        let (back_tx, _back_rx) = channel();
         let mut front = Front {
             an,
             shared: Arc::new(Vec::new()),
@@ -509,7 +560,7 @@ mod tests {
             items: 0,
             workers: vec![to_worker],
             spare,
-            chunks,
+            store: Storer::new(&mut rec, &mut flows, vec![(made_rx, back_tx)]),
         };
         let data = frame([10, 0, 0, 1], [10, 0, 0, 2], 6, 40_000, 80);
         let mut input = InputReport::new("test".into());
@@ -523,10 +574,11 @@ mod tests {
             };
             front.frame(&raw, &mut input).expect("frame");
         }
+        let pending = front.store.pending;
         drop(front);
         let sent: Vec<Vec<Item>> = batches.iter().collect();
         assert!(sent.len() >= 3, "{} batches", sent.len());
-        assert_eq!(chunk_rx.iter().count(), sent.len());
+        assert_eq!(pending, sent.len());
         let sweeps: usize = sent
             .iter()
             .map(|b| b.iter().filter(|i| matches!(i, Item::Sweep { .. })).count())
