@@ -519,10 +519,11 @@ time by hand, is much slower than the one tailhunt links, flate2's.)
 
 \`tailhunt pcap FILE --threads N --link-rate 10gbit --db TMP\` (the whole command), and the pass
 alone (\`crates/pcap/examples/pass.rs FILE --threads N\`: from the first frame to the report
-built, series handed to a sink that drops them). Of N threads one reads and decodes and N-1
-analyse the connections (until 2026-11-30 N counted the analysing threads alone, so 2 meant
-three); the rest of the command (storing the report and series, the detectors, printing) runs
-on one thread whatever N is. Throughput is over CPU
+built, series handed to a sink that drops them). Of N threads one reads, decodes and stores
+what the others made, and N-1 analyse the connections (until 2026-11-30 N counted the analysing
+threads alone, so 2 meant three; until 2026-12-01 the storing had a thread of its own); the
+rest of the command (the report's end, the detectors, printing) runs on one thread whatever N
+is. N is one per CPU by default (2 here; until 2026-12-01, 1 below three CPUs). Throughput is over CPU
 time (all threads), so it is per core; speed-up is over wall time, against 1 thread in the
 same rounds.
 
@@ -551,7 +552,7 @@ done)
   ${th2_speedup}x: **$(met "$th2_speedup_raw" 1.7)**; the pass alone ${pass2_speedup}x: **$(met "$pass2_speedup_raw" 1.7)**.
   Per core with 2 threads: $th2_gbps GB/s (CPU time of all threads): **$(met "$th2_gbps_raw" 3)** (target >= 3 GB/s).
 - Memory against connections: $conns_lo_rss MiB at ${conn_counts[0]} connections, $conns_hi_rss MiB at $conns (${conns_growth}x): **$conns_flat** (target: at most 1.2x).
-  With \`--threads 2\` (not the default on 2 CPUs): $conns2_lo_rss MiB and $conns2_hi_rss MiB (${conns2_growth}x): **$conns2_flat**.
+  With \`--threads 2\` (the default on 2 CPUs): $conns2_lo_rss MiB and $conns2_hi_rss MiB (${conns2_growth}x): **$conns2_flat**.
 - Memory against the capture's length on one open connection (no numeric target; issue 18
   asks for memory bounded by the open connections and the bins): $stream_lo_rss MiB at 1 minute,
   $stream_hi_rss MiB at $stream_min minutes (${stream_growth}x).

@@ -45,7 +45,7 @@ const COMPACT_EVERY: u64 = 1 << 16;
 /// 100,000-connection capture: 2.8 MiB more peak memory than with 10 ms, for no less CPU).
 const SWEEP_AFTER_NS: i64 = 10_000_000;
 /// Packets between sweeps, at least (a sweep visits every flow held).
-const SWEEP_MIN_FRAMES: u64 = 1 << 10;
+pub(crate) const SWEEP_MIN_FRAMES: u64 = 1 << 10;
 
 /// Why a frame counted in the channels' bins is in no flow: a segment of a TCP connection
 /// retired before it came (see [`crate::tcp::QUIET_AFTER_CLEAN_CLOSE_NS`]).

@@ -191,13 +191,12 @@ pub fn analyse(
 }
 
 /// The analysis threads to use when none are asked for: one per CPU this process may use (its
-/// affinity and CPU quota), the reader being one of them, and the one-thread path on fewer
-/// than three. On 2 CPUs two threads (the reader and one worker) took the command 1.27-1.54x
-/// faster than one by hand on 2026-11-30 (bulk traffic and the mixed capture), but peak memory
-/// on the 100,000-connection capture was 1.31x that on the 1,000-connection one against 1.17x
-/// on one thread (issue 18 asks for 1.2x), and in earlier bench rounds with two workers the
-/// split was slower on bulk traffic in some rounds (docs/benchmarks.md). So 2 CPUs keep one
-/// thread unless `--threads 2` is asked for.
+/// affinity and CPU quota), the reader being one of them; one CPU takes the one-thread path.
+/// On 2 CPUs two threads (the reader and one worker) took the command 1.28-1.37x less wall
+/// time than one on 2026-12-01 (the mixed 1 GB capture, bulk traffic alone, and 100,000 short
+/// connections; six interleaved runs each), with the same peak memory on the
+/// 100,000-connection capture once the storing ran on the reader and the batches in flight
+/// shrank (they had kept 2 CPUs on one thread until then: docs/benchmarks.md).
 pub fn default_threads() -> usize {
     threads_for(usable_cpus())
 }
@@ -209,10 +208,7 @@ fn usable_cpus() -> usize {
 
 /// [`default_threads`] on a host with `cpus` CPUs (at most 256, as `--threads` accepts).
 fn threads_for(cpus: usize) -> usize {
-    match cpus {
-        n if n < 3 => 1,
-        n => n.min(256),
-    }
+    cpus.clamp(1, 256)
 }
 
 /// Analyses `sources` in order into `sink` with `threads` threads: with more than one, the
@@ -434,10 +430,10 @@ mod tests {
     }
 
     #[test]
-    fn one_thread_below_three_cpus_then_one_per_cpu() {
+    fn one_thread_per_cpu() {
         assert_eq!(
-            [1, 2, 3, 4, 16, 1000].map(threads_for),
-            [1, 1, 3, 4, 16, 256]
+            [0, 1, 2, 3, 4, 16, 1000].map(threads_for),
+            [1, 1, 2, 3, 4, 16, 256]
         );
     }
 }
