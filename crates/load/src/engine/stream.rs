@@ -29,6 +29,9 @@ const READ_CHUNK: usize = 1 << 16;
 struct InFlight {
     intended: i64,
     start: i64,
+    /// The part of the wait before the write that was a connect ([`actual_start`]): from
+    /// `start` to the write. In the breakdown it is network time.
+    connect_ns: i64,
     /// Breakdown only: bytes written on the connection through this request's last byte (its
     /// transmit timestamp's id is [`tstamp::stream_id`] of it), CLOCK_REALTIME at the send and
     /// the kernel's transmit timestamp (0 until it comes from the error queue).
@@ -51,6 +54,25 @@ struct Conn {
     tx_stamps: bool,
     /// Whether the connection's index is in [`Loop::room`].
     queued: bool,
+    /// When it was last opened again, before and after the connect (CLOCK_MONOTONIC), until
+    /// the first request on it is sent: see [`actual_start`].
+    reopened: Option<(i64, i64)>,
+}
+
+/// The actual send time of a request intended at `intended` and written at `now` on a
+/// connection opened again from `reopened.0` to `.1` (a server that closes its connections:
+/// `Connection: close`, an idle timeout). The time the request waited for that connect is
+/// the network's and the server's (a handshake), not the client's: it goes to the request's
+/// service time, and only the rest of the wait (before the connect, and after it until the
+/// write) stays in its client lateness. A request intended after the connect waited for none
+/// of it. Never before `intended`, never after `now`.
+fn actual_start(intended: i64, now: i64, reopened: Option<(i64, i64)>) -> i64 {
+    match reopened {
+        Some((before, after)) if intended < after && after <= now => {
+            now - (after - intended.max(before))
+        }
+        _ => now,
+    }
 }
 
 /// A worker's connections, opened before the schedule starts.
@@ -93,6 +115,7 @@ impl Worker {
                 written: 0,
                 tx_stamps,
                 queued: false,
+                reopened: None,
             });
         }
         match last_err {
@@ -358,8 +381,9 @@ impl<'a> Loop<'a> {
         let split = self.proto.write_request(&mut self.scratch, self.seq);
         self.seq += 1;
         let c = &mut self.conns[i];
-        let start = mono_ns();
-        self.last_send_ns = start;
+        let now = mono_ns();
+        let start = actual_start(intended, now, c.reopened.take());
+        self.last_send_ns = now;
         let send_real_ns = if self.cfg.breakdown {
             real_ns() as u64
         } else {
@@ -369,6 +393,7 @@ impl<'a> Loop<'a> {
         c.inflight.push_back(InFlight {
             intended,
             start,
+            connect_ns: now - start,
             end_offset: c.written,
             send_real_ns,
             kernel_tx_ns: 0,
@@ -462,5 +487,26 @@ impl<'a> Loop<'a> {
     fn next_deadline(&self) -> Option<i64> {
         let earliest = self.watermark();
         (earliest != i64::MAX).then(|| earliest + self.timeout_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::actual_start;
+
+    /// Only the part of a request's wait that was the connect moves out of its lateness.
+    #[test]
+    fn a_connect_waited_for_moves_from_lateness_to_service() {
+        // Kept connection: the actual send is the write.
+        assert_eq!(actual_start(100, 150, None), 150);
+        // Intended before the connect began (client 10 late), connect 200..260, written at
+        // 265: lateness 10 + 5, the connect's 60 in service.
+        assert_eq!(actual_start(190, 265, Some((200, 260))), 205);
+        // Intended during the connect: only the connect's rest after it was waited for.
+        assert_eq!(actual_start(230, 265, Some((200, 260))), 235);
+        // Intended after the connect: none of it was waited for.
+        assert_eq!(actual_start(262, 265, Some((200, 260))), 265);
+        // A connect that ended after the write (a clock oddity): nothing moves.
+        assert_eq!(actual_start(190, 250, Some((200, 260))), 250);
     }
 }

@@ -90,6 +90,7 @@ impl Loop<'_> {
     }
 
     fn reconnect(&mut self, i: usize, r: &mut WorkerResult) {
+        let before = mono_ns();
         match open(self.cfg, self.tls.as_ref(), RECONNECT_TIMEOUT) {
             Ok((s, tx_stamps)) => {
                 if epoll::add(
@@ -102,6 +103,7 @@ impl Loop<'_> {
                 {
                     let c = &mut self.conns[i];
                     (c.sock, c.written, c.tx_stamps) = (Some(s), 0, tx_stamps);
+                    c.reopened = Some((before, mono_ns()));
                     r.counters.connects += 1;
                 }
             }

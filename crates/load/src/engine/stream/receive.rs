@@ -140,9 +140,17 @@ impl Loop<'_> {
                             kernel_rx_ns,
                             app_recv_ns: end_real_ns,
                         };
-                        resp.server
-                            .and_then(|t| Breakdown::split_with_client(end - f.start, t, client))
-                            .unwrap_or_default()
+                        // The client's kernel times are of the write and the reply: the
+                        // connect the request waited for before its write is split apart.
+                        let sent = end - f.start - f.connect_ns;
+                        let mut b = resp
+                            .server
+                            .and_then(|t| Breakdown::split_with_client(sent, t, client))
+                            .unwrap_or_default();
+                        if b != Breakdown::default() {
+                            b.network_ns += f.connect_ns;
+                        }
+                        b
                     });
                     r.finish(
                         Sample::new(f.intended, f.start, end, outcome),
