@@ -58,9 +58,10 @@ use crate::run::{finish_pass, read_sources, Frames, Outcome, Progress, RunError}
 /// Items (frames and sweeps) the reader hands out at once: the capacity of every batch.
 /// What is in flight (batches of 160-byte items, and the samples and finished flows made of
 /// them) scales with it: at 2,048 the 100,000-connection capture of bench/pcap.sh peaked at
-/// 27.7 MiB on two threads against 25.0 on one; at 512 both 25.0 (three runs each,
-/// 2026-12-01), and the two-thread pass over the 1 GB mix was no slower (twenty interleaved
-/// runs: 0.277 s median against 0.286 s).
+/// 27.7 MiB on two threads against 25.0 on one; at 512 about 25.0 on both (three runs each,
+/// 2026-12-01, the store on /var/tmp; in that day's bench round two threads still held about
+/// 0.8 MiB more than one), and the two-thread pass over the 1 GB mix was no slower (twenty
+/// interleaved runs: 0.277 s median against 0.286 s).
 pub const CHUNK: usize = 512;
 /// Chunks waiting for each worker. 2 was no slower than 4 (sixteen interleaved runs of the
 /// two-thread pass over the 1 GB mix, 2026-12-01: 0.295 s median against 0.300) and holds
