@@ -143,14 +143,13 @@ impl Loop<'_> {
                         // The client's kernel times are of the write and the reply: the
                         // connect the request waited for before its write is split apart.
                         let sent = end - f.start - f.connect_ns;
-                        let mut b = resp
-                            .server
+                        resp.server
                             .and_then(|t| Breakdown::split_with_client(sent, t, client))
-                            .unwrap_or_default();
-                        if b != Breakdown::default() {
-                            b.network_ns += f.connect_ns;
-                        }
-                        b
+                            .map(|b| Breakdown {
+                                network_ns: b.network_ns + f.connect_ns,
+                                ..b
+                            })
+                            .unwrap_or_default()
                     });
                     r.finish(
                         Sample::new(f.intended, f.start, end, outcome),
