@@ -297,7 +297,7 @@ impl Frames for Whole<'_, '_> {
                 .map_err(RunError::Sink)?;
             an.events = ev;
         }
-        if an.finished.len() >= crate::record::FLOW_BATCH {
+        if !an.finished.is_empty() {
             self.rec.flows(&mut an.finished).map_err(RunError::Sink)?;
         }
         Ok(())

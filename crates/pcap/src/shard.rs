@@ -491,7 +491,7 @@ impl<'r, 's> Storer<'r, 's> {
         self.pending -= 1;
         self.flows.take(&mut self.made);
         self.made.clear();
-        if self.flows.finished.len() >= crate::record::FLOW_BATCH {
+        if !self.flows.finished.is_empty() {
             self.rec
                 .flows(&mut self.flows.finished)
                 .map_err(RunError::Sink)?;
