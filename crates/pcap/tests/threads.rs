@@ -364,6 +364,14 @@ fn two_and_three_threads_give_what_one_gives() {
         );
         if cfg.link_rate_bps.is_some() {
             assert!(!report["bursts"].as_array().unwrap().is_empty());
+            // The bystanders' delays: the set reaches them too.
+            let delays = one
+                .series
+                .iter()
+                .find(|s| s.name == "queue_delay")
+                .and_then(|s| s.samples())
+                .map_or(0, <[_]>::len);
+            assert!(delays > 50, "{delays} queue delays");
         }
         // The reader and one, two and four workers.
         for threads in [2, 3, 5] {
