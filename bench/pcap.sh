@@ -519,9 +519,12 @@ time by hand, is much slower than the one tailhunt links, flate2's.)
 
 \`tailhunt pcap FILE --threads N --link-rate 10gbit --db TMP\` (the whole command), and the pass
 alone (\`crates/pcap/examples/pass.rs FILE --threads N\`: from the first frame to the report
-built, series handed to a sink that drops them). Of N threads one reads, decodes and stores
-what the others made, and N-1 analyse the connections (until 2026-11-30 N counted the analysing
-threads alone, so 2 meant three; until 2026-12-01 the storing had a thread of its own); the
+built, series and flow rows handed to a sink that drops them, as the command stores them; until
+2026-12-01 07:45 UTC the pass kept every flow's summary to its end instead). Of N threads one
+reads, decodes and stores what the others made; with 2 the other analyses every frame, with
+more N-1 analyse the connections (until 2026-11-30 N counted the analysing threads alone, so 2
+meant three; until 2026-12-01 the storing had a thread of its own, and until that day's 09:00
+UTC 2 split the work as more do, the reader keeping the channels' bins); the
 rest of the command (the report's end, the detectors, printing) runs on one thread whatever N
 is. N is one per CPU by default (2 here; until 2026-12-01, 1 below three CPUs). Throughput is over CPU
 time (all threads), so it is per core; speed-up is over wall time, against 1 thread in the

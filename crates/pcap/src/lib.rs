@@ -45,6 +45,7 @@ pub mod live;
 pub mod matching;
 pub mod pack;
 pub mod packet;
+pub mod pipeline;
 pub mod read;
 pub mod record;
 pub mod retired;

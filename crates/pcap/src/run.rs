@@ -192,11 +192,11 @@ pub fn analyse(
 
 /// The analysis threads to use when none are asked for: one per CPU this process may use (its
 /// affinity and CPU quota), the reader being one of them; one CPU takes the one-thread path.
-/// On 2 CPUs two threads (the reader and one worker) took the command 1.28-1.37x less wall
+/// On 2 CPUs two threads (the reader and one worker) took the command 1.28-1.51x less wall
 /// time than one on 2026-12-01 (the mixed 1 GB capture, bulk traffic alone, and 100,000 short
-/// connections; six interleaved runs each), with the same peak memory on the
-/// 100,000-connection capture once the storing ran on the reader and the batches in flight
-/// shrank (they had kept 2 CPUs on one thread until then: docs/benchmarks.md).
+/// connections), with no more memory on the 100,000-connection capture once the storing ran
+/// on the reader and the batches in flight shrank (they had kept 2 CPUs on one thread until
+/// then: docs/benchmarks.md).
 pub fn default_threads() -> usize {
     threads_for(usable_cpus())
 }
@@ -212,8 +212,10 @@ fn threads_for(cpus: usize) -> usize {
 }
 
 /// Analyses `sources` in order into `sink` with `threads` threads: with more than one, the
-/// sources are read and decoded on a thread of their own and the flows split over the other
-/// `threads - 1` ([`crate::shard`]); what is stored and reported is the same as with one.
+/// sources are read and decoded (and the results stored) on a thread of their own; with two
+/// the other analyses every frame ([`crate::pipeline`]), with more the flows are split over
+/// the other `threads - 1` ([`crate::shard`]). What is stored and reported is the same as
+/// with one.
 /// (Until 2026-11-30 `threads` counted the workers alone, so two meant three busy threads on
 /// two CPUs: as fast as the reader and one worker, with 3 MiB more in flight.)
 pub fn analyse_threads(
@@ -224,10 +226,10 @@ pub fn analyse_threads(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(Outcome, Analyzer), RunError> {
-    if threads <= 1 {
-        analyse(sources, cfg, sink, stop, progress)
-    } else {
-        crate::shard::analyse(sources, cfg, threads - 1, sink, stop, progress)
+    match threads {
+        0 | 1 => analyse(sources, cfg, sink, stop, progress),
+        2 => crate::pipeline::analyse(sources, cfg, sink, stop, progress),
+        _ => crate::shard::analyse(sources, cfg, threads - 1, sink, stop, progress),
     }
 }
 

@@ -33,6 +33,11 @@
 //!   workers' analyzers are joined and the pass ends as a one-thread pass does.
 //! - The storing had a thread of its own until 2026-12-01: with one worker on two CPUs that
 //!   made three threads, and its wake-ups took the other two's time (docs/benchmarks.md).
+//!
+//! [`crate::run::analyse_threads`] splits this way from three threads on; with two it hands
+//! the whole analysis to the one worker ([`crate::pipeline`]), which took the command about 5%
+//! less wall time than this split with one worker. [`analyse`] still takes one worker (the
+//! pass example's `--workers 1` compares the two).
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -66,7 +71,7 @@ pub const CHUNK: usize = 512;
 /// Chunks waiting for each worker. 2 was no slower than 4 (sixteen interleaved runs of the
 /// two-thread pass over the 1 GB mix, 2026-12-01: 0.295 s median against 0.300) and holds
 /// less in flight.
-const DEPTH: usize = 2;
+pub(crate) const DEPTH: usize = 2;
 
 /// What the reader hands a worker.
 enum Item {
@@ -129,7 +134,7 @@ pub fn worker_of(d: &Decoded<'_>, workers: usize) -> Option<usize> {
 
 /// `d` without its payload bytes (the analysis reads only the lengths), to outlive the
 /// reader's buffer.
-fn detach(d: &Decoded<'_>) -> Decoded<'static> {
+pub(crate) fn detach(d: &Decoded<'_>) -> Decoded<'static> {
     let transport = match d.transport {
         Transport::Tcp(t) => Transport::Tcp(Tcp {
             src_port: t.src_port,

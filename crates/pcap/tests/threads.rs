@@ -466,3 +466,75 @@ fn a_stop_request_keeps_the_same_partial_result() {
         diff(&results[0], &results[1])
     );
 }
+
+/// A sink that stores samples until it has taken `room`, then refuses (a disk gone full).
+struct FillsUp {
+    taken: usize,
+    room: usize,
+}
+
+impl tailhunt_model::SeriesSink for FillsUp {
+    fn open_series(
+        &mut self,
+        _meta: &tailhunt_model::SeriesMeta,
+    ) -> Result<usize, tailhunt_model::SinkError> {
+        Ok(0)
+    }
+
+    fn push_samples(
+        &mut self,
+        _series: usize,
+        samples: &[tailhunt_model::Sample],
+    ) -> Result<(), tailhunt_model::SinkError> {
+        self.taken += samples.len();
+        if self.taken > self.room {
+            return Err("no space left on the store's disk".into());
+        }
+        Ok(())
+    }
+
+    fn push_histogram(
+        &mut self,
+        _series: usize,
+        _h: &tailhunt_model::IntervalHistogram,
+    ) -> Result<(), tailhunt_model::SinkError> {
+        Ok(())
+    }
+}
+
+/// A sink that fails in the middle of the pass ends it there, with the sink's error, on any
+/// number of threads: the threads stop, nothing hangs or panics.
+#[test]
+fn a_sink_that_fails_mid_pass_ends_it_with_its_error_on_any_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = capture_set(dir.path());
+    let cfg = configs()[0];
+    for threads in [1, 2, 3] {
+        let mut sink = FillsUp {
+            taken: 0,
+            room: 2_000,
+        };
+        let stop = AtomicBool::new(false);
+        let got = analyse_threads(
+            &mut FileSet::new(files.clone()),
+            cfg,
+            threads,
+            &mut sink,
+            &stop,
+            &mut |_| {},
+        );
+        match got {
+            Err(tailhunt_pcap::run::RunError::Sink(e)) => {
+                assert!(e.to_string().contains("no space left"), "{threads}: {e}")
+            }
+            Err(e) => panic!("{threads} threads: another error: {e}"),
+            Ok(_) => panic!("{threads} threads: the pass ended well with a full sink"),
+        }
+        // It stopped at the first refusal, not at the end of the files.
+        assert!(
+            sink.taken > sink.room && sink.taken < sink.room + 4_096,
+            "{threads} threads: {} samples offered",
+            sink.taken
+        );
+    }
+}

@@ -724,8 +724,9 @@ pub struct PcapArgs {
     pub match_with: Option<PathBuf>,
     /// Analysis threads, the reader among them (default: one per CPU this process may use).
     /// With more than one, the files are read and decoded (and the results stored) on one
-    /// thread and the connections split over the other N-1; the text, the JSON, the CSVs and
-    /// the stored run are the same as with 1, which takes less CPU time in all.
+    /// thread; with two the other analyses every frame, with more the connections are split
+    /// over the other N-1. The text, the JSON, the CSVs and the stored run are the same as
+    /// with 1, which takes the least CPU time in all.
     /// A gzip or zstd file is decompressed on a thread of its own besides, whatever N (unless
     /// the process may use only one CPU).
     /// (`capture`, live, analyses on one thread.)
