@@ -1,6 +1,16 @@
 //! The `tailhunt` command: flags, dispatch, messages and exit codes. Everything else lives in
 //! the library crates; this binary is the only place that prints or exits.
 
+/// A line for the user on stderr, as `eprintln!` writes it, except that a stderr gone away
+/// (`tailhunt pcap x 2>&1 | head`, once `head` has exited) drops the line where `eprintln!`
+/// panics: the exit status still says how the command ended.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod cli;
 mod cmd;
 mod flags;
@@ -33,7 +43,7 @@ fn main() -> ExitCode {
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
                 .collect();
-            eprintln!("tailhunt: {}", line.join(" ").trim_start_matches("error: "));
+            tell!("tailhunt: {}", line.join(" ").trim_start_matches("error: "));
             return ExitCode::from(2);
         }
         Err(e) => e.exit(),
@@ -43,15 +53,15 @@ fn main() -> ExitCode {
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         // `lab run`: a scenario did not pass (the table says why).
         Err(e) if e.is::<cmd::NotAllPassed>() => {
-            eprintln!("tailhunt: {e}");
+            tell!("tailhunt: {e}");
             ExitCode::from(1)
         }
         Err(e) if signals::is_interrupted(&e) => {
-            eprintln!("tailhunt: {}", one_line(&e));
+            tell!("tailhunt: {}", one_line(&e));
             ExitCode::from(signals::exit_code())
         }
         Err(e) => {
-            eprintln!("tailhunt: {}", one_line(&e));
+            tell!("tailhunt: {}", one_line(&e));
             ExitCode::from(2)
         }
     }

@@ -46,7 +46,7 @@ pub fn install() {
             if let Err(e) = registered {
                 // Without the handler the signal keeps its default action (the process ends,
                 // keeping what the store committed): worth a line, not a refusal to run.
-                eprintln!(
+                tell!(
                     "tailhunt: cannot handle {}: {e}; it will end the process at once",
                     name(sig)
                 );

@@ -454,3 +454,25 @@ fn exporting_flows_into_a_closed_pipe_is_not_an_error() {
     assert!(done.status.success(), "{}: {err}", done.status);
     assert!(err.is_empty(), "{err}");
 }
+
+/// `tailhunt pcap cut.pcap 2>&1 | head`: once the reader of stderr has gone, the messages
+/// written after (here the truncation's) are dropped, and the exit status is still the
+/// truncation's 2. `eprintln!` panicked there, and the command exited 101 with no message.
+#[test]
+fn a_closed_stderr_does_not_turn_an_exit_status_into_a_panic() {
+    let env = Env::new();
+    let file = short_connections(&env, 300, 1);
+    let whole = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &whole[..whole.len() - 7]).unwrap();
+    // A pipe with no reader: every write to it fails (EPIPE).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let done = env
+        .cmd()
+        .args(["pcap", file.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(done.code(), Some(2), "{done}");
+}

@@ -18,9 +18,9 @@ use crate::cli::AgentArgs;
 use crate::signals;
 
 /// A status line on stderr. The agent runs for days: a stderr that went away (a closed pipe,
-/// a rotated log reader) must not stop it, so write errors are ignored where `eprintln!` panics.
+/// a rotated log reader) must not stop it (`tell!`).
 fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "tailhunt agent: {line}");
+    tell!("tailhunt agent: {line}");
 }
 
 pub fn run(a: &AgentArgs) -> Result<()> {

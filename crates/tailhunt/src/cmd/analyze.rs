@@ -35,9 +35,11 @@ fn import_first(cli: &Cli, a: &AnalyzeArgs) -> Result<Option<String>> {
     };
     let doc = ingest::import_file(cli, &args)?;
     if !cli.json {
-        eprintln!(
+        tell!(
             "imported {} samples from {} as run {}",
-            doc.samples, doc.file, doc.run_id
+            doc.samples,
+            doc.file,
+            doc.run_id
         );
     }
     Ok(Some(doc.run_id))

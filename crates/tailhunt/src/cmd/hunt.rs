@@ -30,15 +30,15 @@ impl Progress for Stderr {
     }
 
     fn phase(&mut self, what: &str) {
-        eprintln!("hunt: {what}");
+        tell!("hunt: {what}");
     }
 
     fn step_started(&mut self, rate: f64, repeat: usize) {
-        eprintln!("hunt: {}", text::step_started(rate, repeat));
+        tell!("hunt: {}", text::step_started(rate, repeat));
     }
 
     fn step_done(&mut self, s: &SweepStep) {
-        eprintln!("hunt: {}", text::step_done(s));
+        tell!("hunt: {}", text::step_done(s));
     }
 }
 

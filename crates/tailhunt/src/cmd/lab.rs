@@ -97,16 +97,16 @@ pub fn link(cli: &Cli, a: &LinkArgs) -> Result<()> {
         None => "no rate limit".to_string(),
     };
     // Status goes to stderr so that stdout holds only the final report (or JSON).
-    eprintln!(
+    tell!(
         "link up: {a_ns} ({ia}) <-> {b_ns} ({ib}): delay {} +/- {} one way, {shape}, loss {}",
         flags::show(a.delay),
         flags::show(a.jitter),
         cfg.loss
     );
     if a.create {
-        eprintln!("try: ip netns exec {a_ns} ping {ib}");
+        tell!("try: ip netns exec {a_ns} ping {ib}");
     }
-    eprintln!("Ctrl-C to stop");
+    tell!("Ctrl-C to stop");
     let _ = std::io::stderr().flush();
     let started = Instant::now();
     let mut stats = emulator.stats();

@@ -68,17 +68,17 @@ pub fn run(cli: &Cli, a: &LabRunArgs) -> Result<()> {
     // The run-queue scenarios' CPU workloads are this binary's own `lab work`.
     tools.worker = Some(tools.tailhunt.clone());
     tailhunt_lab::truth::stop_on_signals().context("installing the signal handlers")?;
-    let progress = |s: &str| eprintln!("lab: {s}");
+    let progress = |s: &str| tell!("lab: {s}");
     let report = method::run(&names, &opts, &tools, &progress)?;
     if !report.cleaned_first.runs.is_empty() {
-        eprintln!(
+        tell!(
             "lab: removed what earlier runs left ({})",
             text::summary(&report.cleaned_first)
         );
     }
     output::print(cli.json, &report, text::verdicts)?;
     if a.keep && !cli.json {
-        eprintln!("lab: captures and records kept in {}", work_dir.display());
+        tell!("lab: captures and records kept in {}", work_dir.display());
     }
     let failed = report
         .scenarios

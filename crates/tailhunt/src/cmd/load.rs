@@ -164,7 +164,7 @@ pub fn run(cli: &Cli, a: &LoadArgs) -> Result<()> {
             // what a run may be measuring (the lab's timeout scenarios are). But its
             // latencies are the failures', not the service's, so a reader is told.
             if let Some(why) = none_ok {
-                eprintln!(
+                tell!(
                     "tailhunt: warning: {why}: these latencies are the failures', not the \
                      service's; check the target and the request (path, --method, --header, \
                      --body, or the command) unless failures are what you measure"

@@ -177,7 +177,7 @@ fn execute(
     let stopped = outcome.stopped.clone();
     let problems = outcome.problems();
     for note in outcome.notes() {
-        eprintln!("tailhunt: {note}");
+        tell!("tailhunt: {note}");
     }
     write_bins_csv_of(a, &outcome, &analyzer)?;
     drop(analyzer);

@@ -114,7 +114,7 @@ pub fn run(cli: &Cli, a: &ProbeArgs) -> Result<()> {
     let mut writer = store.begin_run(RunKind::Probe, params, ClockOrigin::now())?;
     writer.set_commit_interval(Some(interval));
     let run_id = writer.id().to_string();
-    eprintln!(
+    tell!(
         "probing {} probe(s) every {} as run {run_id} (Ctrl-C to stop)",
         cfg.probes.len(),
         flags::show(cfg.interval)

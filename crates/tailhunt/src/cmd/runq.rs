@@ -57,7 +57,7 @@ impl Observer for Printer<'_, '_> {
             } else {
                 format!("{} cgroup(s)", started.filter.len())
             };
-            eprintln!("tracing run-queue latency of {what} (until --duration or Ctrl-C)");
+            tell!("tracing run-queue latency of {what} (until --duration or Ctrl-C)");
         }
         self.recorder.started(started)
     }
@@ -110,7 +110,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     });
     let (doc, interrupted) = match unavailable {
         Some(why) => {
-            eprintln!("tailhunt: BPF unavailable: {why}; falling back to /proc/<pid>/schedstat (mean waits per cgroup only)");
+            tell!("tailhunt: BPF unavailable: {why}; falling back to /proc/<pid>/schedstat (mean waits per cgroup only)");
             degraded(&mut store, &cfg, params, why, a, cli.json)?
         }
         None => traced(&mut store, &cfg, params, baseline, a, cli.json)?,

@@ -21,7 +21,7 @@ pub fn run(cli: &Cli, a: &RunsArgs) -> Result<()> {
         let id = store.resolve_run(spec)?;
         store.delete_run(&id)?;
         if !cli.json {
-            eprintln!("deleted run {id}");
+            tell!("deleted run {id}");
         }
     }
     let doc = RunsDoc {

@@ -63,7 +63,7 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> Result<()> {
     let server = Server::start(cfg)?;
     let addr = server.local_addr();
     // The address goes to stderr at once so scripts and tests can connect (port 0 picks one).
-    eprintln!("serving {} on {addr} (Ctrl-C to stop)", a.proto.as_str());
+    tell!("serving {} on {addr} (Ctrl-C to stop)", a.proto.as_str());
     let _ = std::io::stderr().flush();
     let started = Instant::now();
     while !signals::requested() && until.is_none_or(|u| started.elapsed() < u) {

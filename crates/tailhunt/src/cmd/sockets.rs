@@ -40,7 +40,7 @@ pub fn run(cli: &Cli, a: &SocketsArgs) -> Result<()> {
     signals::install();
     let origin = ClockOrigin::now();
     let m = monitor::run(&opts, signals::flag(), || {
-        eprintln!(
+        tell!(
             "sampling TCP sockets{} every {} for {}",
             if opts.audit {
                 " with the setsockopt audit"

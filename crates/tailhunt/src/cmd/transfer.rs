@@ -91,7 +91,7 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
     let mut db = crate::cmd::open_tagged(cli)?;
     let server = transfer::Server::bind(listen, opts)?;
     let local = server.local_addr()?;
-    eprintln!("transfer server listening on {local}");
+    tell!("transfer server listening on {local}");
     // A signal ends the server after the connection in progress; a second one ends it at once.
     signals::install();
     let mut doc = TransferServerDoc {
@@ -107,7 +107,7 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
             Ok(None) => break,
             Ok(Some(t)) => {
                 let d = store(&mut db, &t)?;
-                eprintln!(
+                tell!(
                     "served {} -> {}: {} ({} bytes), run {}",
                     t.report.peer,
                     t.report.local,
@@ -118,7 +118,7 @@ fn server(cli: &Cli, a: &TransferServerArgs) -> Result<()> {
                 doc.connections.push(d);
             }
             Err(e) => {
-                eprintln!("connection failed: {e}");
+                tell!("connection failed: {e}");
                 doc.errors.push(e.to_string());
             }
         }

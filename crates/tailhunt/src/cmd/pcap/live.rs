@@ -15,7 +15,7 @@ pub fn run(cli: &Cli, a: &CaptureArgs) -> Result<()> {
     let duration = a.duration;
     let mut live = LiveCapture::open(&a.interface, a.snaplen, a.filter.as_deref())?;
     // Like tcpdump: once this line is out, packets are being captured.
-    eprintln!("capturing on {} (until --duration or Ctrl-C)", a.interface);
+    tell!("capturing on {} (until --duration or Ctrl-C)", a.interface);
     let stop = live.stop_handle();
     signals::install();
     let start = Instant::now();
