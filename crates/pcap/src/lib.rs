@@ -16,8 +16,9 @@
 //!   from its TCP timestamp;
 //! - [`record`] turns its events and bins into series, and [`run`] drives a set of sources
 //!   through it into a [`SeriesSink`](tailhunt_model::SeriesSink), recording in [`inputs`] what
-//!   became of each source; [`shard`] runs the same pass over several threads (one reads and
-//!   decodes, the others keep the flows their key hashes to) with the same result.
+//!   became of each source; [`pipeline`] runs the same pass on two threads (one reads, decodes
+//!   and stores, the other analyses) and [`shard`] on more (one reads and decodes, the others
+//!   keep the flows their key hashes to), with the same result.
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
