@@ -65,8 +65,7 @@ struct Reader<'r, 's> {
 impl Reader<'_, '_> {
     /// Stores what the worker has made, then hands it the chunk.
     fn send(&mut self) -> Result<(), RunError> {
-        let made: Vec<Made> = self.made.try_iter().collect();
-        for m in made {
+        while let Ok(m) = self.made.try_recv() {
             self.store(m)?;
         }
         let empty = self
