@@ -283,13 +283,15 @@ impl Frames for Whole<'_, '_> {
 
     fn frame(&mut self, raw: &RawPacket<'_>, input: &mut InputReport) -> Result<(), RunError> {
         let an = &mut *self.an;
-        match decode(raw) {
-            Ok(d) => an.push(&d),
+        // Matched by reference: binding the decoded frame by value copied its 152 bytes out
+        // of the result for every frame (2.5% of the one-thread command in `perf`).
+        match &decode(raw) {
+            Ok(d) => an.push(d),
             Err(why) => {
-                if why == Skip::UnknownLink {
+                if *why == Skip::UnknownLink {
                     count_link_type(input, raw.link);
                 }
-                an.skip(raw.ts_ns, raw.wire_len, why)
+                an.skip(raw.ts_ns, raw.wire_len, *why)
             }
         }
         if !an.events.is_empty() {

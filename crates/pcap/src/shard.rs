@@ -222,9 +222,10 @@ impl Frames for Front<'_, '_> {
 
     fn frame(&mut self, raw: &RawPacket<'_>, input: &mut InputReport) -> Result<(), RunError> {
         let ordinal = self.an.packets();
-        match decode(raw) {
+        // By reference, as `Whole::frame` does: binding by value copies the decoded frame.
+        match &decode(raw) {
             Ok(d) => {
-                if self.an.push_front(&d) {
+                if self.an.push_front(d) {
                     let hot = self.shared_hot();
                     for batch in &mut self.batches {
                         batch.push(Item::Sweep {
@@ -235,18 +236,18 @@ impl Frames for Front<'_, '_> {
                     }
                     self.items += 1;
                 }
-                if let Some(w) = worker_of(&d, self.batches.len()) {
+                if let Some(w) = worker_of(d, self.batches.len()) {
                     self.batches[w].push(Item::Packet {
                         ordinal,
-                        packet: detach(&d),
+                        packet: detach(d),
                     });
                 }
             }
             Err(why) => {
-                if why == Skip::UnknownLink {
+                if *why == Skip::UnknownLink {
                     count_link_type(input, raw.link);
                 }
-                self.an.skip(raw.ts_ns, raw.wire_len, why)
+                self.an.skip(raw.ts_ns, raw.wire_len, *why)
             }
         }
         self.items += 1;
