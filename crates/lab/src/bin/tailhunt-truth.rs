@@ -20,6 +20,23 @@ use tailhunt_lab::truth::table::{detector_table, markdown, misses, summarize};
 use tailhunt_lab::truth::work::{self, WorkKind, WorkSpec};
 use tailhunt_lab::truth::{matrix, run_case, stopping, Case, CaseScore, Scale, Tools, TruthError};
 
+/// A line on stdout, dropped when stdout has gone away (`tailhunt-truth list | head`):
+/// `println!` panics there.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on stderr, dropped when stderr has gone away, as [`say!`] does for stdout.
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "tailhunt-truth",
@@ -154,7 +171,7 @@ fn main() -> ExitCode {
         }
         Cmd::List { full, seed } => {
             for c in matrix(scale(full), seed) {
-                println!("{}{}", c.name, if c.twin { "  (healthy twin)" } else { "" });
+                say!("{}{}", c.name, if c.twin { "  (healthy twin)" } else { "" });
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -163,7 +180,7 @@ fn main() -> ExitCode {
                 .into_iter()
                 .find(|c| c.name == name)
             else {
-                eprintln!("error: no case '{name}' in the matrix of seed {}: see `tailhunt-truth list --full`", common.seed);
+                tell!("error: no case '{name}' in the matrix of seed {}: see `tailhunt-truth list --full`", common.seed);
                 return ExitCode::from(2);
             };
             run_cases(&[case], &common, None, None)
@@ -184,7 +201,7 @@ fn main() -> ExitCode {
         }
     };
     r.unwrap_or_else(|e| {
-        eprintln!("error: {e}");
+        tell!("error: {e}");
         ExitCode::from(if matches!(e, TruthError::Interrupted) {
             130
         } else {
@@ -273,7 +290,7 @@ fn run_cases(
             Ok(r) => {
                 let mut sum = tailhunt_lab::truth::Counts::default();
                 r.score.counts.values().for_each(|c| sum.add(*c));
-                eprintln!(
+                tell!(
                     "{:.1} s: TP {} FP {} FN {}{}",
                     t.elapsed().as_secs_f64(),
                     sum.tp,
@@ -289,18 +306,18 @@ fn run_cases(
             }
             Err(_) if stopping() => return Err(TruthError::Interrupted),
             Err(e) => {
-                eprintln!("did not run: {e}");
+                tell!("did not run: {e}");
                 failed.push((case.name.clone(), e.to_string()));
             }
         }
     }
     let s = summarize(&scores, &failed);
-    println!("{}", detector_table(&s));
+    say!("{}", detector_table(&s));
     let m = misses(&scores);
     if !m.is_empty() {
-        println!("Misses, false positives and contradictions:\n\n{m}");
+        say!("Misses, false positives and contradictions:\n\n{m}");
     }
-    eprintln!(
+    tell!(
         "{} case(s), seed {}, in {:.0} s",
         cases.len(),
         common.seed,
@@ -314,9 +331,9 @@ fn run_cases(
     let _ = std::fs::write(common.out.join("scores.json"), all.to_string());
     let below = assert.map(|t| s.below(t)).unwrap_or_default();
     if !below.is_empty() {
-        println!("Below target:");
+        say!("Below target:");
         for b in &below {
-            println!("- {b}");
+            say!("- {b}");
         }
         return Ok(ExitCode::from(1));
     }
