@@ -19,12 +19,13 @@ lint: setup
 	$(CARGO) fmt --all --check
 	bash scripts/crate-graph.sh --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked --no-deps --workspace
 
 test: lint
 	$(CARGO) test --release --locked --workspace
 	$(CARGO) build --release --locked -p tailhunt
 	TAILHUNT_DEMO_LAB=skip bash scripts/demo.sh > /dev/null
-	@echo "make test: all checks passed (fmt, clippy, tests, demo smoke run)"
+	@echo "make test: all checks passed (fmt, clippy, rustdoc, tests, demo smoke run)"
 
 bench: build
 	bash bench/store.sh

@@ -1,9 +1,10 @@
 //! Prometheus remote write 1.0 to several endpoints, each behind its own on-disk queue.
 //!
-//! In: [`Batch`]es built from a [`Snapshot`] ([`Batch::from_snapshot`]) and the endpoints'
-//! [`EndpointConfig`]s. Out: snappy-compressed protobuf `WriteRequest`s POSTed to each
-//! endpoint by a thread of its own, and an [`EndpointStatus`] per endpoint (what was sent,
-//! queued, dropped, rejected, and a log of notable events for the caller to show).
+//! In: [`Batch`]es built from a [`Snapshot`](crate::exposition::Snapshot)
+//! ([`Batch::from_snapshot`]) and the endpoints' [`EndpointConfig`]s. Out: snappy-compressed
+//! protobuf `WriteRequest`s POSTed to each endpoint by a thread of its own, and an
+//! [`EndpointStatus`] per endpoint (what was sent, queued, dropped, rejected, and a log of
+//! notable events for the caller to show).
 //!
 //! A batch is queued once per endpoint in an endpoint-neutral form (histograms as tailhunt's
 //! own encoding), and rendered when sent, so a change of histogram mode also applies to what

@@ -5,7 +5,7 @@
 //! window in the store (each a complete run `tailhunt diagnose` and `tailhunt report` read
 //! like any other), the aggregator fed with every sample as it is stored, and after each
 //! window the active findings in [`WindowStatus::findings`]: a finding stays active until
-//! [`Retention::findings_clear_after`] windows in a row did not report it ([`findings`] has the
+//! [`Retention::findings_clear_after`] windows in a row did not report it (`findings` has the
 //! rule), with since when it is active and when it was last reported.
 //!
 //! Retention: after each window, the agent's own runs (params `agent_window: true`; other
@@ -15,7 +15,7 @@
 //! the bound.
 //!
 //! A window that fails (the disk full, a store error) is reported in
-//! [`WindowState::last_error`] and the next window is tried after a pause: the agent keeps
+//! [`WindowStatus::last_error`] and the next window is tried after a pause: the agent keeps
 //! exporting what it can. An unreachable target is not a failure: its probes are error or
 //! timeout samples.
 

@@ -10,7 +10,7 @@
 //! 3. Every local maximum is a candidate; two neighbouring candidates stay separate only if the
 //!    valley between them is a real dip, which takes two things. It must be deep: at most half
 //!    the smaller peak (counts summed over one kernel width). And it must be unlikely under any
-//!    density with one mode, by the test in [`dip`]: on each side of the valley the candidate
+//!    density with one mode, by the test in `dip`: on each side of the valley the candidate
 //!    mode's core (its central 80% of samples) must hold more samples than a density that never
 //!    rises from the valley outwards would put there, given the samples of the stretch between
 //!    the valley and the core. The weakest pair merges first, until all pairs pass.

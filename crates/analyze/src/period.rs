@@ -144,7 +144,7 @@ pub fn find_period(values: &[Option<f64>], min_lag: usize, max_lag: usize) -> Op
 /// Harmonics of the period fitted when removing or measuring it.
 const HARMONICS: usize = 2;
 
-/// The least-squares fit of a mean plus [`HARMONICS`] sine/cosine pairs of period `lag` to the
+/// The least-squares fit of a mean plus `HARMONICS` sine/cosine pairs of period `lag` to the
 /// present values: the fitted value at every index. A handful of coefficients cannot follow
 /// noise the way per-phase means over few cycles do, so the fit is what gets removed.
 pub fn seasonal_fit(values: &[Option<f64>], lag: f64) -> Vec<f64> {

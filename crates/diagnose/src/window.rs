@@ -10,7 +10,7 @@
 //! `rwnd_limited` time). `receive-window-limited` fires when at least half of the sender's
 //! busy time was limited by the receiver's window and the throughput is within 35% of
 //! window/RTT — or, from a capture, when the throughput is so close to window/RTT that the bytes
-//! in flight must have sat at the window (see [`FULL_WINDOW`]).
+//! in flight must have sat at the window (see `FULL_WINDOW`).
 
 use std::collections::BTreeMap;
 

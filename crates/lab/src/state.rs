@@ -2,7 +2,7 @@
 //! after a crash or `kill -9`.
 //!
 //! In: [`begin`] from the process that runs scenarios; every process the lab starts is noted
-//! by [`note_process`] (called by the lab's process guards). Out: a state directory
+//! by `note_process` (called by the lab's process guards). Out: a state directory
 //! `/run/tailhunt-lab/<pid>/` holding `owner` (the lab run's pid and start time) and one file
 //! per started process under `procs/` (its pid, start time and what it is), and [`clean`], which
 //! removes what runs that are gone left: their processes (checked by start time, so a reused

@@ -205,7 +205,7 @@ impl DelayTrack {
     }
 
     /// Checks that the baseline is flat: the time-weighted median slope of the lower hull
-    /// within [`MAX_DRIFT`], over at least [`MIN_CHECK_SPAN_NS`].
+    /// within `MAX_DRIFT`, over at least [`MIN_CHECK_SPAN_NS`].
     pub fn clock_check(&self, bin_ns: i64, spill: &Spill) -> ClockCheck {
         let Some((first, last)) = self.span() else {
             return ClockCheck::TooShort;

@@ -5,9 +5,9 @@
 //! One streaming pass over one or more captures:
 //!
 //! - [`read`] turns pcap/pcapng files (plain, gzip, zstd) into [`RawPacket`]s;
-//! - [`decode`] turns those into addresses, lengths and TCP headers, without copying;
+//! - [`mod@decode`] turns those into addresses, lengths and TCP headers, without copying;
 //! - [`live`] captures from an interface through libpcap, as another [`PacketSource`];
-//! - [`write`] writes classic nanosecond pcap files ([`PcapWriter`]);
+//! - [`mod@write`] writes classic nanosecond pcap files ([`PcapWriter`]);
 //! - [`matching`] pairs the flows of two captures of the same traffic (delay, loss per hop);
 //! - [`analysis`] is the one pass over decoded packets: [`bins`] of bytes per channel and
 //!   [`burst`] episodes, connections named by [`flowkey`], [`tcp`] state per connection

@@ -85,7 +85,7 @@ impl PackedPairs {
 }
 
 /// Pairs kept to the end of the pass: packed, and written to the pass's [`Spill`] a chunk of
-/// [`CHUNK_BYTES`] at a time, so that memory holds only the chunk in the making. The same
+/// `CHUNK_BYTES` at a time, so that memory holds only the chunk in the making. The same
 /// `spill` must be passed to every call (a sharded pass's threads share one).
 #[derive(Debug, Default)]
 pub struct SpilledPairs {
@@ -155,7 +155,7 @@ impl SpilledPairs {
 }
 
 /// Pairs sorted in runs of [`RUN_PAIRS`]: the pairs of a run are sorted in memory and
-/// written to the pass's [`Spill`] packed, in blocks of [`RUN_BLOCK_PAIRS`]; reading merges
+/// written to the pass's [`Spill`] packed, in blocks of `RUN_BLOCK_PAIRS`; reading merges
 /// the runs a block of each at a time. Memory: one run in the making (up to 4 MiB) and, when
 /// read, one block per run. A 30-minute stream's 3.6 million upstream delays, sorted as one list
 /// at the end of the pass, were 58 MB of its 85 MiB peak (bench/pcap.sh).

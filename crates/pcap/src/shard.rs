@@ -26,7 +26,7 @@
 //!   and a chunk's samples from all workers are put in that order before the [`Recorder`]
 //!   opens series and stores them. A worker numbers a flow with the frame number of its first
 //!   packet and reports it; this thread keeps those numbers in order (packed into the scratch
-//!   file a block of 4,096 at a time: [`FlowIds`]), so a flow's id is its rank, as on one
+//!   file a block of 4,096 at a time: `FlowIds`), so a flow's id is its rank, as on one
 //!   thread. With [`AnalysisConfig::store_flows`] a worker hands each flow over as it
 //!   finishes, and this thread gives it its id, offers it to the report's choice and stores
 //!   it, so memory follows the open connections here too. At the end the front and the

@@ -8,7 +8,8 @@
 //! fallback) and keep, in kernel maps:
 //!
 //! - per cgroup, a histogram of those latencies with the bucket layout of `crates/histogram`
-//!   at 4 sub-bucket bits (buckets at most 6.25% wide; [`interval::kernel_layout`]);
+//!   at 4 sub-bucket bits (buckets at most 6.25% wide;
+//!   [`kernel_layout`](tailhunt_model::evidence::runq::kernel_layout));
 //! - per (victim cgroup, other cgroup), the involuntary switches of the victim's tasks in favour
 //!   of the other's (preemptions), and how long the other ran on the victim's CPU while the
 //!   victim's tasks waited (each wait split among everyone who ran during it, from each CPU's

@@ -12,7 +12,7 @@
 //!
 //! A value point's time is its interval's end; a missing point means zero. What does not fit
 //! in a series (cgroup paths, quotas, the processes behind outliers) is kept in
-//! [`Recorder::params`] for the run's parameters.
+//! [`Recorder::record`] for the run's `runq` document.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -311,7 +311,7 @@ impl RunWriter<'_> {
 
     /// Stores a batch of one of the run's evidence lists (`name`, the items' shape at
     /// `version`, in key order) as one chunk of `document_rows`, zstd-compressed; its `codec`
-    /// names the items' encoding too ([`row_codec`](crate::documents::row_codec)).
+    /// names the items' encoding too (`row_codec`).
     /// A list too long to hold (a capture's flows) is written in batches as it is produced
     /// and read back in key order by
     /// [`Store::rows`](crate::Store::rows). Compressing a batch at once, not item by item,

@@ -197,7 +197,7 @@ pub struct HuntArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The HTML report of the hunt's runs (findings first, then the charts) [default:
-    /// tailhunt-hunt-<id>.html beside the store].
+    /// tailhunt-hunt-ID.html beside the store].
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Write no HTML report.
@@ -374,7 +374,7 @@ pub struct LabRunArgs {
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
     /// The HTML report of every scenario's runs, each before drawn against its after
-    /// [default: <store>-lab-report.html beside the store].
+    /// [default: STORE-lab-report.html beside the store].
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
     /// Write no HTML report.
@@ -656,7 +656,7 @@ pub struct ReportArgs {
     /// and after a fix).
     #[arg(required = true, value_name = "RUN")]
     pub runs: Vec<String>,
-    /// The HTML file to write [default: tailhunt-report-<first run>.html].
+    /// The HTML file to write [default: tailhunt-report-FIRST_RUN.html].
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// A name per run for headings and legends, in the order of the runs (`--label before
@@ -801,7 +801,7 @@ pub struct RunqArgs {
     /// waits there, so a run that is slow from its first second can still be judged.
     #[arg(long, value_name = "RUN")]
     pub baseline: Option<String>,
-    /// Use /proc/<pid>/schedstat instead of BPF (mean waits per cgroup only).
+    /// Use /proc/PID/schedstat instead of BPF (mean waits per cgroup only).
     #[arg(long, conflicts_with = "require_bpf")]
     pub degraded: bool,
     /// Fail instead of falling back to the degraded mode when BPF is not available.

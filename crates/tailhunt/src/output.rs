@@ -28,7 +28,7 @@ pub fn print<T: Serialize>(json: bool, doc: &T, text: impl FnOnce(&T) -> String)
     Ok(())
 }
 
-/// Colour when stdout is a terminal and `NO_COLOR` is not set (https://no-color.org); plain
+/// Colour when stdout is a terminal and `NO_COLOR` is not set (<https://no-color.org>); plain
 /// text when piped.
 fn colour() -> bool {
     io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())

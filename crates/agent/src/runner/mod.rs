@@ -4,7 +4,7 @@
 //! In: an [`AgentConfig`]. [`Agent::start`] opens the endpoints (`/metrics`, `/findings`,
 //! `/healthz`), the remote writers and their queues, the mesh's echo servers, and starts the
 //! prober, the run-queue tracer and the socket sampler in threads of their own, each only where
-//! the configuration and the host allow ([`parts`]). Out: [`Agent::banner`], the one line that
+//! the configuration and the host allow (`parts`). Out: [`Agent::banner`], the one line that
 //! says what runs and what does not; [`Agent::tick`], called every [`TICK`], takes a snapshot
 //! every `interval` (served and queued for remote write) and hands the caller each change worth
 //! a line (a part switched off, a window that failed, a probe that started or stopped

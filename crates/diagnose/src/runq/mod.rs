@@ -23,7 +23,7 @@
 //! - `cpu-throttled` fires when the cgroup was throttled (`nr_throttled` grew) in at least half
 //!   of its elevated intervals — or, when no interval stands out (the whole run is slow), in
 //!   at least half of all intervals with p99 above the floor, which are at least half of them.
-//! - `noisy-neighbor` ([`neighbour`]) fires otherwise, naming every other cgroup that held a
+//! - `noisy-neighbor` (`neighbour`) fires otherwise, naming every other cgroup that held a
 //!   real part of the elevated wait, whose hold on the CPU rose against the calm intervals,
 //!   and whose hold coincides with the elevated intervals (it was there in most of them).
 //!   `system` — the host's own processes, the tracer among them — must hold half the wait and

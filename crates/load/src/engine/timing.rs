@@ -1,7 +1,7 @@
 //! How a worker keeps its timetable: when it polls instead of sleeping, and which CPU it runs on.
 //!
 //! In: the user's `--spin` and `--pin`, the number of workers and CPUs. Out: each worker's spin
-//! window and CPU, and [`wait_events`], the one place a worker waits. A worker's own lateness
+//! window and CPU, and `wait_events`, the one place a worker waits. A worker's own lateness
 //! comes from three places: the kernel's timer slack (tightened to 1 ns per thread, see
 //! [`crate::clock::tighten_timer_slack`]), the wake-up after a sleep (on a VM often tens of
 //! microseconds, and more when another task holds the CPU), and a reply that lands while the

@@ -2,7 +2,7 @@
 //! over one, behind the same `Read`/`Write` the worker uses.
 //!
 //! In: [`TlsOptions`] (trust the system's roots, a CA file, or nothing) and a connected
-//! blocking socket. Out: a [`Link`] whose handshake is done (it runs blocking, within the
+//! blocking socket. Out: a `Link` whose handshake is done (it runs blocking, within the
 //! connect timeout, before the schedule uses the connection, so the first request's latency is
 //! the request's, as with a kept-alive connection) and whose socket is then non-blocking.
 //!

@@ -8,12 +8,12 @@
 //!
 //! | module | document | produced by |
 //! |---|---|---|
-//! | [`capture`] | [`capture::CaptureEvidence`] (`capture`) | `tailhunt pcap`, `tailhunt capture` |
+//! | [`capture`] | [`capture::CaptureReport`] (`capture`) | `tailhunt pcap`, `tailhunt capture` |
 //! | [`probe`] | [`probe::ProbeRecord`] (`probe`) | `tailhunt probe` |
 //! | [`runq`] | [`runq::RunqRecord`] (`runq`) | `tailhunt runq` |
 //! | [`sock`] | [`sock::TransferReport`] (`transfer`), [`sock::SocketsReport`] (`sockets`) | `tailhunt transfer`, `tailhunt sockets` |
 //! | [`sweep`] | [`sweep::SweepRecord`] (`sweep`) | `tailhunt load` |
-//! | [`window`] | (derived) [`window::WindowEvidence`] | from a capture's flows or TCP_INFO |
+//! | `window` | (derived) `window::WindowEvidence` | from a capture's flows or TCP_INFO |
 //! | [`timeline`] | (derived) [`timeline::Shift`], [`timeline::Oscillation`], [`timeline::PairedComparison`] | from a probe run's or a timestamped import's series |
 
 use serde::de::DeserializeOwned;

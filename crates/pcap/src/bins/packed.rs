@@ -10,7 +10,7 @@
 //! a growing `Vec` (bench/pcap.sh's 100,000-connection capture: 17 MiB of its 57 MiB peak,
 //! for 250 client hosts' half a million non-empty bins). Here a bin more than [`HORIZON_NS`]
 //! (and a block's bins) behind its channel's newest is packed into a block of
-//! [`BLOCK_BINS`] (more once the channel has many blocks, [`block_bins`]): varints
+//! [`BLOCK_BINS`] (more once the channel has many blocks, `block_bins`): varints
 //! ([`crate::pack`]) of the step from the
 //! previous bin's index, the bytes, the packets and the first and last packets' offsets,
 //! about 8 to 10 bytes a bin on short-connection traffic. A packet for a bin already packed

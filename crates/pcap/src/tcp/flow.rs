@@ -2,7 +2,7 @@
 //!
 //! In: the connection's packets in capture order, each with the side (0 or 1 of the
 //! [`FlowKey`]) that sent it. Out: [`FlowEvents`] as they happen, and at the end a
-//! [`TcpSummary`](super::summary::TcpSummary) built from the state kept here.
+//! [`TcpSummary`](tailhunt_model::evidence::capture::TcpSummary) built from the state kept here.
 //!
 //! Roles: the side that sent a SYN without ACK is the client; without a handshake in the
 //! capture, the side with the higher port.
@@ -40,7 +40,7 @@ pub const QUIET_AFTER_CLOSE_NS: i64 = 1_000_000_000;
 /// [`TcpFlow::can_compact`]); short enough that a host opening 10,000 connections a second
 /// holds about 300 of them closed (with the sweep's 10 ms), not 1,100 as with 100 ms: 3 MiB of
 /// the peak of bench/pcap.sh's 100,000-connection capture. A packet arriving later still is
-/// counted as `after-close` ([`crate::Analyzer`]).
+/// counted as `after-close` ([`crate::analysis::Analyzer`]).
 pub const QUIET_AFTER_CLEAN_CLOSE_NS: i64 = 20_000_000;
 
 /// Closed flows smaller than this drop their window points when compacted: the window series

@@ -2,7 +2,8 @@
 //! states, request/response turns and Nagle stalls.
 //!
 //! In: decoded TCP segments of one connection, in capture order. Out: [`FlowEvents`] as they
-//! happen (RTT samples, exchanges, stalls) and a [`TcpSummary`] per connection. State per
+//! happen (RTT samples, exchanges, stalls) and a
+//! [`TcpSummary`](tailhunt_model::evidence::capture::TcpSummary) per connection. State per
 //! connection is bounded (at most 512 outstanding segments and 1024 TSvals per side are
 //! remembered), so memory grows with the number of open connections, not with packets.
 

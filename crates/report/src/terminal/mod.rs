@@ -1,6 +1,6 @@
 //! Rendering documents for a terminal: aligned tables, times, counts and findings, shared by
-//! every command's renderer; one file per command's document where it is long ([`analyze`],
-//! [`load`]; captures, run queues and sockets have their own modules at the crate's root).
+//! every command's renderer; one file per command's document where it is long (`analyze`,
+//! `load`; captures, run queues and sockets have their own modules at the crate's root).
 
 use std::fmt::Write;
 

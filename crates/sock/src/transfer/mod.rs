@@ -10,13 +10,15 @@
 //!
 //! In: [`TransferOptions`], the server address and the byte count. Out: a [`Transfer`]: the
 //! [`TransferReport`] (time, throughput, outcome, the options asked for and what the kernel
-//! made of them, a [`TcpSummary`] of each end, the window-limited bound window/RTT) and the
-//! raw readings, which the caller stores as series.
+//! made of them, a [`TcpInfoSummary`](tailhunt_model::evidence::sock::TcpInfoSummary) of each
+//! end, the window-limited bound window/RTT) and the raw readings, which the caller stores as
+//! series.
 //!
-//! Wire format (big-endian): the client sends `THT1` and the byte count (u64); the server
-//! sends that many bytes, then a trailer: a u32 length and a JSON [`SenderView`] (its pid,
-//! command, send buffer and TCP_INFO summary — the sender's `tcpi_rwnd_limited`, which only
-//! the sender knows). A client that timed out never reads the trailer.
+//! Wire format (big-endian): the client sends `THT1` and the byte count (u64); the server sends
+//! that many bytes, then a trailer: a u32 length and a JSON
+//! [`SenderView`](tailhunt_model::evidence::sock::SenderView) (its pid, command, send buffer
+//! and TCP_INFO summary — the sender's `tcpi_rwnd_limited`, which only the sender knows). A
+//! client that timed out never reads the trailer.
 
 mod client;
 pub mod sampler;

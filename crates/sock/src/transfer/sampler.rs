@@ -1,7 +1,7 @@
 //! Sampling one socket's TCP_INFO every few milliseconds, and what the readings add up to.
 //!
 //! In: a shared TCP socket and an interval. Out: [`Reading`]s (monotonic ns, [`TcpInfo`]), a
-//! [`TcpSummary`] of them, and series written through a [`SeriesSink`]. The sampler runs on
+//! [`TcpInfoSummary`] of them, and series written through a [`SeriesSink`]. The sampler runs on
 //! its own thread and holds its own reference to the socket, so the descriptor stays valid
 //! until the thread has stopped.
 

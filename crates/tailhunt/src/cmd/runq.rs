@@ -1,4 +1,4 @@
-//! `tailhunt runq`: run-queue latency per cgroup (eBPF, or /proc/<pid>/schedstat degraded),
+//! `tailhunt runq`: run-queue latency per cgroup (eBPF, or `/proc/<pid>/schedstat` degraded),
 //! stored as a run, with the noisy-neighbor and cpu-throttled detectors at the end.
 
 use std::io::Write;

@@ -89,7 +89,7 @@ pub struct FlowPair {
     pub closes: Vec<CloseOrigin>,
 }
 
-/// The result of [`match_captures`].
+/// The result of `match_captures`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MatchReport {
     /// Paired flows, most matched packets first.
