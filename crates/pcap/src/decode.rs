@@ -242,7 +242,7 @@ fn link_header(link: LinkType, b: &[u8]) -> Result<(u16, usize, Option<u16>), Sk
 }
 
 /// IPv4 (RFC 791): options skipped, later fragments not decoded further.
-#[inline]
+#[inline(always)]
 fn ipv4(b: &[u8], wire_ip: u32) -> Result<Decoded<'_>, Skip> {
     if b.len() < 20 {
         return Err(Skip::Truncated);
@@ -362,7 +362,12 @@ fn ipv6(b: &[u8], wire_ip: u32) -> Result<Decoded<'_>, Skip> {
 }
 
 /// The transport header in `b` (captured bytes), `len` bytes long by the IP lengths.
-#[inline]
+///
+/// Always inlined, as `ipv4` and `tcp` are: left to the compiler it stayed a function of its
+/// own, its result moved through memory on the way into the decoded frame; inlined, the
+/// one-thread `tailhunt pcap` on a 1 GB mix took 2.5% less CPU (twelve interleaved runs,
+/// medians 362 -> 353 ms).
+#[inline(always)]
 fn transport(proto: u8, b: &[u8], len: u32) -> Result<Transport<'_>, Skip> {
     match proto {
         6 => tcp(b, len).map(Transport::Tcp),
@@ -386,7 +391,7 @@ fn transport(proto: u8, b: &[u8], len: u32) -> Result<Transport<'_>, Skip> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn tcp(b: &[u8], len: u32) -> Result<Tcp<'_>, Skip> {
     if b.len() < 20 {
         return Err(if len < 20 {
