@@ -341,8 +341,17 @@ impl Analyzer {
         if self.sweep_due(p.ts_ns) {
             self.compact_closed(p.ts_ns);
         }
-        self.add_to_channels(p);
-        self.push_flow(p);
+        let bin = self.bin_of(p.ts_ns);
+        self.add_to_channels(p, bin);
+        self.push_flow(p, bin);
+    }
+
+    /// The index of the bin that holds capture time `ts`. A frame's bin is worked out once
+    /// and handed to every step that bins it: a 64-bit division is the one costly
+    /// instruction there, and each TCP segment was divided up to seven times (its channels,
+    /// its flow, each sender's window point and the point before it).
+    pub(crate) fn bin_of(&self, ts: i64) -> i64 {
+        ts.div_euclid(self.cfg.bin_ns)
     }
 
     /// Whether the sweep that retires closed, quiet connections is due before the frame
@@ -361,10 +370,9 @@ impl Analyzer {
     }
 
     /// Adds the frame to the bins of its two channels, and notes a bin it takes to the burst
-    /// threshold.
-    fn add_to_channels(&mut self, p: &Decoded<'_>) {
+    /// threshold. `bin` is the frame's ([`Analyzer::bin_of`]).
+    fn add_to_channels(&mut self, p: &Decoded<'_>, bin: i64) {
         let bin_ns = self.cfg.bin_ns;
-        let bin = p.ts_ns.div_euclid(bin_ns);
         let bytes = p.wire_len as u64;
         let threshold = self.hot_threshold;
         for (side, ch) in [(Dir::To, p.dst), (Dir::From, p.src)]
@@ -396,8 +404,7 @@ impl Analyzer {
 
     /// The flow part of [`Analyzer::push`]: finds or creates the frame's flow (a new one
     /// takes `next_id`) and advances it.
-    fn push_flow(&mut self, p: &Decoded<'_>) {
-        let bin = p.ts_ns.div_euclid(self.cfg.bin_ns);
+    fn push_flow(&mut self, p: &Decoded<'_>, bin: i64) {
         let bytes = p.wire_len as u64;
         match &p.transport {
             Transport::Tcp(tcp) => {
@@ -410,7 +417,7 @@ impl Analyzer {
                 };
                 let before = self.events.stalls.len();
                 if let Some(Flow::Tcp(f)) = self.flows.get_mut(&i) {
-                    f.on_packet(p, side, tcp, &mut self.events);
+                    f.on_packet(p, bin, side, tcp, &mut self.events);
                 }
                 let new = &self.events.stalls[before..];
                 let room = MAX_STALLS_KEPT.saturating_sub(self.stalls.len());

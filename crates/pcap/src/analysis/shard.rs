@@ -39,7 +39,7 @@ impl Analyzer {
     pub(crate) fn push_front(&mut self, p: &Decoded<'_>) -> bool {
         self.count_frame(p.ts_ns, p.wire_len);
         let due = self.sweep_due(p.ts_ns);
-        self.add_to_channels(p);
+        self.add_to_channels(p, self.bin_of(p.ts_ns));
         due
     }
 
@@ -78,7 +78,7 @@ impl Analyzer {
         self.ordinal = ordinal;
         self.retired_last.clear();
         self.next_id = ordinal as usize;
-        self.push_flow(p);
+        self.push_flow(p, self.bin_of(p.ts_ns));
         if self.next_id > ordinal as usize {
             self.created.push(ordinal);
         }

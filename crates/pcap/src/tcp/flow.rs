@@ -216,12 +216,21 @@ impl TcpFlow {
         self.halves[1 - side].mss.map_or(1460, u32::from)
     }
 
-    /// Processes one packet `p` (whose TCP header is `tcp`) sent by `side`.
-    pub fn on_packet(&mut self, p: &Decoded<'_>, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {
+    /// Processes one packet `p` (whose TCP header is `tcp`) sent by `side`; `bin` is the
+    /// index of its bin (`p.ts_ns` divided by the flow's bin width, rounded down).
+    pub fn on_packet(
+        &mut self,
+        p: &Decoded<'_>,
+        bin: i64,
+        side: usize,
+        tcp: &Tcp<'_>,
+        ev: &mut FlowEvents,
+    ) {
+        debug_assert_eq!(bin, p.ts_ns.div_euclid(self.bin_ns));
         let (ts, wire_len, ip_len, ip_id) = (p.ts_ns, p.wire_len, p.ip_len, p.ip_id);
         self.account_time(ts);
         self.last_ns = self.last_ns.max(ts);
-        self.bins[side].add(ts.div_euclid(self.bin_ns), wire_len as u64, ts);
+        self.bins[side].add(bin, wire_len as u64, ts);
         let h = &mut self.halves[side];
         h.packets += 1;
         h.ip_bytes += ip_len as u64;
@@ -249,7 +258,7 @@ impl TcpFlow {
             }
         }
         self.on_close_flags(ts, side, tcp);
-        self.note_window_point(ts);
+        self.note_window_point(ts, bin);
     }
 
     fn on_syn(&mut self, ts: i64, side: usize, tcp: &Tcp<'_>, ev: &mut FlowEvents) {

@@ -57,8 +57,12 @@ impl TcpFlow {
     }
 
     /// Adds (or, within the same bin, replaces) each sender's [`WindowPoint`] after the
-    /// packet at `ts`.
-    pub(super) fn note_window_point(&mut self, ts: i64) {
+    /// packet at `ts`, in bin `bin`.
+    pub(super) fn note_window_point(&mut self, ts: i64, bin: i64) {
+        // The bin's first and last nanosecond, to test the last point without dividing (in
+        // 128 bits: a corrupt capture's time may be near either end of i64).
+        let first = i128::from(bin) * i128::from(self.bin_ns);
+        let last_ns = first + i128::from(self.bin_ns) - 1;
         for d in 0..2 {
             let leg = self.leg_to(d);
             self.views[d].advance(ts, leg);
@@ -91,9 +95,8 @@ impl TcpFlow {
                 inflight: outstanding,
                 window,
             };
-            let bin = ts.div_euclid(self.bin_ns);
             match pts.last_mut() {
-                Some(last) if last.ts_ns.div_euclid(self.bin_ns) == bin => *last = point,
+                Some(last) if (first..=last_ns).contains(&i128::from(last.ts_ns)) => *last = point,
                 _ => pts.push(point),
             }
         }
