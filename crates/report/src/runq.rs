@@ -445,7 +445,7 @@ pub fn render_runq(d: &RunqDoc, top: usize) -> String {
     if let Some(why) = &d.degraded_reason {
         let _ = writeln!(
             out,
-            "degraded mode: {why}\n  /proc/<pid>/schedstat gives mean waits per cgroup only: no percentiles, no outliers, no attribution"
+            "degraded mode: {why}\n  /proc/PID/schedstat gives mean waits per cgroup only: no percentiles, no outliers, no attribution"
         );
     }
     if let Some(s) = &d.started {

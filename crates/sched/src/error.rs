@@ -6,10 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum SchedError {
     /// The kernel refused to load or attach the programs for lack of privilege.
-    #[error("not permitted to load BPF programs ({0}): run as root or grant CAP_BPF and CAP_PERFMON (or use --degraded for /proc/<pid>/schedstat)")]
+    #[error("not permitted to load BPF programs ({0}): run as root or grant CAP_BPF and CAP_PERFMON (or use --degraded for /proc/PID/schedstat)")]
     NotPermitted(String),
     /// No kernel BTF: the CO-RE programs cannot be relocated.
-    #[error("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): it needs CONFIG_DEBUG_INFO_BTF=y; use --degraded for /proc/<pid>/schedstat")]
+    #[error("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): it needs CONFIG_DEBUG_INFO_BTF=y; use --degraded for /proc/PID/schedstat")]
     NoBtf,
     /// Loading or attaching failed for another reason.
     #[error("cannot {what} the run-queue programs: {source}")]

@@ -1,4 +1,4 @@
-//! `tailhunt runq`: run-queue latency per cgroup (eBPF, or `/proc/<pid>/schedstat` degraded),
+//! `tailhunt runq`: run-queue latency per cgroup (eBPF, or `/proc/PID/schedstat` degraded),
 //! stored as a run, with the noisy-neighbor and cpu-throttled detectors at the end.
 
 use std::io::Write;
@@ -110,7 +110,7 @@ pub fn run(cli: &Cli, a: &RunqArgs) -> Result<()> {
     });
     let (doc, interrupted) = match unavailable {
         Some(why) => {
-            tell!("tailhunt: BPF unavailable: {why}; falling back to /proc/<pid>/schedstat (mean waits per cgroup only)");
+            tell!("tailhunt: BPF unavailable: {why}; falling back to /proc/PID/schedstat (mean waits per cgroup only)");
             degraded(&mut store, &cfg, params, why, a, cli.json)?
         }
         None => traced(&mut store, &cfg, params, baseline, a, cli.json)?,
