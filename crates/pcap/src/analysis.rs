@@ -182,8 +182,8 @@ impl Flow {
         let c = self.client();
         FlowName {
             proto: k.proto,
-            client: k.endpoint(c).to_string(),
-            server: k.endpoint(1 - c).to_string(),
+            client: crate::flowkey::endpoint_text(k.endpoint(c)),
+            server: crate::flowkey::endpoint_text(k.endpoint(1 - c)),
         }
     }
 }
