@@ -178,13 +178,7 @@ impl Flow {
     }
 
     fn name(&self) -> FlowName {
-        let k = self.key();
-        let c = self.client();
-        FlowName {
-            proto: k.proto,
-            client: crate::flowkey::endpoint_text(k.endpoint(c)),
-            server: crate::flowkey::endpoint_text(k.endpoint(1 - c)),
-        }
+        self.key().name(self.client())
     }
 }
 
@@ -229,7 +223,7 @@ pub struct Analyzer {
     /// first, each as in `index`: a capture's segments mostly follow one of them (transfers'
     /// trains and their ACKs: 94% of the segments of bench/pcap.sh's 1 GB mix, 84% with the
     /// last one alone), and comparing keys is cheaper than hashing one and probing the index
-    /// (the one-thread command took about 3% less CPU). Emptied when a key leaves the index.
+    /// (the one-thread command took 2-3% less CPU). Emptied when a key leaves the index.
     last_tcp: [Option<(FlowKey, usize)>; 2],
     /// The retired TCP flows' keys, for a second after their last packet: [`grave_of`] of the
     /// key -> until. A packet on such a key before `until` is late for a connection already

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use tailhunt_model::evidence::capture::Proto;
+use tailhunt_model::evidence::capture::{FlowName, Proto};
 
 /// A connection regardless of direction: endpoint `a` is the smaller of the two, so both
 /// directions of a connection map to the same key.
@@ -37,6 +37,15 @@ impl FlowKey {
                 },
                 1,
             )
+        }
+    }
+
+    /// The connection's name, `client` (0 = `a`, 1 = `b`) being the side that opened it.
+    pub fn name(&self, client: usize) -> FlowName {
+        FlowName {
+            proto: self.proto,
+            client: endpoint_text(self.endpoint(client)),
+            server: endpoint_text(self.endpoint(1 - client)),
         }
     }
 

@@ -100,13 +100,7 @@ impl Flows {
 
     /// The flow's name; without a SYN, the higher port is taken as the client.
     fn name(&self, id: u32) -> FlowName {
-        let k = self.keys[id as usize];
-        let client = self.client_side(id);
-        FlowName {
-            proto: Proto::Tcp,
-            client: k.endpoint(client as usize).to_string(),
-            server: k.endpoint(1 - client as usize).to_string(),
-        }
+        self.keys[id as usize].name(self.client_side(id) as usize)
     }
 
     fn client_side(&self, id: u32) -> u8 {
